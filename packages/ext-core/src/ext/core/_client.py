@@ -1,0 +1,460 @@
+"""The `ChatCompletionClient` protocol and `BaseChatCompletionClient`, which holds the logic every
+provider shares: argument validation before any network call, options merging, capability checks,
+retries, cancellation, JSON/structured output parsing, usage accounting and token budgeting.
+A provider implements `_create`, `_stream`, and optionally `count_tokens`, `_check_request`, `_close`.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from ._cancellation import CancellationToken, CancelScope
+from ._component import Component
+from ._errors import ClientClosedError, ConfigurationError, ExtError, UnsupportedOptionError
+from ._image import Image
+from ._mapping import check_tool_name, estimate_tokens, normalize_parameters, parse_json_output
+from ._messages import CreateResult, LLMMessage, RequestUsage, StreamChunk, UserMessage
+from ._model_info import KNOWN_MODELS, ModelInfo, ModelTable, resolve_model_info
+from ._options import ChatOptions
+from ._retry import RetryPolicy
+from ._tools import Tool, ToolSchema
+
+logger = logging.getLogger(__name__)
+
+ToolChoice = Union[Literal["auto", "none", "required"], str, Tool]
+"""`auto`, `none`, `required`, or one tool (by name or the tool itself) the model must call."""
+
+JsonOutput = Union[bool, type[BaseModel], None]
+"""`True` for JSON mode, a pydantic model class for structured output, None/False for text."""
+
+
+@runtime_checkable
+class ChatCompletionClient(Protocol):
+    """One async interface over every model provider."""
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        cancellation_token: CancellationToken | None = None,
+        *,
+        tools: Sequence[Tool | ToolSchema] = (),
+        tool_choice: ToolChoice = "auto",
+        json_output: JsonOutput = None,
+        options: ChatOptions | Mapping[str, Any] | None = None,
+        extra_create_args: Mapping[str, Any] | None = None,
+    ) -> CreateResult: ...
+
+    def create_stream(
+        self,
+        messages: Sequence[LLMMessage],
+        cancellation_token: CancellationToken | None = None,
+        *,
+        tools: Sequence[Tool | ToolSchema] = (),
+        tool_choice: ToolChoice = "auto",
+        json_output: JsonOutput = None,
+        options: ChatOptions | Mapping[str, Any] | None = None,
+        extra_create_args: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[StreamChunk | CreateResult]: ...
+
+    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int: ...
+
+    def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int: ...
+
+    @property
+    def capabilities(self) -> ModelInfo: ...
+
+    def actual_usage(self) -> RequestUsage: ...
+
+    def total_usage(self) -> RequestUsage: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """A validated call, as a provider maps it. `tool_choice` is `auto`, `none`, `required` or a tool name."""
+
+    messages: list[LLMMessage]
+    model: str
+    tools: list[ToolSchema] = field(default_factory=list)
+    tool_choice: str = "auto"
+    json_output: bool | type[BaseModel] = False
+    options: ChatOptions = field(default_factory=ChatOptions)
+    extra: dict[str, Any] = field(default_factory=dict)
+    cancellation_token: CancellationToken | None = None
+
+    @property
+    def structured_model(self) -> type[BaseModel] | None:
+        """The pydantic model asked for, if structured output."""
+        return self.json_output if isinstance(self.json_output, type) else None
+
+
+_MESSAGE = TypeAdapter(LLMMessage)
+
+
+def _coerce_messages(messages: Sequence[Any]) -> list[LLMMessage]:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise ConfigurationError(f"messages must be a list of messages, got {type(messages).__name__}")
+    if not messages:
+        raise ConfigurationError("messages must not be empty")
+    out: list[LLMMessage] = []
+    for i, message in enumerate(messages):
+        if isinstance(message, BaseModel) and getattr(message, "type", None) in _MESSAGE_TYPES:
+            out.append(message)  # type: ignore[arg-type]
+            continue
+        if isinstance(message, Mapping):
+            try:
+                out.append(_MESSAGE.validate_python(message))
+                continue
+            except ValidationError as exc:
+                first = exc.errors(include_input=False, include_url=False)[0]
+                loc = ".".join(str(p) for p in first["loc"])
+                raise ConfigurationError(f"messages[{i}] is invalid: {loc}: {first['msg']}") from None
+        raise ConfigurationError(
+            f"messages[{i}] must be a SystemMessage, UserMessage, AssistantMessage or "
+            f"FunctionExecutionResultMessage, got {type(message).__name__}"
+        )
+    return out
+
+
+_MESSAGE_TYPES = frozenset({"SystemMessage", "UserMessage", "AssistantMessage", "FunctionExecutionResultMessage"})
+
+
+def tool_schema_of(tool: Tool | ToolSchema | Mapping[str, Any]) -> ToolSchema:
+    """A tool's schema with provider-ready parameters."""
+    if isinstance(tool, Tool):
+        schema = tool.schema
+    elif isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
+        schema = tool  # type: ignore[assignment]
+    else:
+        raise ConfigurationError(
+            f"tools entries must be Tools or tool schemas with a 'name', got {type(tool).__name__}"
+        )
+    out: ToolSchema = {
+        "name": check_tool_name(schema["name"]),
+        "description": schema.get("description", "") or "",
+        "parameters": normalize_parameters(schema.get("parameters")),
+    }
+    if schema.get("strict"):
+        out["strict"] = True
+    return out
+
+
+def _has_images(messages: Sequence[LLMMessage]) -> bool:
+    return any(
+        isinstance(m, UserMessage) and not isinstance(m.content, str) and any(isinstance(p, Image) for p in m.content)
+        for m in messages
+    )
+
+
+class BaseChatCompletionClient(ABC, Component[BaseModel]):
+    """Shared behaviour of every model client. See the module docstring for the split of work."""
+
+    component_type = "model"
+    provider_name: str = "provider"
+    model_table: ModelTable = KNOWN_MODELS
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        model_info: ModelInfo | Mapping[str, Any] | None = None,
+        token_limit: int | None = None,
+        default_options: ChatOptions | Mapping[str, Any] | None = None,
+        max_retries: int = 3,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigurationError("model must be a non-empty string")
+        if token_limit is not None and (not isinstance(token_limit, int) or token_limit <= 0):
+            raise ConfigurationError(f"token_limit must be a positive int, got {token_limit!r}")
+        if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+            raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        self._model = model
+        self._model_info_override = model_info
+        self._token_limit = token_limit
+        try:
+            self._model_info = resolve_model_info(
+                model, table=self.model_table, override=model_info, token_limit=token_limit
+            )
+        except ValidationError as exc:
+            raise ConfigurationError(f"model_info is invalid: {exc.errors(include_input=False)[0]['msg']}") from None
+        self._default_options = (
+            default_options
+            if isinstance(default_options, ChatOptions) or default_options is None
+            else ChatOptions.model_validate(default_options)
+        )
+        self._max_retries = max_retries
+        self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
+        self._actual_usage = RequestUsage()
+        self._total_usage = RequestUsage()
+        self._closed = False
+
+    # --- the provider's part ---------------------------------------------------------------------
+
+    @abstractmethod
+    async def _create(self, request: ChatRequest) -> CreateResult:
+        """One request to the provider. SDK errors propagate unchanged (the base retries them)."""
+
+    @abstractmethod
+    def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
+        """Chunks, then exactly one `CreateResult` with the full content and usage."""
+
+    def _check_request(self, request: ChatRequest) -> None:
+        """Raise `UnsupportedOptionError` / `ConfigurationError` for what the provider cannot do."""
+
+    async def _close(self) -> None:
+        """Release the provider's connections."""
+
+    # --- public API ------------------------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def capabilities(self) -> ModelInfo:
+        """What the model can do (vision, function_calling, json_output, and more)."""
+        return self._model_info
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return self._model_info
+
+    def info_for(self, model: str) -> ModelInfo:
+        """Model info for another model name (a per-call `model_id`), with this client's overrides."""
+        if model == self._model:
+            return self._model_info
+        return resolve_model_info(
+            model, table=self.model_table, override=self._model_info_override, token_limit=self._token_limit
+        )
+
+    def build_request(
+        self,
+        messages: Sequence[LLMMessage],
+        cancellation_token: CancellationToken | None = None,
+        *,
+        tools: Sequence[Tool | ToolSchema] = (),
+        tool_choice: ToolChoice = "auto",
+        json_output: JsonOutput = None,
+        options: ChatOptions | Mapping[str, Any] | None = None,
+        extra_create_args: Mapping[str, Any] | None = None,
+    ) -> ChatRequest:
+        """Validate a call and build the request, raising before any network traffic."""
+        if self._closed:
+            raise ClientClosedError(f"{type(self).__name__} is closed")
+        if cancellation_token is not None and not isinstance(cancellation_token, CancellationToken):
+            raise ConfigurationError(
+                f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}"
+            )
+        msgs = _coerce_messages(messages)
+        if options is None:
+            call_options = self._default_options or ChatOptions()
+        elif isinstance(options, ChatOptions):
+            call_options = options.merged_over(self._default_options)
+        elif isinstance(options, Mapping):
+            call_options = ChatOptions.model_validate(options).merged_over(self._default_options)
+        else:
+            raise ConfigurationError(f"options must be ChatOptions or a mapping, got {type(options).__name__}")
+        model = call_options.model_id or self._model
+        info = self.info_for(model)
+
+        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+            raise ConfigurationError(f"tools must be a list of tools, got {type(tools).__name__}")
+        schemas = [tool_schema_of(t) for t in tools]
+        names = [s["name"] for s in schemas]
+        if len(set(names)) != len(names):
+            raise ConfigurationError(f"tools: duplicate tool names in {names}")
+        if schemas and not info.function_calling:
+            raise UnsupportedOptionError(
+                f"model {model!r} does not support function calling; pass model_info={{'function_calling': True}} "
+                "if it does"
+            )
+        choice = self._tool_choice(tool_choice, names)
+
+        if json_output is None or json_output is False:
+            json_mode: bool | type[BaseModel] = False
+        elif json_output is True or (isinstance(json_output, type) and issubclass(json_output, BaseModel)):
+            json_mode = json_output
+            if not info.json_output:
+                raise UnsupportedOptionError(
+                    f"model {model!r} does not support JSON output; pass model_info={{'json_output': True}} if it does"
+                )
+        else:
+            raise ConfigurationError(
+                f"json_output must be True, False, None or a pydantic model class, got {json_output!r}"
+            )
+
+        if not info.vision and _has_images(msgs):
+            raise UnsupportedOptionError(
+                f"model {model!r} does not accept images; pass model_info={{'vision': True}} if it does"
+            )
+        if extra_create_args is not None and not isinstance(extra_create_args, Mapping):
+            raise ConfigurationError(f"extra_create_args must be a mapping, got {type(extra_create_args).__name__}")
+        request = ChatRequest(
+            messages=msgs,
+            model=model,
+            tools=schemas,
+            tool_choice=choice,
+            json_output=json_mode,
+            options=call_options,
+            extra=dict(extra_create_args or {}),
+            cancellation_token=cancellation_token,
+        )
+        self._check_request(request)
+        return request
+
+    @staticmethod
+    def _tool_choice(tool_choice: ToolChoice, names: list[str]) -> str:
+        if isinstance(tool_choice, Tool):
+            tool_choice = tool_choice.name
+        if not isinstance(tool_choice, str):
+            raise ConfigurationError(f"tool_choice must be 'auto', 'none', 'required' or a tool, got {tool_choice!r}")
+        if tool_choice in ("auto", "none"):
+            return tool_choice
+        if not names:
+            raise ConfigurationError(f"tool_choice={tool_choice!r} needs tools, but no tools were given")
+        if tool_choice != "required" and tool_choice not in names:
+            raise ConfigurationError(f"tool_choice names {tool_choice!r}, which is not among the tools {names}")
+        return tool_choice
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        cancellation_token: CancellationToken | None = None,
+        *,
+        tools: Sequence[Tool | ToolSchema] = (),
+        tool_choice: ToolChoice = "auto",
+        json_output: JsonOutput = None,
+        options: ChatOptions | Mapping[str, Any] | None = None,
+        extra_create_args: Mapping[str, Any] | None = None,
+    ) -> CreateResult:
+        """Send the conversation and return the model's reply. See `ChatCompletionClient`."""
+        request = self.build_request(
+            messages,
+            cancellation_token,
+            tools=tools,
+            tool_choice=tool_choice,
+            json_output=json_output,
+            options=options,
+            extra_create_args=extra_create_args,
+        )
+        with CancelScope(cancellation_token):
+            result = await self._retry.run(lambda: self._create(request))
+        return self._finish(request, result)
+
+    async def create_stream(
+        self,
+        messages: Sequence[LLMMessage],
+        cancellation_token: CancellationToken | None = None,
+        *,
+        tools: Sequence[Tool | ToolSchema] = (),
+        tool_choice: ToolChoice = "auto",
+        json_output: JsonOutput = None,
+        options: ChatOptions | Mapping[str, Any] | None = None,
+        extra_create_args: Mapping[str, Any] | None = None,
+    ) -> AsyncGenerator[StreamChunk | CreateResult, None]:
+        """Stream the reply: `StreamChunk`s, then exactly one `CreateResult`. Retries happen only
+        before the first chunk; a cancelled token aborts the stream's network read."""
+        request = self.build_request(
+            messages,
+            cancellation_token,
+            tools=tools,
+            tool_choice=tool_choice,
+            json_output=json_output,
+            options=options,
+            extra_create_args=extra_create_args,
+        )
+        token = cancellation_token
+
+        async def open_stream() -> tuple[AsyncIterator[StreamChunk | CreateResult], StreamChunk | CreateResult]:
+            stream = self._stream(request)
+            try:
+                return stream, await stream.__anext__()
+            except BaseException:
+                await _aclose(stream)
+                raise
+
+        try:
+            with CancelScope(token):
+                stream, item = await self._retry.run(open_stream)
+        except StopAsyncIteration:
+            raise ExtError(f"{type(self).__name__}: the provider stream ended without a result") from None
+        try:
+            while True:
+                if isinstance(item, CreateResult):
+                    yield self._finish(request, item)
+                    return
+                yield item
+                try:
+                    if token is None:
+                        item = await stream.__anext__()
+                    else:
+                        with CancelScope(token):
+                            item = await stream.__anext__()
+                except StopAsyncIteration:
+                    raise ExtError(f"{type(self).__name__}: the provider stream ended without a result") from None
+        finally:
+            await _aclose(stream)
+
+    def _finish(self, request: ChatRequest, result: CreateResult) -> CreateResult:
+        if request.json_output and isinstance(result.content, str):
+            parsed = parse_json_output(result.content, request.json_output, finish_reason=result.finish_reason)
+            result = result.model_copy(update={"parsed": parsed})
+        self._actual_usage = result.usage
+        self._total_usage = self._total_usage + result.usage
+        return result
+
+    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
+        """Tokens the messages and tools take. The base gives a provider-free estimate (see `estimate_tokens`)."""
+        return estimate_tokens(_coerce_messages(messages), [tool_schema_of(t) for t in tools])
+
+    def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
+        """Context window left after the messages and tools. Never raises for an unknown model."""
+        try:
+            used = self.count_tokens(messages, tools=tools)
+        except ConfigurationError:
+            raise
+        except Exception:  # a tokenizer failure must not break budgeting
+            logger.debug("count_tokens failed; using the estimate", exc_info=True)
+            used = estimate_tokens(_coerce_messages(messages), [tool_schema_of(t) for t in tools])
+        return self._model_info.context_window - used
+
+    def actual_usage(self) -> RequestUsage:
+        """Usage of the last completed call."""
+        return self._actual_usage
+
+    def total_usage(self) -> RequestUsage:
+        """Usage of every completed call since the client was made."""
+        return self._total_usage
+
+    async def close(self) -> None:
+        """Close connections. Idempotent; the client cannot be used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._close()
+
+    async def __aenter__(self) -> BaseChatCompletionClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self._model!r})"
+
+
+async def _aclose(stream: AsyncIterator[Any]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()

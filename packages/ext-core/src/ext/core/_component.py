@@ -1,0 +1,191 @@
+"""Components: dump a client or tool to a plain config and build it again.
+
+A dump is `ComponentModel(provider, config, ...)`, where `provider` is the public import path of the
+class. Loading only accepts providers that an installed distribution registered under the
+`ext.components` entry-point group (or that the caller allows explicitly), so a config file cannot
+make ext import arbitrary code. Core never imports a provider until a config names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any, ClassVar, Generic, TypeVar, cast
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic_core import to_jsonable_python
+
+from ._errors import ComponentError
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+T = TypeVar("T")
+
+
+class ComponentModel(BaseModel):
+    """A component as plain data: which class (`provider`) and its `config`."""
+
+    provider: str = Field(min_length=1)
+    component_type: str | None = None
+    version: int = 1
+    label: str | None = None
+    description: str | None = None
+    config: dict[str, Any]
+
+
+class Component(Generic[ConfigT]):
+    """Mixin for classes that can be dumped and loaded.
+
+    A subclass sets `component_type`, `component_config_schema` (a pydantic model whose secret fields
+    are `SecretStr`) and `component_provider_override` (its public path), and implements `_to_config`
+    and `_from_config`. Secrets are dropped from dumps: keep an `*_env` field naming the environment
+    variable a secret came from so the loaded component finds it again.
+    """
+
+    component_type: ClassVar[str] = "component"
+    component_config_schema: ClassVar[type[BaseModel]]
+    component_provider_override: ClassVar[str | None] = None
+    component_version: ClassVar[int] = 1
+    component_label: ClassVar[str | None] = None
+
+    def _to_config(self) -> ConfigT:
+        raise ComponentError(f"{type(self).__name__} cannot be dumped to a config")
+
+    @classmethod
+    def _from_config(cls, config: Any) -> Any:
+        raise ComponentError(f"{cls.__name__} cannot be loaded from a config")
+
+    def dump_component(self) -> ComponentModel:
+        """This component as plain data, with every secret left out."""
+        config = self._to_config()
+        provider = self.component_provider_override or f"{type(self).__module__}.{type(self).__qualname__}"
+        return ComponentModel(
+            provider=provider,
+            component_type=self.component_type,
+            version=self.component_version,
+            label=self.component_label or type(self).__name__,
+            config=cast("dict[str, Any]", to_jsonable_python(_drop_secrets(config.model_dump()))),
+        )
+
+    @classmethod
+    def load_component(cls: type[T], model: ComponentModel | Mapping[str, Any] | str, **kwargs: Any) -> T:
+        """Build an instance of this class (or a registered subclass) from a dump."""
+        return load_component(model, cls, **kwargs)
+
+
+def _drop_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_secrets(v) for k, v in value.items() if not isinstance(v, SecretStr)}
+    if isinstance(value, (list, tuple)):
+        return [None if isinstance(v, SecretStr) else _drop_secrets(v) for v in value]
+    return value
+
+
+def _dotted(value: str) -> str:
+    return value.replace(":", ".")
+
+
+@lru_cache(maxsize=1)
+def registered_components() -> Mapping[str, str]:
+    """Every provider path installed distributions registered: alias and dotted path -> `module:attr`."""
+    found: dict[str, str] = {}
+    for ep in entry_points(group="ext.components"):
+        found[_dotted(ep.value)] = ep.value
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def _import(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        module_name, _, attr = target.rpartition(".")
+    module = import_module(module_name)
+    return getattr(module, attr)
+
+
+def load_component(
+    model: ComponentModel | Mapping[str, Any] | str,
+    expected: type[T] | None = None,
+    *,
+    allow: Iterable[type[Any]] = (),
+) -> T:
+    """Build a component from a dump (a `ComponentModel`, a mapping, or JSON text).
+
+    `provider` must be registered by an installed distribution, or be one of the classes in `allow`.
+    With `expected`, the result must be an instance of it.
+    """
+    if isinstance(model, str):
+        try:
+            model = json.loads(model)
+        except json.JSONDecodeError as exc:
+            raise ComponentError(f"component config is not valid JSON: {exc.msg}") from None
+    if not isinstance(model, ComponentModel):
+        try:
+            model = ComponentModel.model_validate(model)
+        except ValidationError as exc:
+            raise ComponentError(f"component config is malformed: {_errors_text(exc)}") from None
+
+    provider = model.provider
+    allowed = {f"{c.__module__}.{c.__qualname__}": c for c in allow}
+    allowed.update({getattr(c, "component_provider_override", None) or "": c for c in allow})
+    cls: Any
+    if provider in allowed and provider:
+        cls = allowed[provider]
+    else:
+        registry = registered_components()
+        target = registry.get(provider) or registry.get(_dotted(provider))
+        if target is None:
+            raise ComponentError(
+                f"provider {provider!r} is not a registered ext component; install the distribution that "
+                "provides it (it registers under the 'ext.components' entry point group) or pass it in allow="
+            )
+        try:
+            cls = _import(target)
+        except (ImportError, AttributeError) as exc:
+            raise ComponentError(f"provider {provider!r} is registered but cannot be imported: {exc}") from exc
+
+    if not (isinstance(cls, type) and issubclass(cls, Component)):
+        raise ComponentError(f"provider {provider!r} is not a Component class")
+    if expected is not None and not issubclass(cls, expected):
+        raise ComponentError(f"provider {provider!r} is not a {expected.__name__}")
+    if model.version > cls.component_version:
+        raise ComponentError(
+            f"config version {model.version} of {provider!r} is newer than this install understands "
+            f"({cls.component_version}); upgrade the distribution"
+        )
+    try:
+        config = cls.component_config_schema.model_validate(model.config)
+    except ValidationError as exc:
+        raise ComponentError(f"invalid config for {provider!r}: {_errors_text(exc)}") from None
+    return cast("T", cls._from_config(config))
+
+
+def _errors_text(exc: ValidationError) -> str:
+    # Never echo input values: a misplaced secret would end up in the message.
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+        for err in exc.errors(include_input=False, include_url=False)
+    )
+
+
+def resolve_secret(
+    value: str | SecretStr | None,
+    env_var: str | None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[SecretStr | None, str | None]:
+    """A secret given as an argument, else read from `env_var`.
+
+    Returns the secret and the name of the environment variable it came from (None when it was
+    passed in), so a dump can refer to the variable instead of holding the value.
+    """
+    if value is not None:
+        return (value if isinstance(value, SecretStr) else SecretStr(value)), None
+    if env_var:
+        env = os.environ if environ is None else environ
+        found = env.get(env_var)
+        if found:
+            return SecretStr(found), env_var
+    return None, None

@@ -1,0 +1,259 @@
+"""Shared logic each provider would otherwise rewrite: system-message policy, tool schemas,
+tool-call arguments, finish reasons, JSON and structured output, token estimates."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from ._errors import ConfigurationError, OutputParseError, ToolArgumentsError
+from ._messages import (
+    AssistantMessage,
+    FinishReason,
+    FunctionExecutionResultMessage,
+    LLMMessage,
+    SystemMessage,
+    UserMessage,
+)
+
+# --- system messages --------------------------------------------------------------------------
+
+SystemPolicy = Literal["keep", "hoist", "leading_then_user"]
+"""How a client handles system messages that are not at the start of the list.
+
+- `keep`: leave them where they are (the API accepts system messages anywhere).
+- `hoist`: join every system message, in order, into one system prompt.
+- `leading_then_user`: join the leading ones into the system prompt; later ones become user
+  messages (`source="system"`), keeping their place in the conversation.
+"""
+
+
+def split_system_messages(
+    messages: Sequence[LLMMessage], policy: SystemPolicy = "hoist", separator: str = "\n\n"
+) -> tuple[str | None, list[LLMMessage]]:
+    """The system prompt (None if there is none) and the other messages, by `policy`."""
+    if policy == "keep":
+        return None, list(messages)
+    system: list[str] = []
+    rest: list[LLMMessage] = []
+    leading = True
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            if policy == "hoist" or leading:
+                system.append(message.content)
+            else:
+                rest.append(UserMessage(content=message.content, source="system"))
+        else:
+            leading = False
+            rest.append(message)
+    return (separator.join(system) if system else None), rest
+
+
+# --- tool schemas -------------------------------------------------------------------------------
+
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def check_tool_name(name: str) -> str:
+    """`name` if providers accept it (1 to 64 of letters, digits, '_' and '-'), else ConfigurationError."""
+    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+        raise ConfigurationError(
+            f"tool name {name!r} is invalid: use 1 to 64 letters, digits, '_' or '-' (providers reject others)"
+        )
+    return name
+
+
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+
+
+def _walk(schema: Any, defs: Mapping[str, Any], stack: tuple[str, ...], drop_titles: bool) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
+        name = ref.rsplit("/", 1)[1]
+        if name in stack or name not in defs:
+            return schema  # recursive models keep their reference
+        target = _walk(defs[name], defs, (*stack, name), drop_titles)
+        extra = {k: v for k, v in schema.items() if k != "$ref"}
+        return {**target, **_walk(extra, defs, stack, drop_titles)} if extra else target
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("$defs", "definitions"):
+            continue
+        if drop_titles and key == "title" and isinstance(value, str):
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {k: _walk(v, defs, stack, drop_titles) for k, v in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_walk(v, defs, stack, drop_titles) for v in value]
+        elif key in _SCHEMA_ONE:
+            out[key] = _walk(value, defs, stack, drop_titles)
+        else:
+            out[key] = value
+    return out
+
+
+def normalize_parameters(schema: Mapping[str, Any] | None, *, drop_titles: bool = True) -> dict[str, Any]:
+    """An object schema a provider accepts: `$ref`s into `$defs` inlined (recursive ones kept, with
+    their definitions), titles dropped, and `type: object` / `properties` always present."""
+    if not schema:
+        return {"type": "object", "properties": {}}
+    defs: dict[str, Any] = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    out = _walk(dict(schema), defs, (), drop_titles)
+    if "$ref" in json.dumps(out) and defs:
+        out["$defs"] = {k: _walk(v, defs, (k,), drop_titles) for k, v in defs.items()}
+    out.setdefault("type", "object")
+    if out.get("type") == "object":
+        out.setdefault("properties", {})
+    return dict(out)
+
+
+# --- tool-call arguments ------------------------------------------------------------------------
+
+
+def parse_tool_arguments(arguments: str | Mapping[str, Any] | None, *, tool: str = "tool") -> dict[str, Any]:
+    """Tool-call arguments as a dict, whatever shape the server sent: a JSON object as text, a dict,
+    a JSON string holding JSON again, empty text or None (no arguments)."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    text = arguments.strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentsError(f"arguments for {tool!r} are not valid JSON: {exc.msg} at {exc.pos}") from None
+    if isinstance(value, str):  # double-encoded by some servers
+        return parse_tool_arguments(value, tool=tool)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ToolArgumentsError(f"arguments for {tool!r} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def arguments_to_json(arguments: str | Mapping[str, Any] | None) -> str:
+    """Tool-call arguments as the JSON text `FunctionCall.arguments` holds."""
+    if arguments is None:
+        return "{}"
+    if isinstance(arguments, str):
+        return arguments if arguments.strip() else "{}"
+    return json.dumps(dict(arguments), ensure_ascii=False)
+
+
+# --- finish reasons -----------------------------------------------------------------------------
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "eos": "stop",
+    "pause_turn": "stop",
+    "completed": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "model_length": "length",
+    "model_context_window_exceeded": "length",
+    "tool_calls": "function_calls",
+    "tool_use": "function_calls",
+    "function_call": "function_calls",
+    "function_calls": "function_calls",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+    "safety": "content_filter",
+    "unknown": "unknown",
+}
+
+
+def normalize_finish_reason(raw: str | None, *, has_tool_calls: bool = False) -> FinishReason:
+    """A provider's stop reason as one of `stop | length | function_calls | content_filter | unknown`.
+
+    A response that carries tool calls is `function_calls` even when the server said `stop`
+    (Ollama and some OpenAI-compatible servers do).
+    """
+    reason = _FINISH.get((raw or "").lower(), "unknown")
+    if has_tool_calls and reason in ("stop", "unknown"):
+        return "function_calls"
+    if raw is None and not has_tool_calls:
+        return "stop"
+    return reason
+
+
+# --- JSON and structured output -----------------------------------------------------------------
+
+_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
+
+
+def parse_json_output(text: str, json_output: bool | type[BaseModel], *, finish_reason: str | None = None) -> Any:
+    """The JSON value (or pydantic model instance) in a model's output.
+
+    Tolerates a ```json fence around the output. Raises `OutputParseError` (holding the raw text)
+    when the output is not valid JSON or does not match the model; a truncated output says so.
+    """
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    hint = " (the output was cut off by the token limit)" if finish_reason == "length" else ""
+    if isinstance(json_output, type) and issubclass(json_output, BaseModel):
+        try:
+            return json_output.model_validate_json(body)
+        except ValidationError as exc:
+            detail = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
+                for e in exc.errors(include_input=False, include_url=False)
+            )
+            raise OutputParseError(f"output does not match {json_output.__name__}{hint}: {detail}", text=text) from None
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise OutputParseError(f"output is not valid JSON{hint}: {exc.msg} at {exc.pos}", text=text) from None
+
+
+# --- token estimate -----------------------------------------------------------------------------
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD_TOKENS = 4
+IMAGE_TOKENS = 85
+
+
+def estimate_tokens(messages: Iterable[LLMMessage], tools: Iterable[Mapping[str, Any]] = ()) -> int:
+    """A provider-free estimate: 1 token per 4 characters of text and JSON, 4 per message, 85 per image.
+
+    Used when a provider's tokenizer or counting endpoint is unavailable. It errs high on English prose.
+    """
+    chars = 0
+    count = 0
+    for message in messages:
+        count += MESSAGE_OVERHEAD_TOKENS
+        if isinstance(message, SystemMessage):
+            chars += len(message.content)
+        elif isinstance(message, UserMessage):
+            if isinstance(message.content, str):
+                chars += len(message.content)
+            else:
+                for part in message.content:
+                    if isinstance(part, str):
+                        chars += len(part)
+                    else:
+                        count += IMAGE_TOKENS
+        elif isinstance(message, AssistantMessage):
+            if isinstance(message.content, str):
+                chars += len(message.content)
+            else:
+                chars += sum(len(c.name) + len(c.arguments) for c in message.content)
+            chars += len(message.thought or "")
+        elif isinstance(message, FunctionExecutionResultMessage):
+            chars += sum(len(r.content) + len(r.call_id) for r in message.content)
+    for tool in tools:
+        chars += len(json.dumps(tool, default=str))
+    return count + -(-chars // CHARS_PER_TOKEN)

@@ -1,0 +1,107 @@
+"""Provider-neutral option classes, validated on construction."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+
+class ChatOptions(BaseModel):
+    """Per-call options any client accepts. Each client maps what its provider supports and raises
+    `UnsupportedOptionError` for what it cannot honour (for example a temperature above 1 for Anthropic).
+    Unknown fields are an error, so a typo never silently does nothing.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0, description="Sampling temperature, 0.0 to 2.0.")
+    max_tokens: int | None = Field(default=None, gt=0, description="Most tokens to generate.")
+    top_p: float | None = Field(default=None, ge=0.0, le=1.0, description="Nucleus sampling mass, 0.0 to 1.0.")
+    top_k: int | None = Field(default=None, gt=0, description="Sample from the k most likely tokens.")
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0, description="-2.0 to 2.0.")
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0, description="-2.0 to 2.0.")
+    stop_sequences: list[str] | None = Field(default=None, description="Stop when any of these is generated.")
+    seed: int | None = Field(default=None, description="Seed for reproducible sampling where supported.")
+    model_id: str | None = Field(default=None, min_length=1, description="Overrides the client's model.")
+
+    @field_validator("stop_sequences")
+    @classmethod
+    def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not s for s in value):
+            raise ValueError("stop_sequences must not contain empty strings")
+        return value
+
+    def merged_over(self, base: ChatOptions | None) -> ChatOptions:
+        """These options with unset fields taken from `base` (the client's defaults)."""
+        if base is None:
+            return self
+        return base.model_copy(update=self.model_dump(exclude_none=True))
+
+    def set_fields(self) -> dict[str, object]:
+        """Only the options that were given."""
+        return self.model_dump(exclude_none=True)
+
+
+class ChatMessage(BaseModel):
+    """A plain role + text message, for configs and simple chat front ends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+def _env(prefix: str, name: str, environ: Mapping[str, str]) -> str | None:
+    value = environ.get(f"{prefix}{name}")
+    return value if value else None
+
+
+class AIClientOptions(BaseModel):
+    """Where and how to reach a model service, for building clients from config or the environment."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    endpoint: str = Field(min_length=1, description="Base URL of the service (http or https).")
+    api_key: SecretStr | None = Field(default=None, description="Key for the service; never printed.")
+    default_model: str = Field(min_length=1, description="Model used when a call does not name one.")
+    timeout: float | None = Field(default=None, gt=0, description="Seconds before a request fails.")
+    max_retries: int | None = Field(default=None, ge=0, description="Retries for rate limits and transient errors.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("endpoint must be an http:// or https:// URL")
+        return value
+
+    @classmethod
+    def from_env(cls, prefix: str = "EXT_AI_", environ: Mapping[str, str] | None = None) -> AIClientOptions:
+        """Options from `{prefix}ENDPOINT`, `{prefix}API_KEY`, `{prefix}DEFAULT_MODEL`, `{prefix}TIMEOUT`
+        and `{prefix}MAX_RETRIES`."""
+        env = os.environ if environ is None else environ
+        data: dict[str, object] = {}
+        for field, name in (
+            ("endpoint", "ENDPOINT"),
+            ("api_key", "API_KEY"),
+            ("default_model", "DEFAULT_MODEL"),
+            ("timeout", "TIMEOUT"),
+            ("max_retries", "MAX_RETRIES"),
+        ):
+            value = _env(prefix, name, env)
+            if value is not None:
+                data[field] = value
+        return cls.model_validate(data)
+
+
+class VectorStoreOptions(BaseModel):
+    """Where a vector store lives and the shape of its collection."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+    endpoint: str = Field(min_length=1, description="URL of the vector store.")
+    api_key: SecretStr | None = Field(default=None, description="Key for the store; never printed.")
+    collection_name: str = Field(min_length=1, description="Collection (index) to use.")
+    vector_size: int = Field(gt=0, description="Dimensions of each vector.")

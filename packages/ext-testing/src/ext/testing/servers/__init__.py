@@ -1,0 +1,46 @@
+"""Scriptable loopback HTTP servers that speak LLM providers' wire protocols (127.0.0.1, ephemeral ports).
+
+Example::
+
+    async with OpenAIServer() as server:
+        server.enqueue(Reply(text="hi"))
+        client = openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+        ...
+"""
+
+from ext.testing.script import Fault, NeutralMessage, NeutralRequest, NeutralToolResult, Reply, ToolCallSpec
+from ext.testing.servers._base import (
+    Headers,
+    LoopbackServer,
+    RecordedRequest,
+    Response,
+    Route,
+    ScriptItem,
+    StreamResponse,
+    format_seconds,
+    json_response,
+    ndjson_frame,
+    sse_frame,
+)
+from ext.testing.servers.openai import OpenAIServer
+
+__all__ = [
+    "Fault",
+    "Headers",
+    "LoopbackServer",
+    "NeutralMessage",
+    "NeutralRequest",
+    "NeutralToolResult",
+    "OpenAIServer",
+    "RecordedRequest",
+    "Reply",
+    "Response",
+    "Route",
+    "ScriptItem",
+    "StreamResponse",
+    "ToolCallSpec",
+    "format_seconds",
+    "json_response",
+    "ndjson_frame",
+    "sse_frame",
+]

@@ -1,0 +1,822 @@
+"""A scriptable loopback HTTP/1.1 server; protocol subclasses render neutral replies into a provider's wire format."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import http
+import itertools
+import json as _json
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Union
+from urllib.parse import parse_qs, unquote
+
+from ext.testing.script import Fault, NeutralRequest, Reply
+
+__all__ = [
+    "Headers",
+    "LoopbackServer",
+    "RecordedRequest",
+    "Response",
+    "Route",
+    "ScriptItem",
+    "StreamResponse",
+    "json_response",
+    "ndjson_frame",
+    "sse_frame",
+]
+
+logger = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+MAX_HEAD_BYTES = 64 * 1024
+MAX_BODY_BYTES = 64 * 1024 * 1024
+_READ_SIZE = 65536
+EXHAUSTED_MESSAGE = "ext.testing loopback server: script exhausted"
+
+
+class Headers(Mapping[str, str]):
+    """Case-insensitive, read-only HTTP headers; repeated headers are joined with ``", "``."""
+
+    __slots__ = ("_items", "_map")
+
+    def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
+        self._items: list[tuple[str, str]] = list(items)
+        mapping: dict[str, str] = {}
+        for name, value in self._items:
+            key = name.lower()
+            mapping[key] = f"{mapping[key]}, {value}" if key in mapping else value
+        self._map = mapping
+
+    def __getitem__(self, name: str) -> str:
+        return self._map[name.lower()]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._map
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def get_all(self, name: str) -> list[str]:
+        """Every value sent for ``name``, in order."""
+        key = name.lower()
+        return [value for item_name, value in self._items if item_name.lower() == key]
+
+    def raw_items(self) -> list[tuple[str, str]]:
+        """The headers as received: original case and order."""
+        return list(self._items)
+
+    def __repr__(self) -> str:
+        return f"Headers({self._items!r})"
+
+
+@dataclass(eq=False)
+class RecordedRequest:
+    """One request as received. ``disconnected`` is set when the client closed the connection before the
+    response finished; ``completed`` becomes True once the response was fully written. ``params`` holds the
+    route's path parameters (e.g. ``deployment``), ``route`` the matched route's name."""
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: Headers
+    body: bytes
+    json: Any | None = None
+    disconnected: asyncio.Event = field(default_factory=asyncio.Event)
+    completed: bool = False
+    params: dict[str, str] = field(default_factory=dict)
+    route: str | None = None
+    connection_id: int = 0
+    http_version: str = "HTTP/1.1"
+    received_at: float = field(default_factory=time.monotonic)
+
+    def query_value(self, name: str) -> str | None:
+        """The first value of query parameter ``name``, or None."""
+        values = self.query.get(name)
+        return values[0] if values else None
+
+
+@dataclass
+class Response:
+    """A fixed-length response."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str | None = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StreamResponse:
+    """A streamed response: each frame is written as one HTTP chunk (``Reply.chunk_delay`` and
+    ``Reply.stall_after_chunks`` count frames). Use :func:`sse_frame` / :func:`ndjson_frame` or raw bytes."""
+
+    frames: Iterable[bytes]
+    status: int = 200
+    content_type: str = "text/event-stream"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+ScriptResult = Union[Reply, Fault]
+ScriptItem = Union[Reply, Fault, Callable[["RecordedRequest"], Union[Reply, Fault, Awaitable[ScriptResult]]]]
+"""What :meth:`LoopbackServer.enqueue` accepts: a Reply, a Fault, or a (sync or async) callable computing one."""
+
+Handler = Callable[["RecordedRequest"], Union[Response, StreamResponse, Awaitable[Union[Response, StreamResponse]]]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route: ``pattern`` is a path such as ``/v1/chat/completions`` or ``/openai/deployments/{deployment}/x``
+    (``{name}`` matches one path segment). ``handler=None`` means scripted: the request consumes the next script
+    item, rendered by :meth:`LoopbackServer.render`; otherwise the handler answers directly."""
+
+    method: str
+    pattern: str
+    name: str = ""
+    handler: Handler | None = None
+
+
+def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """A compact JSON response."""
+    body = _json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return Response(status=status, body=body, headers=dict(headers) if headers else {})
+
+
+def sse_frame(data: Any, event: str | None = None) -> bytes:
+    """One server-sent event; ``data`` is JSON-encoded unless it is a str."""
+    text = data if isinstance(data, str) else _json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    lines = "".join(f"data: {line}\n" for line in text.split("\n"))
+    return (f"event: {event}\n{lines}\n" if event else f"{lines}\n").encode()
+
+
+def ndjson_frame(obj: Any) -> bytes:
+    """One newline-delimited JSON line."""
+    return _json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_pattern(pattern: str) -> re.Pattern[str]:
+    parts = re.split(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", pattern)
+    regex = "".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)" for i, part in enumerate(parts))
+    return re.compile(regex + r"\Z")
+
+
+_REASONS: dict[int, bytes] = {status.value: status.phrase.encode() for status in http.HTTPStatus}
+_REASONS[529] = b"Site Overloaded"
+_date_cache: tuple[int, bytes] = (0, b"")
+
+
+def _date_header() -> bytes:
+    global _date_cache
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, email.utils.formatdate(now, usegmt=True).encode())
+    return _date_cache[1]
+
+
+def _head(status: int, headers: Iterable[tuple[str, str]]) -> bytes:
+    out = [b"HTTP/1.1 %d %s\r\ndate: %s\r\n" % (status, _REASONS.get(status, b"Unknown"), _date_header())]
+    for name, value in headers:
+        out.append(f"{name}: {value}\r\n".encode())
+    out.append(b"\r\n")
+    return b"".join(out)
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Connection:
+    """One accepted connection: a byte buffer over the stream, and disconnect detection while a response waits."""
+
+    def __init__(self, server: LoopbackServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, cid: int):
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.id = cid
+        self.buf = bytearray()
+        self.eof = False
+        self.closed = asyncio.Event()
+        self.task: asyncio.Task[Any] | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+
+    # -- reading -------------------------------------------------------------------------------------------------
+
+    async def _more(self) -> bool:
+        if self.eof:
+            return False
+        try:
+            data = await self.reader.read(_READ_SIZE)
+        except (ConnectionError, OSError):
+            data = b""
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    async def _stop_watching(self) -> None:
+        task = self._watch_task
+        if task is not None:
+            self._watch_task = None
+            if not task.done():
+                task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def read_request(self) -> tuple[str, str, str, list[tuple[str, str]], bytes] | None:
+        """Parse one request; None on a clean end of stream. Raises _BadRequest on malformed input."""
+        await self._stop_watching()
+        buf = self.buf
+        while True:
+            while buf[:2] == b"\r\n":  # tolerate empty lines between requests
+                del buf[:2]
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(buf) > MAX_HEAD_BYTES:
+                raise _BadRequest(431, "request head too large")
+            if not await self._more():
+                if buf.strip():
+                    raise _BadRequest(400, "incomplete request head")
+                return None
+        head = bytes(buf[:end])
+        del buf[: end + 4]
+        lines = head.split(b"\r\n")
+        parts = lines[0].split(b" ")
+        if len(parts) != 3 or not parts[0].isalpha() or not parts[0].isupper() or not parts[1]:
+            raise _BadRequest(400, "malformed request line")
+        version = parts[2].decode("latin-1")
+        if version not in ("HTTP/1.1", "HTTP/1.0"):
+            raise _BadRequest(505 if version.startswith("HTTP/") else 400, f"unsupported protocol {version!r}")
+        headers: list[tuple[str, str]] = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not name or name != name.strip() or line[:1] in (b" ", b"\t"):
+                raise _BadRequest(400, "malformed header line")
+            headers.append((name.decode("latin-1"), value.strip().decode("latin-1")))
+        lowered = {name.lower(): value for name, value in headers}
+        if lowered.get("expect", "").lower() == "100-continue" and version == "HTTP/1.1":
+            self.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        te = lowered.get("transfer-encoding")
+        if te is not None:
+            if te.lower().rsplit(",", 1)[-1].strip() != "chunked":
+                raise _BadRequest(400, f"unsupported transfer-encoding {te!r}")
+            body = await self._read_chunked()
+        else:
+            lengths = {value.strip() for name, value in headers if name.lower() == "content-length"}
+            if len(lengths) > 1:
+                raise _BadRequest(400, "conflicting content-length headers")
+            if lengths:
+                text = lengths.pop()
+                if not text.isdigit():
+                    raise _BadRequest(400, "invalid content-length")
+                body = await self._read_exact(int(text))
+            else:
+                body = b""
+        return parts[0].decode("ascii"), parts[1].decode("latin-1"), version, headers, body
+
+    async def _read_exact(self, n: int) -> bytes:
+        if n > MAX_BODY_BYTES:
+            raise _BadRequest(413, "request body too large")
+        while len(self.buf) < n:
+            if not await self._more():
+                raise _BadRequest(400, "incomplete request body")
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+    async def _read_line(self) -> bytes:
+        while True:
+            end = self.buf.find(b"\r\n")
+            if end >= 0:
+                line = bytes(self.buf[:end])
+                del self.buf[: end + 2]
+                return line
+            if len(self.buf) > MAX_HEAD_BYTES:
+                raise _BadRequest(400, "chunk line too long")
+            if not await self._more():
+                raise _BadRequest(400, "incomplete chunked body")
+
+    async def _read_chunked(self) -> bytes:
+        body = bytearray()
+        while True:
+            line = await self._read_line()
+            size_text = line.split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise _BadRequest(400, "malformed chunk size") from None
+            if size < 0 or not size_text.isalnum():
+                raise _BadRequest(400, "malformed chunk size")
+            if size == 0:
+                while await self._read_line():  # trailers, up to the empty line
+                    pass
+                return bytes(body)
+            if len(body) + size > MAX_BODY_BYTES:
+                raise _BadRequest(413, "request body too large")
+            body += await self._read_exact(size)
+            if await self._read_exact(2) != b"\r\n":
+                raise _BadRequest(400, "malformed chunk terminator")
+
+    # -- disconnect detection ------------------------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        while await self._more():
+            pass
+        self.closed.set()
+
+    def _ensure_watching(self) -> None:
+        if self.eof:
+            self.closed.set()
+        elif self._watch_task is None:
+            self._watch_task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def sleep(self, seconds: float) -> bool:
+        """Wait ``seconds``; False if the connection closed meanwhile."""
+        if seconds <= 0:
+            return not self.closed.is_set()
+        self._ensure_watching()
+        try:
+            await asyncio.wait_for(self.closed.wait(), seconds)
+        except asyncio.TimeoutError:
+            return True
+        return False
+
+    async def wait_closed(self) -> None:
+        """Wait until the client (or server shutdown) closes the connection."""
+        self._ensure_watching()
+        await self.closed.wait()
+
+    # -- writing -------------------------------------------------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return not self.closed.is_set() and not self.writer.transport.is_closing()
+
+    async def drain(self) -> bool:
+        try:
+            await self.writer.drain()
+        except (ConnectionError, OSError):
+            self.closed.set()
+            return False
+        return True
+
+    def close(self) -> None:
+        if self._watch_task is not None and not self._watch_task.done():
+            self._watch_task.cancel()
+        if not self.writer.transport.is_closing():
+            self.writer.close()
+
+    def abort(self) -> None:
+        if self._watch_task is not None and not self._watch_task.done():
+            self._watch_task.cancel()
+        self.writer.transport.abort()
+        self.closed.set()
+
+
+class LoopbackServer:
+    """Base of the scriptable loopback servers: HTTP/1.1 on 127.0.0.1 with an ephemeral port.
+
+    Script it with :meth:`enqueue` (FIFO) and :attr:`default` (used when the queue is empty; None answers 500
+    "script exhausted"). Every request is recorded in :attr:`requests`. Subclasses implement :meth:`routes`,
+    :meth:`render`, :meth:`render_fault` and :meth:`decode`, and may override :meth:`check` and
+    :meth:`render_error`.
+    """
+
+    overloaded_status: int = 503
+    """HTTP status of ``Fault("overloaded")`` for this protocol."""
+
+    def __init__(self, *, default: ScriptItem | None = None) -> None:
+        self.default: ScriptItem | None = default
+        self.requests: list[RecordedRequest] = []
+        self.connections_opened = 0
+        self._script: deque[ScriptItem] = deque()
+        self._server: asyncio.AbstractServer | None = None
+        self._port: int | None = None
+        self._closing = False
+        self._connections: set[_Connection] = set()
+        self._conn_ids = itertools.count(1)
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._static: dict[tuple[str, str], Route] = {}
+        self._dynamic: list[tuple[str, re.Pattern[str], Route]] = []
+        for route in self.routes():
+            method = route.method.upper()
+            if "{" in route.pattern:
+                self._dynamic.append((method, _compile_pattern(route.pattern), route))
+            else:
+                self._static[(method, route.pattern)] = route
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind 127.0.0.1 on an ephemeral port and start serving."""
+        if self._server is not None:
+            return
+        self._closing = False
+        self._server = await asyncio.start_server(self._handle_client, HOST, 0, backlog=512)
+        self._port = int(self._server.sockets[0].getsockname()[1])
+        logger.debug("%s listening on %s", type(self).__name__, self.base_url)
+
+    async def stop(self) -> None:
+        """Close the listener and every open connection (idempotent)."""
+        server = self._server
+        if server is None:
+            return
+        self._server = None
+        self._closing = True
+        server.close()
+        current = asyncio.current_task()
+        tasks = []
+        for conn in list(self._connections):
+            conn.abort()
+            if conn.task is not None and conn.task is not current and not conn.task.done():
+                conn.task.cancel()
+                tasks.append(conn.task)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await server.wait_closed()
+
+    async def __aenter__(self) -> LoopbackServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        if self._port is None:
+            raise RuntimeError("server not started: await server.start() first")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>`` (no trailing slash, no path)."""
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def open_connections(self) -> int:
+        """How many client connections are open now."""
+        return len(self._connections)
+
+    # -- scripting -----------------------------------------------------------------------------------------------
+
+    def enqueue(self, *items: ScriptItem) -> None:
+        """Append replies, faults or callables ``(RecordedRequest) -> Reply | Fault`` to the script (FIFO)."""
+        for item in items:
+            if not isinstance(item, (Reply, Fault)) and not callable(item):
+                raise TypeError(f"cannot enqueue {item!r}: expected Reply, Fault or a callable")
+            self._script.append(item)
+
+    @property
+    def pending(self) -> int:
+        """How many enqueued items have not been consumed yet."""
+        return len(self._script)
+
+    def reset(self) -> None:
+        """Clear the script, the recorded requests and the connection count (``default`` is kept)."""
+        self._script.clear()
+        self.requests.clear()
+        self.connections_opened = 0
+
+    async def wait_for_requests(self, n: int, timeout: float = 5) -> list[RecordedRequest]:
+        """Wait until at least ``n`` requests were received; returns all recorded requests.
+
+        Raises ``TimeoutError`` after ``timeout`` seconds."""
+        if len(self.requests) >= n:
+            return list(self.requests)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (n, future)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"expected {n} request(s) within {timeout}s, got {len(self.requests)}") from None
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+        return list(self.requests)
+
+    def _record(self, request: RecordedRequest) -> None:
+        self.requests.append(request)
+        if self._waiters:
+            count = len(self.requests)
+            for n, future in self._waiters:
+                if n <= count and not future.done():
+                    future.set_result(None)
+
+    def _next_item(self) -> ScriptItem | None:
+        if self._script:
+            return self._script.popleft()
+        return self.default
+
+    # -- protocol hooks ------------------------------------------------------------------------------------------
+
+    def routes(self) -> Sequence[Route]:
+        """The routes this protocol serves (called once, at construction)."""
+        return ()
+
+    def check(self, request: RecordedRequest) -> Response | None:
+        """Reject a scripted request before it consumes a script item (auth, missing parameters, bad JSON)."""
+        return None
+
+    def render(self, reply: Reply, request: RecordedRequest) -> Response | StreamResponse:
+        """Render a reply into this protocol's wire format."""
+        raise NotImplementedError
+
+    def render_fault(self, fault: Fault, request: RecordedRequest) -> Response:
+        """Render an HTTP error fault (not drop/hang/drop_mid_body) into this protocol's error shape."""
+        status = self.fault_status(fault)
+        return json_response(
+            {"error": {"type": fault.kind, "message": fault.message or fault.kind}}, status, self.fault_headers(fault)
+        )
+
+    def render_error(self, status: int, message: str, request: RecordedRequest | None) -> Response:
+        """A server-side error (unknown route, malformed request, script exhausted) in this protocol's shape."""
+        return json_response({"error": {"type": "invalid_request_error", "message": message}}, status)
+
+    def decode(self, request: RecordedRequest) -> NeutralRequest:
+        """Decode a recorded request into a :class:`NeutralRequest`."""
+        raise NotImplementedError
+
+    _FAULT_STATUS: dict[str, int] = {
+        "rate_limit": 429,
+        "server_error": 500,
+        "bad_request": 400,
+        "auth": 401,
+        "not_found": 404,
+        "drop": 500,
+        "drop_mid_body": 500,
+        "hang": 500,
+    }
+
+    def fault_status(self, fault: Fault) -> int:
+        """The HTTP status for ``fault`` (its ``status`` if set)."""
+        if fault.status is not None:
+            return fault.status
+        if fault.kind == "overloaded":
+            return self.overloaded_status
+        return self._FAULT_STATUS[fault.kind]
+
+    def fault_headers(self, fault: Fault) -> dict[str, str]:
+        """Headers for ``fault``: ``retry-after`` (seconds) when ``retry_after`` is set."""
+        if fault.retry_after is None:
+            return {}
+        return {"retry-after": format_seconds(fault.retry_after)}
+
+    # -- serving -------------------------------------------------------------------------------------------------
+
+    async def _handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = _Connection(self, reader, writer, next(self._conn_ids))
+        conn.task = asyncio.current_task()
+        self._connections.add(conn)
+        self.connections_opened += 1
+        try:
+            while not self._closing:
+                try:
+                    parsed = await conn.read_request()
+                except _BadRequest as exc:
+                    logger.debug("bad request on connection %d: %s", conn.id, exc.message)
+                    await self._send_fixed(conn, self.render_error(exc.status, exc.message, None), keep_alive=False)
+                    break
+                if parsed is None:
+                    break
+                method, target, version, raw_headers, body = parsed
+                path, _, query_text = target.partition("?")
+                headers = Headers(raw_headers)
+                request = RecordedRequest(
+                    method=method,
+                    path=path,
+                    query=parse_qs(query_text, keep_blank_values=True) if query_text else {},
+                    headers=headers,
+                    body=body,
+                    json=_parse_json(body),
+                    connection_id=conn.id,
+                    http_version=version,
+                )
+                self._record(request)
+                keep_alive = _wants_keep_alive(version, headers.get("connection"))
+                if not await self._dispatch(conn, request, keep_alive):
+                    break
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            logger.exception("%s: error while serving connection %d", type(self).__name__, conn.id)
+        finally:
+            conn.close()
+            self._connections.discard(conn)
+
+    def _match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+        route = self._static.get((method, path))
+        if route is not None:
+            return route, {}
+        for route_method, regex, candidate in self._dynamic:
+            if route_method == method:
+                m = regex.match(path)
+                if m is not None:
+                    return candidate, {k: unquote(v) for k, v in m.groupdict().items()}
+        return None
+
+    async def _dispatch(self, conn: _Connection, request: RecordedRequest, keep_alive: bool) -> bool:
+        """Answer one request; returns whether the connection stays open."""
+        matched = self._match(request.method, request.path)
+        if matched is None:
+            response = self.render_error(404, f"Invalid URL ({request.method} {request.path})", request)
+            return await self._send(conn, request, response, None, keep_alive)
+        route, request.params = matched
+        request.route = route.name or route.pattern
+        if route.handler is not None:
+            result = route.handler(request)
+            if not isinstance(result, (Response, StreamResponse)):
+                result = await result
+            return await self._send(conn, request, result, None, keep_alive)
+        rejection = self.check(request)
+        if rejection is not None:
+            return await self._send(conn, request, rejection, None, keep_alive)
+        item = self._next_item()
+        outcome: Reply | Fault | None
+        if item is None or isinstance(item, (Reply, Fault)):
+            outcome = item
+        else:
+            produced = item(request)
+            outcome = produced if isinstance(produced, (Reply, Fault)) else await produced
+        if outcome is None:
+            logger.warning("%s: script exhausted (%s %s)", type(self).__name__, request.method, request.path)
+            message = f"{EXHAUSTED_MESSAGE}: no reply enqueued for request #{len(self.requests)} ({request.path})"
+            response = self.render_fault(Fault("server_error", message=message), request)
+            response.headers["x-should-retry"] = "false"
+            return await self._send(conn, request, response, None, keep_alive)
+        if isinstance(outcome, Fault):
+            return await self._apply_fault(conn, request, outcome, keep_alive)
+        if not isinstance(outcome, Reply):
+            raise TypeError(f"script callable returned {outcome!r}, expected Reply or Fault")
+        if outcome.delay > 0 and not await conn.sleep(outcome.delay):
+            self._client_gone(request)
+            return False
+        response_or_stream = self.render(outcome, request)
+        if outcome.headers:
+            response_or_stream.headers.update(outcome.headers)
+        return await self._send(conn, request, response_or_stream, outcome, keep_alive)
+
+    async def _apply_fault(self, conn: _Connection, request: RecordedRequest, fault: Fault, keep_alive: bool) -> bool:
+        if fault.kind == "drop":
+            conn.close()
+            return False
+        if fault.kind == "hang":
+            await conn.wait_closed()
+            self._client_gone(request)
+            return False
+        if fault.kind == "drop_mid_body":
+            rendered = self.render(Reply(text="This response is cut off before it ends."), request)
+            await self._send_partial(conn, rendered)
+            return False
+        return await self._send(conn, request, self.render_fault(fault, request), None, keep_alive)
+
+    def _client_gone(self, request: RecordedRequest) -> None:
+        if not self._closing:
+            request.disconnected.set()
+
+    async def _send(
+        self,
+        conn: _Connection,
+        request: RecordedRequest,
+        response: Response | StreamResponse,
+        reply: Reply | None,
+        keep_alive: bool,
+    ) -> bool:
+        if isinstance(response, StreamResponse):
+            ok = await self._send_stream(conn, request, response, reply, keep_alive)
+            keep_alive = keep_alive and request.http_version == "HTTP/1.1"  # else the body ends with the connection
+        else:
+            ok = await self._send_fixed(conn, response, keep_alive)
+        if ok:
+            request.completed = True
+        else:
+            self._client_gone(request)
+        return ok and keep_alive
+
+    async def _send_fixed(self, conn: _Connection, response: Response, keep_alive: bool) -> bool:
+        if not conn.writable:
+            return False
+        headers: list[tuple[str, str]] = []
+        if response.content_type:
+            headers.append(("content-type", response.content_type))
+        headers.append(("content-length", str(len(response.body))))
+        if not keep_alive:
+            headers.append(("connection", "close"))
+        headers.extend(response.headers.items())
+        conn.writer.write(_head(response.status, headers) + response.body)
+        return await conn.drain()
+
+    async def _send_stream(
+        self,
+        conn: _Connection,
+        request: RecordedRequest,
+        response: StreamResponse,
+        reply: Reply | None,
+        keep_alive: bool,
+    ) -> bool:
+        if not conn.writable:
+            return False
+        chunked = request.http_version == "HTTP/1.1"
+        headers: list[tuple[str, str]] = [("content-type", response.content_type), ("cache-control", "no-cache")]
+        if chunked:
+            headers.append(("transfer-encoding", "chunked"))
+        if not keep_alive or not chunked:
+            headers.append(("connection", "close"))
+        headers.extend(response.headers.items())
+        write = conn.writer.write
+        write(_head(response.status, headers))
+        chunk_delay = reply.chunk_delay if reply is not None else 0.0
+        stall_after = reply.stall_after_chunks if reply is not None else None
+        paced = chunk_delay > 0 or stall_after is not None
+        if paced and not await conn.drain():
+            return False
+        sent = 0
+        for frame in response.frames:
+            if not frame:
+                continue  # a zero-length chunk would end the body
+            if stall_after is not None and sent >= stall_after:
+                break
+            if sent and chunk_delay > 0 and not await conn.sleep(chunk_delay):
+                return False
+            if not conn.writable:
+                return False
+            write(b"%x\r\n%s\r\n" % (len(frame), frame) if chunked else frame)
+            sent += 1
+            if paced and not await conn.drain():
+                return False
+        if stall_after is not None:
+            if await conn.drain():
+                await conn.wait_closed()
+            return False
+        if not conn.writable:
+            return False
+        if chunked:
+            write(b"0\r\n\r\n")
+        return await conn.drain()
+
+    async def _send_partial(self, conn: _Connection, response: Response | StreamResponse) -> None:
+        if not conn.writable:
+            return
+        if isinstance(response, StreamResponse):
+            frames = [frame for frame in response.frames if frame]
+            head = _head(
+                response.status,
+                [("content-type", response.content_type), ("transfer-encoding", "chunked"), *response.headers.items()],
+            )
+            kept = frames[: max(1, len(frames) // 2)]
+            conn.writer.write(head + b"".join(b"%x\r\n%s\r\n" % (len(frame), frame) for frame in kept))
+        else:
+            headers = [("content-length", str(len(response.body))), *response.headers.items()]
+            if response.content_type:
+                headers.insert(0, ("content-type", response.content_type))
+            cut = max(1, len(response.body) // 2)
+            conn.writer.write(_head(response.status, headers) + response.body[:cut])
+        await conn.drain()
+        conn.close()
+
+
+def _wants_keep_alive(version: str, connection: str | None) -> bool:
+    tokens = {token.strip().lower() for token in connection.split(",")} if connection else set()
+    if version == "HTTP/1.0":
+        return "keep-alive" in tokens
+    return "close" not in tokens
+
+
+def _parse_json(body: bytes) -> Any | None:
+    if not body:
+        return None
+    first = body.lstrip()[:1]
+    if first not in (b"{", b"["):
+        return None
+    try:
+        return _json.loads(body)
+    except ValueError:
+        return None
+
+
+def format_seconds(seconds: float) -> str:
+    """Format a delay for ``Retry-After``: an integer when whole, else a decimal (SDKs accept floats)."""
+    if float(seconds).is_integer():
+        return str(int(seconds))
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")

@@ -1,0 +1,278 @@
+"""Dependency-free async benchmark harness for comparing ext with raw SDKs in one run.
+
+Works on Python 3.10-3.13 (stdlib only). Typical use::
+
+    raw = await measure("raw", call_sdk, iterations=2000, warmup=200)
+    ours = await measure("ext", call_ext, iterations=2000, warmup=200)
+    print_table([Row("chat", raw), Row("chat", ours, baseline=raw)])
+
+Latency is wall time per op (``perf_counter_ns``); CPU is process CPU time over the
+whole timed run divided by ops, so work done in SDK threads is counted too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import math
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+__all__ = [
+    "Result",
+    "Ratios",
+    "Row",
+    "StreamResult",
+    "compare",
+    "format_table",
+    "import_time",
+    "measure",
+    "measure_stream",
+    "percentile",
+    "print_table",
+]
+
+
+def percentile(data: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) with linear interpolation between closest ranks.
+
+    Same definition as numpy's default, so p50 equals the median.
+    """
+    if not data:
+        raise ValueError("percentile of empty data")
+    if not 0 <= q <= 100:
+        raise ValueError(f"q must be in [0, 100], got {q}")
+    ordered = sorted(data)
+    pos = (len(ordered) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Result:
+    """Timings of one implementation; latencies are per op in nanoseconds."""
+
+    name: str
+    latencies_ns: tuple[int, ...]
+    wall_ns: int
+    cpu_ns: int
+    concurrency: int = 1
+
+    @property
+    def ops(self) -> int:
+        return len(self.latencies_ns)
+
+    @property
+    def p50_ms(self) -> float:
+        return percentile(self.latencies_ns, 50) / 1e6
+
+    @property
+    def p99_ms(self) -> float:
+        return percentile(self.latencies_ns, 99) / 1e6
+
+    @property
+    def ops_per_s(self) -> float:
+        return self.ops / (self.wall_ns / 1e9) if self.wall_ns > 0 else math.inf
+
+    @property
+    def cpu_us_per_op(self) -> float:
+        return self.cpu_ns / self.ops / 1e3 if self.ops else 0.0
+
+
+@dataclass(frozen=True)
+class Ratios:
+    """``ours / raw`` for each metric: >1 means ours is slower (latency, CPU) or faster (ops/s)."""
+
+    p50: float
+    p99: float
+    ops_per_s: float
+    cpu: float
+
+
+def _ratio(ours: float, raw: float) -> float:
+    if raw == 0:
+        return 1.0 if ours == 0 else math.inf
+    return ours / raw
+
+
+def compare(raw: Result, ours: Result) -> Ratios:
+    return Ratios(
+        p50=_ratio(ours.p50_ms, raw.p50_ms),
+        p99=_ratio(ours.p99_ms, raw.p99_ms),
+        ops_per_s=_ratio(ours.ops_per_s, raw.ops_per_s),
+        cpu=_ratio(ours.cpu_us_per_op, raw.cpu_us_per_op),
+    )
+
+
+async def _drive(fn: Callable[[], Awaitable[Any]], count: int, concurrency: int) -> list[int]:
+    """Run ``fn`` ``count`` times over ``concurrency`` workers; per-op wall times in ns."""
+    latencies: list[int] = []
+    remaining = count
+
+    async def worker() -> None:
+        nonlocal remaining
+        # Workers claim ops from a shared counter, so the total is exact for any split.
+        while remaining > 0:
+            remaining -= 1
+            start = time.perf_counter_ns()
+            await fn()
+            latencies.append(time.perf_counter_ns() - start)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, count)))))
+    return latencies
+
+
+async def measure(
+    name: str,
+    fn: Callable[[], Awaitable[Any]],
+    *,
+    iterations: int,
+    warmup: int = 0,
+    concurrency: int = 1,
+) -> Result:
+    """Time ``iterations`` awaits of ``fn()`` after ``warmup`` untimed ones."""
+    if iterations < 1:
+        raise ValueError("iterations must be >= 1")
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    if warmup:
+        await _drive(fn, warmup, concurrency)
+    # Start each implementation with the same heap state so one does not pay
+    # for the other's garbage.
+    gc.collect()
+    cpu0 = time.process_time_ns()
+    wall0 = time.perf_counter_ns()
+    latencies = await _drive(fn, iterations, concurrency)
+    wall = time.perf_counter_ns() - wall0
+    cpu = time.process_time_ns() - cpu0
+    return Result(name, tuple(latencies), wall, cpu, concurrency)
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """Per-run time to first item and item throughput of a stream."""
+
+    name: str
+    ttfi_ns: tuple[int, ...]
+    items_per_s: tuple[float, ...]
+    items: int
+
+    @property
+    def ttfi_ms(self) -> float:
+        return statistics.median(self.ttfi_ns) / 1e6
+
+    @property
+    def median_items_per_s(self) -> float:
+        return statistics.median(self.items_per_s)
+
+
+async def measure_stream(
+    name: str,
+    open_stream: Callable[[], AsyncIterable[Any]],
+    *,
+    runs: int,
+    warmup: int = 0,
+) -> StreamResult:
+    """Consume ``open_stream()`` fully ``runs`` times; ``items`` is the last run's count.
+
+    Throughput counts items after the first over the time since the first, so
+    connection/setup latency shows up only in time-to-first-item.
+    """
+    if runs < 1:
+        raise ValueError("runs must be >= 1")
+    ttfi: list[int] = []
+    rates: list[float] = []
+    count = 0
+    for i in range(warmup + runs):
+        start = time.perf_counter_ns()
+        first = 0
+        count = 0
+        async for _ in open_stream():
+            if count == 0:
+                first = time.perf_counter_ns()
+            count += 1
+        end = time.perf_counter_ns()
+        if i < warmup:
+            continue
+        if count == 0:
+            raise ValueError(f"stream {name!r} yielded no items")
+        ttfi.append(first - start)
+        span = end - first
+        rates.append((count - 1) / (span / 1e9) if count > 1 and span > 0 else 0.0)
+    return StreamResult(name, tuple(ttfi), tuple(rates), count)
+
+
+def import_time(module: str, runs: int = 5, *, python: str = sys.executable) -> float:
+    """Median seconds to ``import module`` in a fresh interpreter (cold import)."""
+    # The module name travels in argv, never in the code string.
+    code = (
+        "import importlib, sys, time\n"
+        "t = time.perf_counter_ns()\n"
+        "importlib.import_module(sys.argv[1])\n"
+        "print(time.perf_counter_ns() - t)\n"
+    )
+    samples: list[int] = []
+    for _ in range(runs):
+        proc = subprocess.run(
+            [python, "-c", code, module], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"importing {module!r} failed: {proc.stderr.strip()[-500:]}")
+        samples.append(int(proc.stdout.strip().splitlines()[-1]))
+    return statistics.median(samples) / 1e9
+
+
+@dataclass(frozen=True)
+class Row:
+    """One table line; pass the raw SDK's Result as ``baseline`` to fill the ratio column."""
+
+    case: str
+    result: Result
+    baseline: Result | None = None
+
+
+_COLUMNS = (
+    ("case", 18, "<"),
+    ("impl", 12, "<"),
+    ("p50 ms", 10, ">"),
+    ("p99 ms", 10, ">"),
+    ("ops/s", 12, ">"),
+    ("CPU µs/op", 11, ">"),
+    ("ratio vs raw", 13, ">"),
+)
+
+
+def _cell(text: str, width: int, align: str) -> str:
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return f"{text:{align}{width}}"
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """Fixed-width table; the ratio is ``p50(ours) / p50(raw)``, so 1.10x = 10 % slower."""
+    lines = [" ".join(_cell(h, w, a) for h, w, a in _COLUMNS)]
+    lines.append(" ".join("-" * w for _, w, _ in _COLUMNS))
+    for row in rows:
+        r = row.result
+        ratio = f"{compare(row.baseline, r).p50:.2f}x" if row.baseline is not None else "-"
+        values = (
+            row.case,
+            r.name,
+            f"{r.p50_ms:.4f}",
+            f"{r.p99_ms:.4f}",
+            f"{r.ops_per_s:,.0f}",
+            f"{r.cpu_us_per_op:.2f}",
+            ratio,
+        )
+        lines.append(" ".join(_cell(v, w, a) for v, (_, w, a) in zip(values, _COLUMNS)))
+    return "\n".join(lines)
+
+
+def print_table(rows: Sequence[Row], file: IO[str] | None = None) -> None:
+    print(format_table(rows), file=file if file is not None else sys.stdout)
