@@ -8,11 +8,18 @@ a hard-coded list, so new distributions are picked up without touching the tools
 from __future__ import annotations
 
 import re
-import tomllib
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    # The tools target 3.11+; this branch exists so the repo's mypy target (3.10)
+    # type-checks, and it happens to work where tomli is installed.
+    import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES_DIR = "packages"
@@ -47,7 +54,8 @@ class Package:
 
 def load_toml(path: Path) -> dict[str, Any]:
     with path.open("rb") as fh:
-        return tomllib.load(fh)
+        data: dict[str, Any] = tomllib.load(fh)
+    return data
 
 
 def _project_requirements(project: Mapping[str, Any]) -> list[str]:

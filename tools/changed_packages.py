@@ -34,9 +34,7 @@ GRPC_DIST = "ext-runtime-grpc"
 ALL_FILES = frozenset({"hatch.toml", "pyproject.toml", "conftest.py", "uv.lock"})
 ALL_DIRS = frozenset({"tools", ".github", ".ci", "tests-integration"})
 # Top-level files and folders that no distribution's build or tests read.
-DOC_FILES = frozenset(
-    {".gitignore", ".gitattributes", ".editorconfig", "LICENSE", "LICENSE.md", "LICENSE.txt"}
-)
+DOC_FILES = frozenset({".gitignore", ".gitattributes", ".editorconfig", "LICENSE", "LICENSE.md", "LICENSE.txt"})
 DOC_DIRS = frozenset({"docs"})
 DOC_SUFFIXES = (".md", ".rst")
 
@@ -102,9 +100,7 @@ def select(changed_paths: Iterable[str], packages: Mapping[str, Package]) -> lis
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
-    )
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
 
 
 def resolve(root: Path, ref: str) -> str | None:
@@ -161,9 +157,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--base", help="base ref (default: origin/main if it exists, else HEAD~1)")
     parser.add_argument("--head", help="head ref (default: the work tree, untracked files included)")
     parser.add_argument("--all", action="store_true", help="print every distribution")
-    parser.add_argument(
-        "--graph", action="store_true", help="print {dist: [direct workspace deps]} as JSON"
-    )
+    parser.add_argument("--graph", action="store_true", help="print {dist: [direct workspace deps]} as JSON")
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 

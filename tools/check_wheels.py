@@ -36,9 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
-
 from _workspace import (
     REPO_ROOT,
     Package,
@@ -47,6 +44,8 @@ from _workspace import (
     discover,
     load_toml,
 )
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
 
 NAMESPACE = "ext"
 REQUIRED_SCRIPTS = ("test", "typecheck", "lint")
@@ -102,9 +101,9 @@ def check_layout(dist: str, files: Iterable[str], origin: str) -> list[str]:
             report(f"ships {level}/__init__.py; namespace level above {leaf} must not have one")
     namespace_inits = {f"{level}/__init__.py" for level in [NAMESPACE, *ancestors]}
     for name in names:
-        if name.startswith(f"{NAMESPACE}/") and not name.startswith(f"{leaf}/"):
-            if name not in namespace_inits:
-                report(f"ships {name} outside its leaf package {leaf}/")
+        outside = name.startswith(f"{NAMESPACE}/") and not name.startswith(f"{leaf}/")
+        if outside and name not in namespace_inits:
+            report(f"ships {name} outside its leaf package {leaf}/")
     for required in ("py.typed", "__about__.py"):
         if f"{leaf}/{required}" not in names:
             report(f"leaf package {leaf}/ lacks {required}")
@@ -140,8 +139,7 @@ def check_requirements(
         ops = {s.operator for s in req.specifier}
         if ops & {"==", "==="}:
             problems.append(
-                f"{dist}: {origin}: requirement on {member} is an exact pin {spec!r}; "
-                "use a range like '>=0.1,<0.2'"
+                f"{dist}: {origin}: requirement on {member} is an exact pin {spec!r}; use a range like '>=0.1,<0.2'"
             )
             continue
         has_upper = bool(ops & {"<", "<=", "~="})
@@ -156,8 +154,7 @@ def check_requirements(
         current = versions.get(member)
         if current is not None and not req.specifier.contains(current, prereleases=True):
             problems.append(
-                f"{dist}: {origin}: requirement on {member} {spec!r} excludes its "
-                f"workspace version {current}"
+                f"{dist}: {origin}: requirement on {member} {spec!r} excludes its workspace version {current}"
             )
     return problems
 
@@ -178,9 +175,7 @@ def read_wheel(path: Path) -> WheelInfo:
     """File list and core metadata of a wheel; raises ValueError if it has no METADATA."""
     with zipfile.ZipFile(path) as zf:
         files = tuple(zf.namelist())
-        metadata_names = [
-            f for f in files if f.count("/") == 1 and f.endswith(".dist-info/METADATA")
-        ]
+        metadata_names = [f for f in files if f.count("/") == 1 and f.endswith(".dist-info/METADATA")]
         if len(metadata_names) != 1:
             raise ValueError(f"{path.name}: expected one *.dist-info/METADATA, found {len(metadata_names)}")
         text = zf.read(metadata_names[0]).decode("utf-8")
@@ -277,8 +272,7 @@ def check_folder_names(packages: Mapping[str, Package]) -> list[str]:
         folder_name = PurePosixPath(pkg.folder).name
         if folder_name != pkg.name:
             problems.append(
-                f"{pkg.name}: {pkg.folder}: folder must be named after the distribution "
-                f"(packages/{pkg.name})"
+                f"{pkg.name}: {pkg.folder}: folder must be named after the distribution (packages/{pkg.name})"
             )
     return problems
 
@@ -344,11 +338,7 @@ def workspace_members(env: Mapping[str, Any], root: Path) -> set[str] | str:
         while path.startswith("./"):
             path = path[2:]
         if any(ch in path for ch in "*?["):
-            members.update(
-                p.relative_to(root).as_posix()
-                for p in root.glob(path)
-                if (p / "pyproject.toml").is_file()
-            )
+            members.update(p.relative_to(root).as_posix() for p in root.glob(path) if (p / "pyproject.toml").is_file())
         else:
             members.add(path)
     return {m for m in members if not any(fnmatch.fnmatch(m, str(pat)) for pat in exclude)}
@@ -380,9 +370,7 @@ def check_envs(root: Path, packages: Mapping[str, Package]) -> list[str]:
                 )
                 if part
             )
-            problems.append(
-                f"{name}: hatch.toml: [envs.{name}] workspace.members must be exactly [{want}] ({detail})"
-            )
+            problems.append(f"{name}: hatch.toml: [envs.{name}] workspace.members must be exactly [{want}] ({detail})")
         scripts = env.get("scripts", {})
         absent = [s for s in REQUIRED_SCRIPTS if not isinstance(scripts, Mapping) or s not in scripts]
         if absent:
@@ -408,7 +396,8 @@ def run(root: Path, *, build: bool, builder: str, keep: Path | None = None) -> t
 
     chosen = pick_builder(builder)
     if chosen is None:
-        return problems + [f"build: no {builder if builder != 'auto' else 'uv or hatch'} on PATH"], 0
+        wanted = builder if builder != "auto" else "uv or hatch"
+        return [*problems, f"build: no {wanted} on PATH"], 0
     with tempfile.TemporaryDirectory(prefix="ext-wheels-") as tmp:
         out_dir = keep if keep is not None else Path(tmp)
         wheels: list[WheelInfo] = []

@@ -219,9 +219,7 @@ def import_time(module: str, runs: int = 5, *, python: str = sys.executable) -> 
     )
     samples: list[int] = []
     for _ in range(runs):
-        proc = subprocess.run(
-            [python, "-c", code, module], capture_output=True, text=True, check=False
-        )
+        proc = subprocess.run([python, "-c", code, module], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"importing {module!r} failed: {proc.stderr.strip()[-500:]}")
         samples.append(int(proc.stdout.strip().splitlines()[-1]))
@@ -270,7 +268,7 @@ def format_table(rows: Sequence[Row]) -> str:
             f"{r.cpu_us_per_op:.2f}",
             ratio,
         )
-        lines.append(" ".join(_cell(v, w, a) for v, (_, w, a) in zip(values, _COLUMNS)))
+        lines.append(" ".join(_cell(v, w, a) for v, (_, w, a) in zip(values, _COLUMNS, strict=True)))
     return "\n".join(lines)
 
 

@@ -40,12 +40,8 @@ async def wrapped_stream(n: int) -> AsyncIterator[dict[str, int]]:
 
 async def run(iterations: int, concurrency: int) -> None:
     warmup = max(1, iterations // 10)
-    raw = await measure(
-        "raw", raw_call, iterations=iterations, warmup=warmup, concurrency=concurrency
-    )
-    ours = await measure(
-        "ext", wrapped_call, iterations=iterations, warmup=warmup, concurrency=concurrency
-    )
+    raw = await measure("raw", raw_call, iterations=iterations, warmup=warmup, concurrency=concurrency)
+    ours = await measure("ext", wrapped_call, iterations=iterations, warmup=warmup, concurrency=concurrency)
     print_table([Row("sleep(0)", raw), Row("sleep(0)", ours, baseline=raw)])
 
     raw_s = await measure_stream("raw", lambda: raw_stream(1000), runs=5, warmup=1)

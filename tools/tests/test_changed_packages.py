@@ -7,9 +7,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 import changed_packages as cp
+import pytest
 from _workspace import Package, dependants_closure, dependencies_closure, dependency_graph, discover
 
 MakePackage = Callable[..., Path]
@@ -47,9 +46,7 @@ def test_core_change_selects_every_dependant(packages: dict[str, Package]) -> No
 
 
 def test_leaf_change_selects_only_itself(packages: dict[str, Package]) -> None:
-    assert cp.select(["packages/ext-tools-langchain/tests/t.py"], packages) == [
-        "ext-tools-langchain"
-    ]
+    assert cp.select(["packages/ext-tools-langchain/tests/t.py"], packages) == ["ext-tools-langchain"]
 
 
 def test_middle_change_selects_transitive_dependants(packages: dict[str, Package]) -> None:
@@ -86,9 +83,7 @@ def test_shared_inputs_select_all(path: str, packages: dict[str, Package]) -> No
     assert cp.select([path], packages) == ALL
 
 
-@pytest.mark.parametrize(
-    "path", ["README.md", ".gitignore", "CONTRIBUTING.md", "docs/index.md", "packages/README.md"]
-)
+@pytest.mark.parametrize("path", ["README.md", ".gitignore", "CONTRIBUTING.md", "docs/index.md", "packages/README.md"])
 def test_docs_select_nothing(path: str, packages: dict[str, Package]) -> None:
     assert cp.select([path], packages) == []
 
@@ -205,9 +200,7 @@ def test_cli_work_tree_includes_untracked(repo: Path, capsys: pytest.CaptureFixt
 
 
 @needs_git
-def test_cli_move_between_packages_selects_both(
-    repo: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_move_between_packages_selects_both(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Without --no-renames git would report only the destination of the move.
     _git(
         repo,
@@ -228,9 +221,7 @@ def test_cli_move_between_packages_selects_both(
 
 @pytest.mark.parametrize("base", ["does-not-exist", "", "0" * 40, "HEAD~5"])
 @needs_git
-def test_cli_unresolvable_base_selects_all(
-    repo: Path, capsys: pytest.CaptureFixture[str], base: str
-) -> None:
+def test_cli_unresolvable_base_selects_all(repo: Path, capsys: pytest.CaptureFixture[str], base: str) -> None:
     assert _run(repo, capsys, "--base", base) == ["ext-core", "ext-models-openai", "ext-testing"]
 
 

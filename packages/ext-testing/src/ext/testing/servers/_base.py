@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Union
+from typing import Any, ClassVar, TypeVar, Union
 from urllib.parse import parse_qs, unquote
 
 from ext.testing.script import Fault, NeutralRequest, Reply
@@ -28,12 +28,14 @@ __all__ = [
     "Route",
     "ScriptItem",
     "StreamResponse",
+    "format_seconds",
     "json_response",
     "ndjson_frame",
     "sse_frame",
 ]
 
 logger = logging.getLogger(__name__)
+_ServerT = TypeVar("_ServerT", bound="LoopbackServer")
 
 HOST = "127.0.0.1"
 MAX_HEAD_BYTES = 64 * 1024
@@ -365,7 +367,6 @@ class _Connection:
 
     # -- writing -------------------------------------------------------------------------------------------------
 
-    @property
     def writable(self) -> bool:
         return not self.closed.is_set() and not self.writer.transport.is_closing()
 
@@ -399,7 +400,7 @@ class LoopbackServer:
     :meth:`render_error`.
     """
 
-    overloaded_status: int = 503
+    overloaded_status: ClassVar[int] = 503
     """HTTP status of ``Fault("overloaded")`` for this protocol."""
 
     def __init__(self, *, default: ScriptItem | None = None) -> None:
@@ -452,7 +453,7 @@ class LoopbackServer:
             await asyncio.gather(*tasks, return_exceptions=True)
         await server.wait_closed()
 
-    async def __aenter__(self) -> LoopbackServer:
+    async def __aenter__(self: _ServerT) -> _ServerT:
         await self.start()
         return self
 
@@ -558,7 +559,7 @@ class LoopbackServer:
         """Decode a recorded request into a :class:`NeutralRequest`."""
         raise NotImplementedError
 
-    _FAULT_STATUS: dict[str, int] = {
+    _FAULT_STATUS: ClassVar[dict[str, int]] = {
         "rate_limit": 429,
         "server_error": 500,
         "bad_request": 400,
@@ -715,7 +716,7 @@ class LoopbackServer:
         return ok and keep_alive
 
     async def _send_fixed(self, conn: _Connection, response: Response, keep_alive: bool) -> bool:
-        if not conn.writable:
+        if not conn.writable():
             return False
         headers: list[tuple[str, str]] = []
         if response.content_type:
@@ -735,7 +736,7 @@ class LoopbackServer:
         reply: Reply | None,
         keep_alive: bool,
     ) -> bool:
-        if not conn.writable:
+        if not conn.writable():
             return False
         chunked = request.http_version == "HTTP/1.1"
         headers: list[tuple[str, str]] = [("content-type", response.content_type), ("cache-control", "no-cache")]
@@ -759,7 +760,7 @@ class LoopbackServer:
                 break
             if sent and chunk_delay > 0 and not await conn.sleep(chunk_delay):
                 return False
-            if not conn.writable:
+            if not conn.writable():
                 return False
             write(b"%x\r\n%s\r\n" % (len(frame), frame) if chunked else frame)
             sent += 1
@@ -769,14 +770,14 @@ class LoopbackServer:
             if await conn.drain():
                 await conn.wait_closed()
             return False
-        if not conn.writable:
+        if not conn.writable():
             return False
         if chunked:
             write(b"0\r\n\r\n")
         return await conn.drain()
 
     async def _send_partial(self, conn: _Connection, response: Response | StreamResponse) -> None:
-        if not conn.writable:
+        if not conn.writable():
             return
         if isinstance(response, StreamResponse):
             frames = [frame for frame in response.frames if frame]

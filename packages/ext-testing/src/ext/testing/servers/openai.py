@@ -49,7 +49,11 @@ _FAULT_DEFAULTS: dict[str, tuple[str, str, str | None]] = {
     ),
     "bad_request": ("Invalid request.", "invalid_request_error", None),
     "auth": ("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
-    "not_found": ("The model does not exist or you do not have access to it.", "invalid_request_error", "model_not_found"),
+    "not_found": (
+        "The model does not exist or you do not have access to it.",
+        "invalid_request_error",
+        "model_not_found",
+    ),
 }
 _OPTION_KEYS = ("temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "seed")
 _DONE = b"data: [DONE]\n\n"
@@ -245,7 +249,11 @@ class OpenAIServer(LoopbackServer):
             message["reasoning_content"] = reply.thought
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments_json}}
+                {
+                    "id": call.call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_json},
+                }
                 for call in reply.tool_calls
             ]
         obj = {

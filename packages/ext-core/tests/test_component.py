@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from ext.core import Component, ComponentError, ComponentModel, load_component, registered_components, resolve_secret
+
+
+class GreeterConfig(BaseModel):
+    model_config = ConfigDict(hide_input_in_errors=True)
+
+    greeting: str
+    retries: int = 1
+    api_key: SecretStr | None = None
+    api_key_env: str | None = None
+    headers: dict[str, SecretStr] = {}
+
+
+class Greeter(Component[GreeterConfig]):
+    component_type = "greeter"
+    component_config_schema = GreeterConfig
+    component_provider_override = "tests.Greeter"
+
+    def __init__(self, greeting: str, retries: int = 1, api_key: str | None = None, api_key_env: str | None = None):
+        self.greeting = greeting
+        self.retries = retries
+        self.api_key, self.api_key_env = resolve_secret(api_key, api_key_env)
+
+    def _to_config(self) -> GreeterConfig:
+        return GreeterConfig(
+            greeting=self.greeting,
+            retries=self.retries,
+            api_key=self.api_key,
+            api_key_env=self.api_key_env,
+            headers={"Authorization": SecretStr("Bearer hidden")},
+        )
+
+    @classmethod
+    def _from_config(cls, config: GreeterConfig) -> Greeter:
+        key = config.api_key.get_secret_value() if config.api_key else None
+        return cls(config.greeting, config.retries, key, config.api_key_env)
+
+
+class NotAComponent:
+    pass
+
+
+def test_dump_drops_secrets_and_keeps_env_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GREETER_KEY", "sk-from-env-123")
+    greeter = Greeter("hi", api_key_env="GREETER_KEY")
+    assert greeter.api_key is not None and greeter.api_key.get_secret_value() == "sk-from-env-123"
+    dump = greeter.dump_component()
+    text = dump.model_dump_json()
+    assert "sk-from-env-123" not in text and "hidden" not in text
+    assert dump.config == {"greeting": "hi", "retries": 1, "api_key_env": "GREETER_KEY", "headers": {}}
+    assert (dump.provider, dump.component_type, dump.label) == ("tests.Greeter", "greeter", "Greeter")
+
+    loaded = load_component(dump, Greeter, allow=[Greeter])
+    assert loaded.greeting == "hi"
+    assert loaded.api_key is not None and loaded.api_key.get_secret_value() == "sk-from-env-123"
+
+
+def test_explicit_secret_is_omitted() -> None:
+    dump = Greeter("hi", api_key="sk-literal-456").dump_component()
+    assert "sk-literal-456" not in json.dumps(dump.model_dump())
+    assert "api_key" not in dump.config
+
+
+def test_unregistered_provider_is_refused_with_a_clear_error() -> None:
+    dump = Greeter("hi").dump_component()
+    with pytest.raises(ComponentError, match=r"'tests\.Greeter' is not a registered ext component"):
+        load_component(dump)
+    with pytest.raises(ComponentError, match="not a registered"):
+        load_component({"provider": "os.system", "config": {}})
+
+
+def test_load_from_json_text_and_mapping() -> None:
+    dump = Greeter("yo", retries=4).dump_component()
+    assert load_component(dump.model_dump_json(), Greeter, allow=[Greeter]).retries == 4
+    assert Greeter.load_component(dump.model_dump(), allow=[Greeter]).greeting == "yo"
+
+
+def test_bad_configs_name_the_problem_without_values() -> None:
+    with pytest.raises(ComponentError, match="not valid JSON"):
+        load_component("{nope")
+    with pytest.raises(ComponentError, match="provider"):
+        load_component({"config": {}})
+    bad = {"provider": "tests.Greeter", "config": {"retries": "many", "api_key": ["sk-leak-789"]}}
+    with pytest.raises(ComponentError) as info:
+        load_component(bad, allow=[Greeter])
+    message = str(info.value)
+    assert "greeting: Field required" in message and "retries" in message
+    assert "sk-leak-789" not in message
+
+
+def test_type_and_version_checks() -> None:
+    class Other(Component[GreeterConfig]):
+        component_config_schema = GreeterConfig
+
+    dump = Greeter("x").dump_component()
+    with pytest.raises(ComponentError, match="is not a Other"):
+        load_component(dump, Other, allow=[Greeter])
+    newer = dump.model_copy(update={"version": 9})
+    with pytest.raises(ComponentError, match="newer"):
+        load_component(newer, allow=[Greeter])
+    with pytest.raises(ComponentError, match="not a Component"):
+        load_component(ComponentModel(provider=f"{__name__}.NotAComponent", config={}), allow=[NotAComponent])
+
+
+def test_registered_components_is_a_mapping() -> None:
+    registry = registered_components()
+    assert all(":" in target for target in registry.values())
+
+
+def test_resolve_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_secret(None, None) == (None, None)
+    assert resolve_secret(None, "NOPE_NOT_SET_X") == (None, None)
+    secret, env = resolve_secret(None, "K", {"K": "v"})
+    assert secret is not None and secret.get_secret_value() == "v" and env == "K"
+    secret, env = resolve_secret(SecretStr("given"), "K", {"K": "v"})
+    assert secret is not None and secret.get_secret_value() == "given" and env is None

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from ext.core import (
+    AssistantMessage,
+    CreateResult,
+    FunctionCall,
+    FunctionExecutionResult,
+    FunctionExecutionResultMessage,
+    Image,
+    LLMMessage,
+    ReasoningBlock,
+    RequestUsage,
+    StreamChunk,
+    SystemMessage,
+    UserMessage,
+    dump_messages,
+    load_messages,
+)
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def test_mixed_message_list_round_trips_through_json() -> None:
+    messages: list[LLMMessage] = [
+        SystemMessage(content="be brief"),
+        UserMessage(content=["look", Image.from_bytes(PNG)], source="alice"),
+        AssistantMessage(
+            content=[FunctionCall(id="c1", name="add", arguments='{"a": 1}')],
+            thought="I should add",
+            reasoning=[ReasoningBlock(text="thinking", signature="sig==", provider="anthropic")],
+        ),
+        FunctionExecutionResultMessage(
+            content=[FunctionExecutionResult(call_id="c1", name="add", content="oops", is_error=True)]
+        ),
+        AssistantMessage(content="done"),
+    ]
+    text = dump_messages(messages)
+    assert json.loads(text)[1]["content"][1]["data"] == base64.b64encode(PNG).decode()
+    back = load_messages(text)
+    assert back == messages
+    assert [type(m).__name__ for m in back] == [
+        "SystemMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "FunctionExecutionResultMessage",
+        "AssistantMessage",
+    ]
+    assert back[2].reasoning[0].signature == "sig=="  # type: ignore[union-attr]
+    assert load_messages(json.loads(text)) == messages
+
+
+def test_unknown_message_type_is_rejected() -> None:
+    with pytest.raises(ValidationError, match="type"):
+        load_messages('[{"type": "Nope", "content": "x"}]')
+
+
+def test_usage_adds_optional_counts() -> None:
+    a = RequestUsage(prompt_tokens=3, completion_tokens=4)
+    b = RequestUsage(prompt_tokens=1, completion_tokens=1, cached_tokens=2, reasoning_tokens=5)
+    total = a + b
+    assert (total.prompt_tokens, total.completion_tokens, total.cached_tokens, total.reasoning_tokens) == (4, 5, 2, 5)
+    assert (a + a).cached_tokens is None
+
+
+def test_create_result_to_assistant_message_keeps_reasoning() -> None:
+    block = ReasoningBlock(text="t", signature="s")
+    result = CreateResult(finish_reason="stop", content="hi", usage=RequestUsage(), thought="t", reasoning=[block])
+    message = result.to_assistant_message()
+    assert message.content == "hi"
+    assert message.reasoning == [block]
+    assert message.thought == "t"
+
+
+def test_create_result_rejects_unknown_finish_reason() -> None:
+    with pytest.raises(ValidationError, match="finish_reason"):
+        CreateResult(finish_reason="done", content="", usage=RequestUsage())  # type: ignore[arg-type]
+
+
+def test_stream_chunk_defaults_to_empty_content() -> None:
+    assert StreamChunk().content == ""
+    assert StreamChunk(content="a").content == "a"
