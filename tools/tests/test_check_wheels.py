@@ -4,10 +4,11 @@ import shutil
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import check_wheels as cw
 import pytest
-from _workspace import discover
+from _workspace import REPO_ROOT, discover
 
 MakePackage = Callable[..., Path]
 
@@ -275,7 +276,7 @@ def test_env_missing_scripts(workspace: Path) -> None:
 
 
 def test_effective_env_follows_hatch_inheritance() -> None:
-    envs = {
+    envs: dict[str, dict[str, Any]] = {
         "default": {"workspace": {"members": ["packages/*"]}, "scripts": {"test": "a", "lint": "b"}},
         "base": {"template": "base", "installer": "uv"},
         "child": {"template": "base", "scripts": {"test": "c"}},
@@ -357,11 +358,11 @@ def test_real_ext_core_wheel(tmp_path: Path) -> None:
     pkgs = discover()
     builder = cw.pick_builder("auto")
     assert builder is not None
-    path, error = cw.build_wheel(builder, cw.REPO_ROOT, pkgs["ext-core"], tmp_path)
+    path, error = cw.build_wheel(builder, REPO_ROOT, pkgs["ext-core"], tmp_path)
     assert path is not None, error
     info = cw.read_wheel(path)
     assert info.name == "ext-core"
     assert "ext/core/py.typed" in info.files
     assert "ext/__init__.py" not in info.files
-    versions = {n: cw.source_version(cw.REPO_ROOT, p) for n, p in pkgs.items()}
+    versions = {n: cw.source_version(REPO_ROOT, p) for n, p in pkgs.items()}
     assert cw.check_wheel(info, versions) == []
