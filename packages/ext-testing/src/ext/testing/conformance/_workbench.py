@@ -79,7 +79,8 @@ class WorkbenchConformance:
         try:
             result = await workbench.call_tool("no_such_tool_xyz", {})
         except (LookupError, ValueError) as exc:  # raising is acceptable if it names the tool
-            assert "no_such_tool_xyz" in str(exc)
+            message = str(exc)
+            assert "no_such_tool_xyz" in message
         else:
             assert result.is_error is True
 
@@ -114,7 +115,7 @@ class WorkbenchConformance:
         results = await asyncio.wait_for(
             asyncio.gather(*(workbench.call_tool(self.echo_tool, self.echo_arguments(t)) for t in texts)), 30
         )
-        assert [t in r.to_text() for t, r in zip(texts, results)] == [True] * len(texts)
+        assert [t in r.to_text() for t, r in zip(texts, results, strict=True)] == [True] * len(texts)
 
     async def test_overrides_rename_and_route(self) -> None:
         override = ToolOverride(name="renamed_echo", description="An echo under another name")
@@ -128,12 +129,15 @@ class WorkbenchConformance:
             assert result.name == "renamed_echo"
 
     async def test_clashing_overrides_are_rejected(self) -> None:
-        with pytest.raises(ConfigurationError, match="clash|both be presented"):
+        async def build_and_list() -> None:
             bench = await self.make_workbench(
                 {self.echo_tool: ToolOverride(name="same"), self.failing_tool: ToolOverride(name="same")}
             )
             async with bench:
                 await bench.list_tools()
+
+        with pytest.raises(ConfigurationError, match=r"clash|both be presented"):
+            await build_and_list()
 
     async def test_start_and_stop_are_idempotent(self) -> None:
         bench = await self.make_workbench()
