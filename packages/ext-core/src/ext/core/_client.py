@@ -96,7 +96,14 @@ class ChatRequest:
         return self.json_output if isinstance(self.json_output, type) else None
 
 
-_MESSAGE = TypeAdapter(LLMMessage)
+_message_adapter: TypeAdapter[LLMMessage] | None = None
+
+
+def _validate_message(data: Mapping[str, Any]) -> LLMMessage:
+    global _message_adapter
+    if _message_adapter is None:  # built on first use, not at import
+        _message_adapter = TypeAdapter(LLMMessage)
+    return _message_adapter.validate_python(data)
 
 
 def _coerce_messages(messages: Sequence[Any]) -> list[LLMMessage]:
@@ -111,7 +118,7 @@ def _coerce_messages(messages: Sequence[Any]) -> list[LLMMessage]:
             continue
         if isinstance(message, Mapping):
             try:
-                out.append(_MESSAGE.validate_python(message))
+                out.append(_validate_message(message))
                 continue
             except ValidationError as exc:
                 first = exc.errors(include_input=False, include_url=False)[0]

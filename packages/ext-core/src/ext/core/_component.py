@@ -13,10 +13,9 @@ import os
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_core import to_jsonable_python
 
 from ._errors import ComponentError
@@ -27,6 +26,8 @@ T = TypeVar("T")
 
 class ComponentModel(BaseModel):
     """A component as plain data: which class (`provider`) and its `config`."""
+
+    model_config = ConfigDict(defer_build=True)
 
     provider: str = Field(min_length=1)
     component_type: str | None = None
@@ -91,6 +92,8 @@ def _dotted(value: str) -> str:
 @lru_cache(maxsize=1)
 def registered_components() -> Mapping[str, str]:
     """Every provider path installed distributions registered: alias and dotted path -> `module:attr`."""
+    from importlib.metadata import entry_points  # only when a config is loaded: keeps import fast
+
     found: dict[str, str] = {}
     for ep in entry_points(group="ext.components"):
         found[_dotted(ep.value)] = ep.value

@@ -88,19 +88,27 @@ LLM_MESSAGE_TYPES: tuple[type[BaseModel], ...] = (
     FunctionExecutionResultMessage,
 )
 
-_MESSAGES = TypeAdapter(list[LLMMessage])
+_messages_adapter: TypeAdapter[list[LLMMessage]] | None = None
+
+
+def _adapter() -> TypeAdapter[list[LLMMessage]]:
+    # Built on first use: schema building at import would slow every `import ext.core`.
+    global _messages_adapter
+    if _messages_adapter is None:
+        _messages_adapter = TypeAdapter(list[LLMMessage])
+    return _messages_adapter
 
 
 def dump_messages(messages: list[LLMMessage]) -> str:
     """A list of messages as JSON text."""
-    return _MESSAGES.dump_json(messages).decode("utf-8")
+    return _adapter().dump_json(messages).decode("utf-8")
 
 
 def load_messages(data: str | bytes | list[Any]) -> list[LLMMessage]:
     """Messages from JSON text (or already-parsed JSON) written by `dump_messages`."""
     if isinstance(data, list):
-        return _MESSAGES.validate_python(data)
-    return _MESSAGES.validate_json(data)
+        return _adapter().validate_python(data)
+    return _adapter().validate_json(data)
 
 
 class RequestUsage(BaseModel):

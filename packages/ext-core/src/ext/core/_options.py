@@ -48,7 +48,7 @@ class ChatOptions(BaseModel):
 class ChatMessage(BaseModel):
     """A plain role + text message, for configs and simple chat front ends."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str
@@ -62,7 +62,7 @@ def _env(prefix: str, name: str, environ: Mapping[str, str]) -> str | None:
 class AIClientOptions(BaseModel):
     """Where and how to reach a model service, for building clients from config or the environment."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, defer_build=True)
 
     endpoint: str = Field(min_length=1, description="Base URL of the service (http or https).")
     api_key: SecretStr | None = Field(default=None, description="Key for the service; never printed.")
@@ -99,7 +99,7 @@ class AIClientOptions(BaseModel):
 class VectorStoreOptions(BaseModel):
     """Where a vector store lives and the shape of its collection."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, defer_build=True)
 
     endpoint: str = Field(min_length=1, description="URL of the vector store.")
     api_key: SecretStr | None = Field(default=None, description="Key for the store; never printed.")

@@ -9,13 +9,11 @@ plus builtin `TimeoutError` / `ConnectionError`. The last error is re-raised unc
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
@@ -43,6 +41,8 @@ def _registered_classifiers() -> tuple[Classifier, ...]:
     # Loaded once per process: each provider's classifier module imports only its SDK.
     global _entry_point_classifiers
     if _entry_point_classifiers is None:
+        from importlib.metadata import entry_points  # first error only: keeps import fast
+
         found: list[Classifier] = []
         for ep in entry_points(group="ext.retry"):
             try:
@@ -73,6 +73,8 @@ def parse_retry_after(headers: Mapping[str, str] | Any) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    import email.utils
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -38,7 +38,7 @@ class ImageResultContent(BaseModel):
 class AudioResultContent(BaseModel):
     """Audio a tool returned (base64 in JSON)."""
 
-    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64", defer_build=True)
 
     type: Literal["AudioResultContent"] = "AudioResultContent"
     data: bytes
@@ -48,7 +48,7 @@ class AudioResultContent(BaseModel):
 class ResourceResultContent(BaseModel):
     """A resource a tool returned: embedded (with `text` or `data`) or a link (`uri` only)."""
 
-    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64", defer_build=True)
 
     type: Literal["ResourceResultContent"] = "ResourceResultContent"
     uri: str
@@ -90,7 +90,7 @@ class ToolResult(BaseModel):
 class ToolOverride(BaseModel):
     """Present a tool under another name and/or description."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str | None = None
     description: str | None = None
@@ -271,6 +271,8 @@ def result_from_value(name: str, value: Any, tool: Tool | None = None) -> ToolRe
 
 class StaticWorkbenchConfig(BaseModel):
     """Config of a `StaticWorkbench`: the tools as component dumps, and overrides."""
+
+    model_config = ConfigDict(defer_build=True)
 
     tools: list[ComponentModel]
     tool_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
