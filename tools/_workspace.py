@@ -19,7 +19,10 @@ if sys.version_info >= (3, 11):
 else:
     # The tools target 3.11+; this branch exists so the repo's mypy target (3.10)
     # type-checks, and it happens to work where tomli is installed.
-    import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
+    try:
+        import tomli as tomllib  # type: ignore[import-not-found,no-redef,unused-ignore]
+    except ModuleNotFoundError as exc:
+        raise SystemExit("tools/ need Python 3.11+ (tomllib); on 3.10 install tomli") from exc
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES_DIR = "packages"
@@ -43,13 +46,18 @@ class Package:
     """One workspace member.
 
     ``deps`` holds the workspace members named in ``[project].dependencies`` or any
-    ``[project.optional-dependencies]`` group (self-references removed).
+    ``[project.optional-dependencies]`` group; ``test_deps`` those named only in PEP 735
+    ``[dependency-groups]`` (e.g. ``test = ["ext-testing>=0.1,<0.2"]``), which are needed
+    to run the member's tests but are not shipped in its metadata. Self-references are
+    removed from both.
     """
 
     name: str
     folder: str
     deps: frozenset[str] = frozenset()
+    test_deps: frozenset[str] = frozenset()
     requirements: tuple[str, ...] = field(default=(), compare=False)
+    group_requirements: tuple[str, ...] = field(default=(), compare=False)
 
 
 def load_toml(path: Path) -> dict[str, Any]:
@@ -68,41 +76,67 @@ def _project_requirements(project: Mapping[str, Any]) -> list[str]:
     return reqs
 
 
+def _group_requirements(groups: Any) -> list[str]:
+    """Every requirement string in a PEP 735 ``[dependency-groups]`` table.
+
+    ``{include-group = ...}`` entries need no resolving: every group is read anyway.
+    """
+    if not isinstance(groups, Mapping):
+        return []
+    return [r for group in groups.values() if isinstance(group, list) for r in group if isinstance(r, str)]
+
+
+def _member_names(reqs: Iterable[str], members: set[str], own: str) -> frozenset[str]:
+    names = (requirement_name(r) for r in reqs)
+    return frozenset(n for n in names if n is not None and n in members and n != own)
+
+
 def discover(root: Path = REPO_ROOT) -> dict[str, Package]:
     """Map canonical distribution name -> Package for every ``packages/*/pyproject.toml``."""
-    raw: dict[str, tuple[str, list[str]]] = {}
+    raw: dict[str, tuple[str, list[str], list[str]]] = {}
     base = root / PACKAGES_DIR
     if not base.is_dir():
         return {}
     for pyproject in sorted(base.glob("*/pyproject.toml")):
-        project = load_toml(pyproject).get("project", {})
+        data = load_toml(pyproject)
+        project = data.get("project", {})
         folder = pyproject.parent.relative_to(root).as_posix()
         # A member without a name is broken, but the folder name keeps it visible
         # (check_wheels reports the mismatch) instead of silently dropping it.
         name = canonical_name(str(project.get("name") or pyproject.parent.name))
-        raw[name] = (folder, _project_requirements(project))
+        raw[name] = (folder, _project_requirements(project), _group_requirements(data.get("dependency-groups")))
     members = set(raw)
     packages: dict[str, Package] = {}
-    for name, (folder, reqs) in raw.items():
-        deps = {dep for r in reqs if (dep := requirement_name(r)) in members and dep != name}
+    for name, (folder, reqs, group_reqs) in raw.items():
+        deps = _member_names(reqs, members, name)
         packages[name] = Package(
             name=name,
             folder=folder,
-            deps=frozenset(d for d in deps if d is not None),
+            deps=deps,
+            test_deps=_member_names(group_reqs, members, name) - deps,
             requirements=tuple(reqs),
+            group_requirements=tuple(group_reqs),
         )
     return packages
 
 
 def dependency_graph(packages: Mapping[str, Package]) -> dict[str, list[str]]:
-    """Direct workspace dependencies of each member, sorted, as plain JSON-able data."""
-    return {name: sorted(packages[name].deps) for name in sorted(packages)}
+    """Direct workspace dependencies (shipped and test-only) of each member, as JSON-able data."""
+    return {name: sorted(packages[name].deps | packages[name].test_deps) for name in sorted(packages)}
 
 
-def dependencies_closure(name: str, packages: Mapping[str, Package]) -> set[str]:
-    """Transitive workspace dependencies of ``name`` (excluding itself)."""
+def dependencies_closure(name: str, packages: Mapping[str, Package], *, include_test: bool = False) -> set[str]:
+    """Transitive workspace dependencies of ``name`` (excluding itself).
+
+    With ``include_test`` the member's own test-only deps are added at the first level
+    (and their shipped deps transitively); other members' test-only deps never are,
+    since running ``name``'s tests does not run theirs.
+    """
+    if name not in packages:
+        return set()
+    first = packages[name].deps | (packages[name].test_deps if include_test else frozenset())
     seen: set[str] = set()
-    stack = list(packages[name].deps) if name in packages else []
+    stack = list(first)
     while stack:
         dep = stack.pop()
         if dep in seen or dep not in packages:
@@ -114,7 +148,11 @@ def dependencies_closure(name: str, packages: Mapping[str, Package]) -> set[str]
 
 
 def dependants_closure(names: Iterable[str], packages: Mapping[str, Package]) -> set[str]:
-    """``names`` plus every member that depends on any of them, transitively."""
+    """``names``, every member depending on them transitively, and members whose tests use any of those.
+
+    A test-only edge selects its member but does not propagate further: the member's
+    own code did not change, so its dependants are unaffected.
+    """
     reverse: dict[str, set[str]] = {n: set() for n in packages}
     for pkg in packages.values():
         for dep in pkg.deps:
@@ -127,4 +165,5 @@ def dependants_closure(names: Iterable[str], packages: Mapping[str, Package]) ->
             continue
         result.add(current)
         stack.extend(reverse.get(current, ()))
+    result |= {pkg.name for pkg in packages.values() if pkg.test_deps & result}
     return result

@@ -7,10 +7,12 @@ Usage (Python 3.11+, run from anywhere)::
     python tools/changed_packages.py --all                 # every distribution
     python tools/changed_packages.py --graph               # {dist: [direct workspace deps]}
 
-Rules (see ``classify``): a file in ``packages/<dist>/`` selects that dist and its
-transitive dependants; shared build/CI inputs select everything; ``proto/`` selects
-``ext-runtime-grpc`` and its dependants; top-level docs select nothing; any other
-path selects everything, because an unknown input is safer to over-test than to miss.
+Rules (see ``classify``): a file in ``packages/<dist>/`` selects that dist, its
+transitive dependants (``dependencies`` and ``optional-dependencies``) and the dists
+whose tests use any of those (PEP 735 ``[dependency-groups]``); shared build/CI
+inputs select everything; ``proto/`` selects ``ext-runtime-grpc`` and its
+dependants; top-level docs select nothing; any other path selects everything,
+because an unknown input is safer to over-test than to miss.
 When the base ref cannot be resolved (first commit, zeroed ``before`` SHA, shallow
 clone) every distribution is selected.
 """

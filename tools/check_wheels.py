@@ -17,7 +17,10 @@ files outside the leaf; ``py.typed`` and ``__about__.py`` in the leaf; every
 pin, and admits that member's current version. Per workspace: each distribution's
 folder is named after it, and ``hatch.toml`` has ``[envs.<dist>]`` whose effective
 ``workspace.members`` is exactly the dist's folder plus its transitive workspace
-dependencies, with ``test``, ``typecheck`` and ``lint`` scripts.
+dependencies, with ``test``, ``typecheck`` and ``lint`` scripts. A member needed only
+by the dist's tests (e.g. ``ext-testing``) is declared in the dist's PEP 735
+``[dependency-groups]`` (not shipped in metadata); it joins that dist's env only, and
+its requirement must be a bounded range too.
 """
 
 from __future__ import annotations
@@ -256,14 +259,19 @@ def source_version(root: Path, pkg: Package) -> str | None:
         return None
 
 
+def _is_build_junk(rel: PurePosixPath) -> bool:
+    # Tool caches and bytecode that hatchling leaves out of wheels (they are git-ignored).
+    return rel.suffix in (".pyc", ".pyo") or any(
+        part == "__pycache__" or part.startswith(".") or part.endswith(".egg-info") for part in rel.parts
+    )
+
+
 def _source_files(src: Path) -> list[str]:
+    """Files under ``src/`` that would end up in the wheel, as posix paths relative to it."""
     if not src.is_dir():
         return []
-    return sorted(
-        p.relative_to(src).as_posix()
-        for p in src.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
-    )
+    rels = (PurePosixPath(p.relative_to(src).as_posix()) for p in src.rglob("*") if p.is_file())
+    return sorted(str(r) for r in rels if not _is_build_junk(r))
 
 
 def check_folder_names(packages: Mapping[str, Package]) -> list[str]:
@@ -350,7 +358,8 @@ def check_envs(root: Path, packages: Mapping[str, Package]) -> list[str]:
     problems: list[str] = []
     for name in sorted(packages):
         pkg = packages[name]
-        expected = {pkg.folder} | {packages[d].folder for d in dependencies_closure(name, packages)}
+        closure = dependencies_closure(name, packages, include_test=True)
+        expected = {pkg.folder} | {packages[d].folder for d in closure}
         want = ", ".join(f'"{m}"' for m in sorted(expected))
         env = effective_env(envs, name)
         if env is None:
@@ -365,7 +374,9 @@ def check_envs(root: Path, packages: Mapping[str, Package]) -> list[str]:
             detail = "; ".join(
                 part
                 for part in (
-                    f"unexpected {extra}" if extra else "",
+                    f"unexpected {extra}; a test-only member belongs in the dist's [dependency-groups]"
+                    if extra
+                    else "",
                     f"missing {missing}" if missing else "",
                 )
                 if part
@@ -381,26 +392,38 @@ def check_envs(root: Path, packages: Mapping[str, Package]) -> list[str]:
 # ------------------------------------------------------------------------------ main
 
 
-def run(root: Path, *, build: bool, builder: str, keep: Path | None = None) -> tuple[list[str], int]:
-    """All checks; returns (problems, number of wheels inspected)."""
+@dataclass(frozen=True)
+class Report:
+    problems: list[str]
+    distributions: int
+    wheels: int
+
+
+def run(root: Path, *, build: bool, builder: str, keep: Path | None = None) -> Report:
+    """All checks over one discovery of the workspace."""
     packages = discover(root)
     problems = check_folder_names(packages) + check_envs(root, packages)
     versions: dict[str, str | None] = {n: source_version(root, p) for n, p in packages.items()}
+    for name in sorted(packages):
+        pkg = packages[name]
+        # Dependency groups never reach wheel metadata, so pyproject is their only source.
+        origin = f"{pkg.folder}/pyproject.toml [dependency-groups]"
+        problems += check_requirements(name, pkg.group_requirements, versions, origin)
     if not build:
         for name in sorted(packages):
             pkg = packages[name]
             src = root / pkg.folder / "src"
             problems += check_layout(name, _source_files(src), f"{pkg.folder}/src")
             problems += check_requirements(name, pkg.requirements, versions, f"{pkg.folder}/pyproject.toml")
-        return problems, 0
+        return Report(problems, len(packages), 0)
 
     chosen = pick_builder(builder)
     if chosen is None:
         wanted = builder if builder != "auto" else "uv or hatch"
-        return [*problems, f"build: no {wanted} on PATH"], 0
+        return Report([*problems, f"build: no {wanted} on PATH"], len(packages), 0)
+    wheels: list[WheelInfo] = []
     with tempfile.TemporaryDirectory(prefix="ext-wheels-") as tmp:
         out_dir = keep if keep is not None else Path(tmp)
-        wheels: list[WheelInfo] = []
         for name in sorted(packages):
             path, error = build_wheel(chosen, root, packages[name], out_dir)
             if path is None:
@@ -410,14 +433,14 @@ def run(root: Path, *, build: bool, builder: str, keep: Path | None = None) -> t
                 wheels.append(read_wheel(path))
             except (ValueError, zipfile.BadZipFile) as exc:
                 problems.append(f"{name}: unreadable wheel: {exc}")
-        for info in wheels:
-            # Built metadata is the truth for versions; the source regex is a fallback.
-            versions[info.name] = info.version or versions.get(info.name)
-        for info in wheels:
-            if info.name not in packages:
-                problems.append(f"{info.path.name}: metadata Name {info.name!r} is not a workspace member")
-            problems += check_wheel(info, versions)
-    return problems, len(wheels)
+    for info in wheels:
+        # Built metadata is the truth for versions; the source regex is a fallback.
+        versions[info.name] = info.version or versions.get(info.name)
+    for info in wheels:
+        if info.name not in packages:
+            problems.append(f"{info.path.name}: metadata Name {info.name!r} is not a workspace member")
+        problems += check_wheel(info, versions)
+    return Report(problems, len(packages), len(wheels))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -428,14 +451,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     root: Path = args.root.resolve()
-    problems, n_wheels = run(root, build=not args.no_build, builder=args.builder, keep=args.keep)
-    for problem in problems:
+    report = run(root, build=not args.no_build, builder=args.builder, keep=args.keep)
+    for problem in report.problems:
         print(f"FAIL {problem}")
-    n_dists = len(discover(root))
-    mode = "no-build" if args.no_build else f"{n_wheels} wheel(s)"
-    status = "OK" if not problems else f"{len(problems)} problem(s)"
-    print(f"check_wheels: {n_dists} distribution(s), {mode}: {status}")
-    return 1 if problems else 0
+    mode = "no-build" if args.no_build else f"{report.wheels} wheel(s)"
+    status = "OK" if not report.problems else f"{len(report.problems)} problem(s)"
+    print(f"check_wheels: {report.distributions} distribution(s), {mode}: {status}")
+    return 1 if report.problems else 0
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ def write_package(
     *,
     deps: Sequence[str] = (),
     optional: Mapping[str, Sequence[str]] | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
     leaf: str | None = None,
     version: str = "0.1.0",
     folder: str | None = None,
@@ -65,6 +66,9 @@ def write_package(
     if optional:
         lines.append("[project.optional-dependencies]")
         lines += [f"{group} = {_toml_list(reqs)}" for group, reqs in optional.items()]
+    if groups:
+        lines.append("[dependency-groups]")
+        lines += [f"{group} = {_toml_list(reqs)}" for group, reqs in groups.items()]
     (pkg_dir / "pyproject.toml").write_text("\n".join(lines) + "\n")
     return pkg_dir
 

@@ -14,8 +14,8 @@ from _workspace import Package, dependants_closure, dependencies_closure, depend
 MakePackage = Callable[..., Path]
 
 
-def _pkg(name: str, *deps: str) -> Package:
-    return Package(name=name, folder=f"packages/{name}", deps=frozenset(deps))
+def _pkg(name: str, *deps: str, test: tuple[str, ...] = ()) -> Package:
+    return Package(name=name, folder=f"packages/{name}", deps=frozenset(deps), test_deps=frozenset(test))
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def packages() -> dict[str, Package]:
     pkgs = [
         _pkg("ext-core"),
         _pkg("ext-testing", "ext-core"),
-        _pkg("ext-models-openai", "ext-core"),
+        _pkg("ext-models-openai", "ext-core", test=("ext-testing",)),
         _pkg("ext-tools-langchain", "ext-core", "ext-models-openai"),
         _pkg("ext-runtime-grpc", "ext-core"),
         _pkg("ext-runtime-local", "ext-runtime-grpc"),
@@ -60,9 +60,17 @@ def test_middle_change_selects_transitive_dependants(packages: dict[str, Package
     ]
 
 
+def test_test_only_dependency_selects_without_propagating(packages: dict[str, Package]) -> None:
+    # openai's tests use ext-testing; langchain depends on openai's code, not its tests.
+    assert cp.select(["packages/ext-testing/src/ext/testing/x.py"], packages) == [
+        "ext-models-openai",
+        "ext-testing",
+    ]
+
+
 def test_several_paths_union(packages: dict[str, Package]) -> None:
     paths = ["packages/ext-testing/x.py", "packages/ext-runtime-local/y.py", "README.md"]
-    assert cp.select(paths, packages) == ["ext-runtime-local", "ext-testing"]
+    assert cp.select(paths, packages) == ["ext-models-openai", "ext-runtime-local", "ext-testing"]
 
 
 @pytest.mark.parametrize(
@@ -102,8 +110,8 @@ def test_no_changes_selects_nothing(packages: dict[str, Package]) -> None:
 
 
 def test_paths_are_normalised(packages: dict[str, Package]) -> None:
-    assert cp.select(["./packages/ext-testing/a.py"], packages) == ["ext-testing"]
-    assert cp.select(["packages\\ext-testing\\a.py"], packages) == ["ext-testing"]
+    assert cp.select(["./packages/ext-runtime-local/a.py"], packages) == ["ext-runtime-local"]
+    assert cp.select(["packages\\ext-runtime-local\\a.py"], packages) == ["ext-runtime-local"]
 
 
 def test_classify_returns_direct_hits_only(packages: dict[str, Package]) -> None:
@@ -125,19 +133,31 @@ def test_discover_reads_deps_and_optional_deps(tmp_path: Path, make_package: Mak
         "ext-tools-langchain",
         deps=["Ext_Core [extra] >=0.1,<0.2; python_version >= '3.10'"],
         optional={"openai": ["ext-models-openai>=0.1,<0.2"], "self": ["ext-tools-langchain[openai]"]},
+        groups={"test": ["ext-testing>=0.1,<0.2", "ext-core", "pytest>=8"], "lint": ["ruff"]},
         leaf="ext/tools/langchain",
     )
+    make_package("ext-testing", deps=["ext-core>=0.1,<0.2"])
     (tmp_path / "packages" / "not-a-package").mkdir()
     pkgs = discover(tmp_path)
-    assert sorted(pkgs) == ["ext-core", "ext-models-openai", "ext-tools-langchain"]
+    assert sorted(pkgs) == ["ext-core", "ext-models-openai", "ext-testing", "ext-tools-langchain"]
     assert pkgs["ext-core"].deps == frozenset()
     assert pkgs["ext-models-openai"].deps == {"ext-core"}
     assert pkgs["ext-models-openai"].folder == "packages/ext-models-openai"
     assert pkgs["ext-tools-langchain"].deps == {"ext-core", "ext-models-openai"}
+    # ext-core is also a shipped dep, so only ext-testing is test-only.
+    assert pkgs["ext-tools-langchain"].test_deps == {"ext-testing"}
+    assert pkgs["ext-tools-langchain"].group_requirements == ("ext-testing>=0.1,<0.2", "ext-core", "pytest>=8", "ruff")
     assert dependency_graph(pkgs) == {
         "ext-core": [],
         "ext-models-openai": ["ext-core"],
-        "ext-tools-langchain": ["ext-core", "ext-models-openai"],
+        "ext-testing": ["ext-core"],
+        "ext-tools-langchain": ["ext-core", "ext-models-openai", "ext-testing"],
+    }
+    assert dependencies_closure("ext-tools-langchain", pkgs) == {"ext-core", "ext-models-openai"}
+    assert dependencies_closure("ext-tools-langchain", pkgs, include_test=True) == {
+        "ext-core",
+        "ext-models-openai",
+        "ext-testing",
     }
 
 

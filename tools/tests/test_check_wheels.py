@@ -253,7 +253,9 @@ def test_env_with_undeclared_or_missing_members(workspace: Path) -> None:
     problems = cw.check_envs(workspace, discover(workspace))
     assert len(problems) == 2
     assert problems[0].startswith("ext-core: hatch.toml: [envs.ext-core] workspace.members must be exactly")
-    assert problems[0].endswith("(unexpected ['packages/ext-models-openai'])")
+    assert problems[0].endswith(
+        "(unexpected ['packages/ext-models-openai']; a test-only member belongs in the dist's [dependency-groups])"
+    )
     assert problems[1].endswith("(missing ['packages/ext-models-openai'])")
 
 
@@ -264,6 +266,38 @@ def test_env_inheriting_glob_members_is_a_mismatch(workspace: Path) -> None:
     problems = cw.check_envs(workspace, discover(workspace))
     assert len(problems) == 1
     assert "unexpected ['packages/ext-models-openai', 'packages/ext-tools-langchain']" in problems[0]
+
+
+def test_test_only_member_declared_in_dependency_groups(workspace: Path, make_package: MakePackage) -> None:
+    make_package("ext-testing", deps=["ext-core>=0.1,<0.2"])
+    make_package(
+        "ext-models-openai",
+        deps=["ext-core>=0.1,<0.2"],
+        groups={"test": ["ext-testing>=0.1,<0.2"]},
+        leaf="ext/models/openai",
+    )
+    envs = dict(GOOD_ENVS)
+    envs["ext-testing"] = ["packages/ext-testing", "packages/ext-core"]
+    envs["ext-models-openai"] = ["packages/ext-models-openai", "packages/ext-core", "packages/ext-testing"]
+    write_hatch(workspace, envs)
+    # langchain depends on openai's code only, so its env must not gain ext-testing.
+    assert cw.check_envs(workspace, discover(workspace)) == []
+    envs["ext-models-openai"] = ["packages/ext-models-openai", "packages/ext-core"]
+    write_hatch(workspace, envs)
+    problems = cw.check_envs(workspace, discover(workspace))
+    assert len(problems) == 1
+    assert problems[0].endswith("(missing ['packages/ext-testing'])")
+
+
+def test_dependency_group_pins_are_rejected(workspace: Path, make_package: MakePackage) -> None:
+    make_package("ext-testing", deps=["ext-core>=0.1,<0.2"])
+    make_package("ext-models-openai", deps=["ext-core>=0.1,<0.2"], groups={"test": ["ext-testing==0.1.0"]})
+    write_hatch(workspace, GOOD_ENVS)
+    report = cw.run(workspace, build=False, builder="auto")
+    assert (
+        "ext-models-openai: packages/ext-models-openai/pyproject.toml [dependency-groups]: "
+        "requirement on ext-testing is an exact pin '==0.1.0'; use a range like '>=0.1,<0.2'"
+    ) in report.problems
 
 
 def test_env_missing_scripts(workspace: Path) -> None:
@@ -322,9 +356,10 @@ def test_no_build_mode_checks_sources_and_pyproject(
 ) -> None:
     write_hatch(workspace, {**GOOD_ENVS, "ext-testing": ["packages/ext-testing", "packages/ext-core"]})
     make_package("ext-testing", deps=["ext-core==0.1.0"], extra_files=["ext/__init__.py"], with_typed=False)
-    problems, wheels = cw.run(workspace, build=False, builder="auto")
-    assert wheels == 0
-    assert problems == [
+    report = cw.run(workspace, build=False, builder="auto")
+    assert report.wheels == 0
+    assert report.distributions == 4
+    assert report.problems == [
         "ext-testing: packages/ext-testing/src: ships ext/__init__.py; "
         "the namespace package must not have one (PEP 420)",
         "ext-testing: packages/ext-testing/src: leaf package ext/testing/ lacks py.typed",
@@ -341,6 +376,21 @@ def test_no_build_mode_clean_workspace(workspace: Path, capsys: pytest.CaptureFi
     write_hatch(workspace, GOOD_ENVS)
     assert cw.main(["--no-build", "--root", str(workspace)]) == 0
     assert capsys.readouterr().out == "check_wheels: 3 distribution(s), no-build: OK\n"
+
+
+def test_source_files_skip_caches(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    for rel in [
+        "ext/core/__init__.py",
+        "ext/core/__pycache__/x.cpython-311.pyc",
+        ".mypy_cache/3.10/x.json",
+        "ext_core.egg-info/PKG-INFO",
+        "ext/core/.DS_Store",
+        "ext/core/data/table.json",
+    ]:
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text("")
+    assert cw._source_files(src) == ["ext/core/__init__.py", "ext/core/data/table.json"]
 
 
 def test_source_version_reads_about(workspace: Path, make_package: MakePackage) -> None:
