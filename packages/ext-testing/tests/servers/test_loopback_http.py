@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -23,7 +24,81 @@ from ext.testing.servers import (
     sse_frame,
 )
 
-from .conftest import RawConnect
+
+@dataclass
+class RawResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class RawConnection:
+    """A hand-driven HTTP/1.1 client connection for tests that need exact bytes on the wire."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def read_response(self) -> RawResponse:
+        head = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), 5)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1])
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if line:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+        if status == 100:
+            return RawResponse(status, headers, b"")
+        if headers.get("transfer-encoding") == "chunked":
+            body = b""
+            while True:
+                size = int((await self.reader.readuntil(b"\r\n"))[:-2], 16)
+                if size == 0:
+                    await self.reader.readuntil(b"\r\n")
+                    break
+                body += await self.reader.readexactly(size)
+                assert await self.reader.readexactly(2) == b"\r\n"
+        elif "content-length" in headers:
+            body = await self.reader.readexactly(int(headers["content-length"]))
+        else:
+            body = await self.reader.read()
+        return RawResponse(status, headers, body)
+
+    async def at_eof(self) -> bool:
+        """Wait for the server to close the connection (True) or send more data (False)."""
+        data = await asyncio.wait_for(self.reader.read(1), 5)
+        return data == b""
+
+    async def close(self) -> None:
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except ConnectionError:
+            pass
+
+
+RawConnect = Callable[[int], Awaitable[RawConnection]]
+
+
+@pytest.fixture
+async def raw_connect() -> AsyncIterator[RawConnect]:
+    connections: list[RawConnection] = []
+
+    async def connect(port: int) -> RawConnection:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        conn = RawConnection(reader, writer)
+        connections.append(conn)
+        return conn
+
+    yield connect
+    for conn in connections:
+        await conn.close()
+
 
 BODY = b'{"model":"m","messages":[{"role":"user","content":"Hi"}]}'
 
@@ -57,6 +132,7 @@ async def test_chunked_request_body(server: OpenAIServer, raw_connect: RawConnec
         b"GET /v1/models HTTP/1.1\r\nBad Header Line\r\n\r\n",
         b"GET /v1/models HTTP/1.1\r\nName : value\r\n\r\n",
         b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+        b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n",
         b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n",
         b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
         b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
@@ -99,7 +175,12 @@ async def test_unknown_route_is_404_and_connection_stays_open(server: OpenAIServ
     response = await conn.read_response()
     assert response.status == 404
     assert json.loads(response.body) == {
-        "error": {"message": "Invalid URL (POST /v1/nope)", "type": "invalid_request_error", "param": None, "code": None}
+        "error": {
+            "message": "Invalid URL (POST /v1/nope)",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
     }
     await conn.send(post("/chat/completions"))  # the un-prefixed path is accepted too
     response = await conn.read_response()
@@ -234,6 +315,7 @@ async def test_reset_and_pending(server: OpenAIServer, raw_connect: RawConnect) 
     server.reset()
     assert server.pending == 0
     assert server.requests == []
+    assert server.request_count == 0
     assert server.connections_opened == 0
     assert server.default == Reply(text="d")
     with pytest.raises(TypeError, match="cannot enqueue"):
@@ -288,7 +370,9 @@ class NDJSONServer(LoopbackServer):
         return StreamResponse(lines, content_type="application/x-ndjson")
 
     def render_fault(self, fault: Fault, request: RecordedRequest) -> Response:
-        return json_response({"error": fault.message or fault.kind}, self.fault_status(fault), self.fault_headers(fault))
+        return json_response(
+            {"error": fault.message or fault.kind}, self.fault_status(fault), self.fault_headers(fault)
+        )
 
     def decode(self, request: RecordedRequest) -> NeutralRequest:
         body: dict[str, Any] = request.json if isinstance(request.json, dict) else {}
@@ -344,3 +428,54 @@ async def test_custom_protocol_ndjson_binary_and_handlers(raw_connect: RawConnec
         assert response.status == 500
         assert "script exhausted" in json.loads(response.body)["error"]
         assert response.headers["x-should-retry"] == "false"
+
+
+async def test_verbatim_response_items(server: OpenAIServer, raw_connect: RawConnect) -> None:
+    broken_sse = StreamResponse([b"data: {not json}\n\n", b"data: [DONE]\n\n"], headers={"x-edge": "1"})
+    server.enqueue(
+        Response(status=418, body=b"teapot", content_type="text/plain"),
+        broken_sse,
+        lambda request: Response(status=202, body=request.body),
+    )
+    conn = await raw_connect(server.port)
+    await conn.send(post())
+    first = await conn.read_response()
+    assert (first.status, first.body, first.headers["content-type"]) == (418, b"teapot", "text/plain")
+    await conn.send(post())
+    second = await conn.read_response()
+    assert second.body == b"data: {not json}\n\ndata: [DONE]\n\n"
+    assert second.headers["x-edge"] == "1"
+    await conn.send(post())
+    third = await conn.read_response()
+    assert (third.status, third.body) == (202, BODY)
+
+
+async def test_record_false_only_counts(raw_connect: RawConnect) -> None:
+    async with OpenAIServer(default=Reply(text="x"), record=False) as server:
+        conn = await raw_connect(server.port)
+        for _ in range(3):
+            await conn.send(post())
+            assert (await conn.read_response()).status == 200
+        assert await server.wait_for_requests(3) == []
+        assert server.request_count == 3
+        assert server.requests == []
+
+
+async def test_callable_error_is_a_clear_500(server: OpenAIServer, raw_connect: RawConnect) -> None:
+    def broken(request: RecordedRequest) -> Reply:
+        raise KeyError("no such field")
+
+    server.enqueue(broken, Reply(text="next"))
+    conn = await raw_connect(server.port)
+    await conn.send(post())
+    response = await conn.read_response()
+    assert response.status == 500
+    assert "KeyError('no such field')" in json.loads(response.body)["error"]["message"]
+    assert response.headers["x-should-retry"] == "false"
+    assert [type(e) for e in server.errors] == [KeyError]
+    again = await raw_connect(server.port)
+    await again.send(post("http://127.0.0.1/v1/chat/completions?x=1"))  # absolute-form target
+    response = await again.read_response()
+    assert json.loads(response.body)["choices"][0]["message"]["content"] == "next"
+    assert server.requests[-1].path == "/v1/chat/completions"
+    assert server.requests[-1].query == {"x": ["1"]}

@@ -17,7 +17,9 @@ MESSAGES: list[Any] = [{"role": "user", "content": "Hi"}]
 
 
 async def test_plain_text_and_usage(server: OpenAIServer, client: openai.AsyncOpenAI) -> None:
-    server.enqueue(Reply(text="Hello there!", prompt_tokens=12, completion_tokens=3, cached_tokens=4, reasoning_tokens=2))
+    server.enqueue(
+        Reply(text="Hello there!", prompt_tokens=12, completion_tokens=3, cached_tokens=4, reasoning_tokens=2)
+    )
     result = await client.chat.completions.create(model="gpt-4o", messages=MESSAGES)
     assert result.object == "chat.completion"
     assert result.id.startswith("chatcmpl-")
@@ -56,9 +58,7 @@ async def test_raw_response_headers(server: OpenAIServer, client: openai.AsyncOp
 
 
 @pytest.mark.parametrize(("neutral", "wire"), [("length", "length"), ("content_filter", "content_filter")])
-async def test_finish_reason_mapping(
-    server: OpenAIServer, client: openai.AsyncOpenAI, neutral: str, wire: str
-) -> None:
+async def test_finish_reason_mapping(server: OpenAIServer, client: openai.AsyncOpenAI, neutral: str, wire: str) -> None:
     server.enqueue(Reply(text="cut", finish_reason=neutral))
     result = await client.chat.completions.create(model="m", messages=MESSAGES)
     assert result.choices[0].finish_reason == wire
@@ -282,7 +282,12 @@ async def test_fault_custom_message_and_status(server: OpenAIServer, client: ope
         await client.chat.completions.create(model="m", messages=MESSAGES)
     assert info.value.status_code == 413
     assert info.value.message == "Error code: 413 - context too long"
-    assert info.value.body == {"message": "context too long", "type": "invalid_request_error", "param": None, "code": None}
+    assert info.value.body == {
+        "message": "context too long",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
 
 
 async def test_drop_is_connection_error(server: OpenAIServer, client: openai.AsyncOpenAI) -> None:
@@ -330,22 +335,20 @@ async def test_delay_then_client_timeout_sets_disconnected(server: OpenAIServer)
     await asyncio.wait_for(server.requests[0].disconnected.wait(), 5)
 
 
-async def test_stall_mid_stream_then_cancel_sets_disconnected(
-    server: OpenAIServer, client: openai.AsyncOpenAI
-) -> None:
+async def test_stall_mid_stream_then_cancel_sets_disconnected(server: OpenAIServer, client: openai.AsyncOpenAI) -> None:
     server.enqueue(Reply(text="one two three four five six", stall_after_chunks=3))
     received: list[str] = []
-    got_two = asyncio.Event()
+    got_three = asyncio.Event()
 
     async def consume() -> None:
         stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
         async for chunk in stream:
             received.append(chunk.choices[0].delta.content or "")
             if len(received) == 3:
-                got_two.set()
+                got_three.set()
 
     task = asyncio.create_task(consume())
-    await asyncio.wait_for(got_two.wait(), 5)
+    await asyncio.wait_for(got_three.wait(), 5)
     request = server.requests[0]
     assert not request.disconnected.is_set()
     task.cancel()
@@ -495,8 +498,8 @@ async def test_invalid_json_body_is_400(server: OpenAIServer, client: openai.Asy
 
 async def test_decode_every_message_kind(server: OpenAIServer, client: openai.AsyncOpenAI) -> None:
     server.enqueue(Reply(text="ok"))
-    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-    tool_params = {"type": "object", "properties": {"city": {"type": "string"}}}
+    schema: dict[str, Any] = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    tool_params: dict[str, Any] = {"type": "object", "properties": {"city": {"type": "string"}}}
     messages: list[Any] = [
         {"role": "system", "content": "You are terse."},
         {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},

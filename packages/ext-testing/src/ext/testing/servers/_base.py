@@ -41,7 +41,9 @@ HOST = "127.0.0.1"
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
 _READ_SIZE = 65536
+_HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 EXHAUSTED_MESSAGE = "ext.testing loopback server: script exhausted"
+SERVER_ERROR_MESSAGE = "ext.testing loopback server: error in the server or a script callable"
 
 
 class Headers(Mapping[str, str]):
@@ -129,9 +131,13 @@ class StreamResponse:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-ScriptResult = Union[Reply, Fault]
-ScriptItem = Union[Reply, Fault, Callable[["RecordedRequest"], Union[Reply, Fault, Awaitable[ScriptResult]]]]
-"""What :meth:`LoopbackServer.enqueue` accepts: a Reply, a Fault, or a (sync or async) callable computing one."""
+ScriptResult = Union[Reply, Fault, Response, StreamResponse]
+"""What a script item resolves to; a Response/StreamResponse is sent verbatim (an escape hatch for wire edge cases)."""
+ScriptItem = Union[ScriptResult, Callable[["RecordedRequest"], Union[ScriptResult, Awaitable[ScriptResult]]]]
+"""What :meth:`LoopbackServer.enqueue` accepts: a Reply, a Fault, a verbatim Response/StreamResponse (give a
+StreamResponse a list of frames, not a generator, if it may be sent twice), or a sync or async callable
+``(RecordedRequest) -> one of those``."""
+_RESULT_TYPES = (Reply, Fault, Response, StreamResponse)
 
 Handler = Callable[["RecordedRequest"], Union[Response, StreamResponse, Awaitable[Union[Response, StreamResponse]]]]
 
@@ -213,6 +219,7 @@ class _Connection:
         self.eof = False
         self.closed = asyncio.Event()
         self.task: asyncio.Task[Any] | None = None
+        self.head_sent = False
         self._watch_task: asyncio.Task[None] | None = None
 
     # -- reading -------------------------------------------------------------------------------------------------
@@ -324,7 +331,7 @@ class _Connection:
                 size = int(size_text, 16)
             except ValueError:
                 raise _BadRequest(400, "malformed chunk size") from None
-            if size < 0 or not size_text.isalnum():
+            if not size_text or not _HEX_DIGITS.issuperset(size_text):
                 raise _BadRequest(400, "malformed chunk size")
             if size == 0:
                 while await self._read_line():  # trailers, up to the empty line
@@ -340,7 +347,8 @@ class _Connection:
 
     async def _watch(self) -> None:
         while await self._more():
-            pass
+            if len(self.buf) > MAX_BODY_BYTES:  # a client flooding a pending response: stop buffering
+                return
         self.closed.set()
 
     def _ensure_watching(self) -> None:
@@ -395,20 +403,24 @@ class LoopbackServer:
     """Base of the scriptable loopback servers: HTTP/1.1 on 127.0.0.1 with an ephemeral port.
 
     Script it with :meth:`enqueue` (FIFO) and :attr:`default` (used when the queue is empty; None answers 500
-    "script exhausted"). Every request is recorded in :attr:`requests`. Subclasses implement :meth:`routes`,
-    :meth:`render`, :meth:`render_fault` and :meth:`decode`, and may override :meth:`check` and
-    :meth:`render_error`.
+    "script exhausted"). Every request is recorded in :attr:`requests` (``record=False`` only counts them in
+    :attr:`request_count`, for long benchmarks). An exception raised by a script callable or a hook is kept in
+    :attr:`errors` and answered with a 500 naming it. Subclasses implement :meth:`routes`, :meth:`render`,
+    :meth:`render_fault` and :meth:`decode`, and may override :meth:`check` and :meth:`render_error`.
     """
 
     overloaded_status: ClassVar[int] = 503
     """HTTP status of ``Fault("overloaded")`` for this protocol."""
 
-    def __init__(self, *, default: ScriptItem | None = None) -> None:
+    def __init__(self, *, default: ScriptItem | None = None, record: bool = True) -> None:
         self.default: ScriptItem | None = default
+        self.record = record
         self.requests: list[RecordedRequest] = []
+        self.request_count = 0
         self.connections_opened = 0
+        self.errors: list[Exception] = []
         self._script: deque[ScriptItem] = deque()
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._port: int | None = None
         self._closing = False
         self._connections: set[_Connection] = set()
@@ -484,8 +496,10 @@ class LoopbackServer:
     def enqueue(self, *items: ScriptItem) -> None:
         """Append replies, faults or callables ``(RecordedRequest) -> Reply | Fault`` to the script (FIFO)."""
         for item in items:
-            if not isinstance(item, (Reply, Fault)) and not callable(item):
-                raise TypeError(f"cannot enqueue {item!r}: expected Reply, Fault or a callable")
+            if not isinstance(item, _RESULT_TYPES) and not callable(item):
+                raise TypeError(
+                    f"cannot enqueue {item!r}: expected Reply, Fault, Response, StreamResponse or a callable"
+                )
             self._script.append(item)
 
     @property
@@ -494,16 +508,17 @@ class LoopbackServer:
         return len(self._script)
 
     def reset(self) -> None:
-        """Clear the script, the recorded requests and the connection count (``default`` is kept)."""
+        """Clear the script, the recorded requests and errors, and the counts (``default`` is kept)."""
+        self.errors.clear()
         self._script.clear()
         self.requests.clear()
+        self.request_count = 0
         self.connections_opened = 0
 
     async def wait_for_requests(self, n: int, timeout: float = 5) -> list[RecordedRequest]:
-        """Wait until at least ``n`` requests were received; returns all recorded requests.
-
-        Raises ``TimeoutError`` after ``timeout`` seconds."""
-        if len(self.requests) >= n:
+        """Wait until at least ``n`` requests (any route, as soon as they are parsed) were received; returns the
+        recorded requests. Raises ``TimeoutError`` after ``timeout`` seconds."""
+        if self.request_count >= n:
             return list(self.requests)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (n, future)
@@ -511,16 +526,18 @@ class LoopbackServer:
         try:
             await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
-            raise TimeoutError(f"expected {n} request(s) within {timeout}s, got {len(self.requests)}") from None
+            raise TimeoutError(f"expected {n} request(s) within {timeout}s, got {self.request_count}") from None
         finally:
             if entry in self._waiters:
                 self._waiters.remove(entry)
         return list(self.requests)
 
     def _record(self, request: RecordedRequest) -> None:
-        self.requests.append(request)
+        self.request_count += 1
+        if self.record:
+            self.requests.append(request)
         if self._waiters:
-            count = len(self.requests)
+            count = self.request_count
             for n, future in self._waiters:
                 if n <= count and not future.done():
                     future.set_result(None)
@@ -602,6 +619,8 @@ class LoopbackServer:
                 if parsed is None:
                     break
                 method, target, version, raw_headers, body = parsed
+                if target[:7] == "http://" or target[:8] == "https://":  # absolute-form: keep the path
+                    target = "/" + target.split("/", 3)[3] if target.count("/") >= 3 else "/"
                 path, _, query_text = target.partition("?")
                 headers = Headers(raw_headers)
                 request = RecordedRequest(
@@ -639,6 +658,22 @@ class LoopbackServer:
 
     async def _dispatch(self, conn: _Connection, request: RecordedRequest, keep_alive: bool) -> bool:
         """Answer one request; returns whether the connection stays open."""
+        conn.head_sent = False
+        try:
+            return await self._answer(conn, request, keep_alive)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.errors.append(exc)
+            logger.exception("%s: error while answering %s %s", type(self).__name__, request.method, request.path)
+            if conn.head_sent:
+                return False
+            response = self.render_error(500, f"{SERVER_ERROR_MESSAGE}: {exc!r}", request)
+            response.headers["x-should-retry"] = "false"
+            await self._send(conn, request, response, None, keep_alive=False)
+            return False
+
+    async def _answer(self, conn: _Connection, request: RecordedRequest, keep_alive: bool) -> bool:
         matched = self._match(request.method, request.path)
         if matched is None:
             response = self.render_error(404, f"Invalid URL ({request.method} {request.path})", request)
@@ -654,22 +689,24 @@ class LoopbackServer:
         if rejection is not None:
             return await self._send(conn, request, rejection, None, keep_alive)
         item = self._next_item()
-        outcome: Reply | Fault | None
-        if item is None or isinstance(item, (Reply, Fault)):
+        outcome: ScriptResult | None
+        if item is None or isinstance(item, _RESULT_TYPES):
             outcome = item
         else:
             produced = item(request)
-            outcome = produced if isinstance(produced, (Reply, Fault)) else await produced
+            outcome = produced if isinstance(produced, _RESULT_TYPES) else await produced
         if outcome is None:
             logger.warning("%s: script exhausted (%s %s)", type(self).__name__, request.method, request.path)
-            message = f"{EXHAUSTED_MESSAGE}: no reply enqueued for request #{len(self.requests)} ({request.path})"
+            message = f"{EXHAUSTED_MESSAGE}: no reply enqueued for request #{self.request_count} ({request.path})"
             response = self.render_fault(Fault("server_error", message=message), request)
             response.headers["x-should-retry"] = "false"
             return await self._send(conn, request, response, None, keep_alive)
         if isinstance(outcome, Fault):
             return await self._apply_fault(conn, request, outcome, keep_alive)
+        if isinstance(outcome, (Response, StreamResponse)):
+            return await self._send(conn, request, outcome, None, keep_alive)
         if not isinstance(outcome, Reply):
-            raise TypeError(f"script callable returned {outcome!r}, expected Reply or Fault")
+            raise TypeError(f"script callable returned {outcome!r}, expected Reply, Fault, Response or StreamResponse")
         if outcome.delay > 0 and not await conn.sleep(outcome.delay):
             self._client_gone(request)
             return False
@@ -725,6 +762,7 @@ class LoopbackServer:
         if not keep_alive:
             headers.append(("connection", "close"))
         headers.extend(response.headers.items())
+        conn.head_sent = True
         conn.writer.write(_head(response.status, headers) + response.body)
         return await conn.drain()
 
@@ -746,6 +784,7 @@ class LoopbackServer:
             headers.append(("connection", "close"))
         headers.extend(response.headers.items())
         write = conn.writer.write
+        conn.head_sent = True
         write(_head(response.status, headers))
         chunk_delay = reply.chunk_delay if reply is not None else 0.0
         stall_after = reply.stall_after_chunks if reply is not None else None
@@ -779,6 +818,7 @@ class LoopbackServer:
     async def _send_partial(self, conn: _Connection, response: Response | StreamResponse) -> None:
         if not conn.writable():
             return
+        conn.head_sent = True
         if isinstance(response, StreamResponse):
             frames = [frame for frame in response.frames if frame]
             head = _head(

@@ -115,13 +115,14 @@ class OpenAIServer(LoopbackServer):
         azure_ad_token: str | None = None,
         models: Sequence[str] = (_DEFAULT_MODEL,),
         default: ScriptItem | None = None,
+        record: bool = True,
     ) -> None:
         self.api_key = api_key
         self.azure_ad_token = azure_ad_token
         self.models = list(models)
         self._ids = itertools.count(1)
         self._id_prefix = secrets.token_hex(4)
-        super().__init__(default=default)
+        super().__init__(default=default, record=record)
 
     def routes(self) -> Sequence[Route]:
         return (
