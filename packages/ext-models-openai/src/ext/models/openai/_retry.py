@@ -1,0 +1,23 @@
+"""How ext-core's retry policy treats openai SDK errors (registered under the `ext.retry` entry points)."""
+
+from __future__ import annotations
+
+import openai
+from ext.core import RetryDecision, parse_retry_after
+
+
+def classify_openai_error(error: BaseException) -> RetryDecision | None:
+    """Retry what the openai SDK itself would: an `x-should-retry` header decides when present;
+    connection errors and timeouts are transient. Status codes are left to core's generic rule
+    (429, 5xx, 408, 409 retried; `Retry-After`/`retry-after-ms` honoured)."""
+    if isinstance(error, openai.APIStatusError):
+        headers = error.response.headers
+        should = headers.get("x-should-retry")
+        if should == "true":
+            return RetryDecision(True, parse_retry_after(headers))
+        if should == "false":
+            return RetryDecision(False)
+        return None
+    if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
+        return RetryDecision(True)
+    return None
