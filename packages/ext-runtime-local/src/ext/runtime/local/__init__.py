@@ -1,0 +1,6 @@
+"""ext-runtime-local: the in-process agent runtime (the embedded default)."""
+
+from .__about__ import __version__
+from ._runtime import LocalAgentRuntime
+
+__all__ = ["LocalAgentRuntime", "__version__"]

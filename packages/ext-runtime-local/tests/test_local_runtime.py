@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from ext.core import AgentId, CancellationToken
+from ext.core._runtime import (
+    AgentNotFoundError,
+    AgentRuntime,
+    BaseAgent,
+    MessageContext,
+    RuntimeClosedError,
+    UndeliverableError,
+)
+from ext.runtime.local import LocalAgentRuntime
+
+
+class Sleeper(BaseAgent):
+    """Sleeps for the number of seconds it is sent; records its lifecycle."""
+
+    def __init__(self, id: AgentId, runtime: AgentRuntime, log: list[str]) -> None:
+        super().__init__(id, runtime)
+        self.log = log
+        self.started = asyncio.Event()
+
+    async def on_message(self, message: Any, ctx: MessageContext) -> Any:
+        self.started.set()
+        try:
+            await asyncio.sleep(float(message))
+        except asyncio.CancelledError:
+            self.log.append(f"cancelled token={ctx.cancellation_token.is_cancelled()}")
+            raise
+        self.log.append(f"slept {message}")
+        return message
+
+    async def close(self) -> None:
+        self.log.append("closed")
+        if self.id.key == "bad-close":
+            raise OSError("close failed")
+
+
+async def test_stop_waits_for_in_flight_handlers() -> None:
+    log: list[str] = []
+    rt = LocalAgentRuntime(stop_timeout=5)
+    await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+    agent = await rt.get_agent(AgentId("s", "a"))
+    assert isinstance(agent, Sleeper)
+    call = asyncio.ensure_future(rt.send_and_await_response("0.05", AgentId("s", "a")))
+    await asyncio.wait_for(agent.started.wait(), 5)
+    await asyncio.wait_for(rt.stop(), 10)
+    assert await asyncio.wait_for(call, 5) == "0.05"
+    assert log == ["slept 0.05", "closed"]
+
+
+async def test_stop_cancels_handlers_past_the_grace_period() -> None:
+    log: list[str] = []
+    rt = LocalAgentRuntime(stop_timeout=0.1)
+    await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+    agent = await rt.get_agent(AgentId("s", "a"))
+    assert isinstance(agent, Sleeper)
+    call = asyncio.ensure_future(rt.send_and_await_response("30", AgentId("s", "a")))
+    await asyncio.wait_for(agent.started.wait(), 5)
+    await asyncio.wait_for(rt.stop(), 10)
+    with pytest.raises(RuntimeClosedError, match="stopped before s/a"):
+        await asyncio.wait_for(call, 5)
+    assert log == ["cancelled token=True", "closed"]
+
+
+async def test_close_errors_are_logged_and_do_not_stop_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    log: list[str] = []
+    rt = LocalAgentRuntime()
+    await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+    await rt.get_agent(AgentId("s", "bad-close"))
+    await rt.get_agent(AgentId("s", "ok"))
+    with caplog.at_level(logging.ERROR):
+        await rt.stop()
+    assert log == ["closed", "closed"]
+    assert any("closing agent s/bad-close failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_one_way_to_unknown_type_fails_at_once() -> None:
+    async with LocalAgentRuntime() as rt:
+        with pytest.raises(AgentNotFoundError, match="'ghost'"):
+            await rt.send_message("x", AgentId("ghost", "k"))
+        with pytest.raises(AgentNotFoundError, match="'ghost'"):
+            await rt.broadcast("x", "ghost")
+        with pytest.raises(AgentNotFoundError):
+            await rt.get_agent(AgentId("ghost", "k"))
+        assert await rt.list_agents() == []
+
+
+async def test_factory_must_return_the_agent_it_was_asked_for() -> None:
+    log: list[str] = []
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("wrong", lambda i, r: Sleeper(AgentId("wrong", "other"), r, log))
+        await rt.register_agent_factory("notagent", lambda i, r: object())  # type: ignore[arg-type,return-value]
+        with pytest.raises(UndeliverableError, match="agent with id wrong/other"):
+            await rt.send_and_await_response("0", AgentId("wrong", "k"))
+        with pytest.raises(UndeliverableError, match="returned object, not an Agent"):
+            await rt.send_and_await_response("0", AgentId("notagent", "k"))
+        assert await rt.list_agents() == []
+
+
+async def test_rpc_without_deadline_and_cancelled_one_way() -> None:
+    log: list[str] = []
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+        assert await asyncio.wait_for(rt.send_and_await_response("0", AgentId("s", "a"), None), 5) == "0"
+        token = CancellationToken()
+        agent = await rt.get_agent(AgentId("s", "b"))
+        assert isinstance(agent, Sleeper)
+        await rt.send_message("30", AgentId("s", "b"), cancellation_token=token)
+        await asyncio.wait_for(agent.started.wait(), 5)
+        token.cancel()
+        # The agent is free again once the cancelled one-way handler is gone.
+        assert await asyncio.wait_for(rt.send_and_await_response("0", AgentId("s", "b")), 5) == "0"
+        assert log == ["slept 0", "cancelled token=True", "slept 0"]
+
+
+async def test_argument_validation() -> None:
+    with pytest.raises(ValueError, match="stop_timeout"):
+        LocalAgentRuntime(stop_timeout=0)
+    with pytest.raises(ValueError, match="stop_timeout"):
+        LocalAgentRuntime(stop_timeout=None)  # type: ignore[arg-type]
+    async with LocalAgentRuntime() as rt:
+        with pytest.raises(TypeError, match="factory must be callable"):
+            await rt.register_agent_factory("x", "nope")  # type: ignore[arg-type]
+        await rt.register_agent_factory("x", lambda i, r: Sleeper(i, r, []))
+        with pytest.raises(TypeError, match="sender must be an AgentId"):
+            await rt.send_message("0", AgentId("x", "k"), sender="x/k")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="agent_id must be an AgentId"):
+            await rt.get_agent("x/k")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeClosedError):
+        await rt.start()
+    with pytest.raises(RuntimeClosedError):
+        await rt.register_agent_factory("y", lambda i, r: Sleeper(i, r, []))
