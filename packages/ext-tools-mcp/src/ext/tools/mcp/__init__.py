@@ -1,0 +1,26 @@
+"""ext-tools-mcp: the tools, resources and prompts of an MCP server as an ext `Workbench`."""
+
+from ext.core import ToolOverride
+
+from .__about__ import __version__
+from ._errors import McpConnectionError, McpError, McpTimeoutError
+from ._mapping import PromptResult
+from ._params import ServerParams, SseServerParams, StdioServerParams, StreamableHttpServerParams
+from ._workbench import ElicitationCallback, McpWorkbench, McpWorkbenchConfig, Roots
+
+__all__ = [
+    "ElicitationCallback",
+    "McpConnectionError",
+    "McpError",
+    "McpTimeoutError",
+    "McpWorkbench",
+    "McpWorkbenchConfig",
+    "PromptResult",
+    "Roots",
+    "ServerParams",
+    "SseServerParams",
+    "StdioServerParams",
+    "StreamableHttpServerParams",
+    "ToolOverride",
+    "__version__",
+]

@@ -1,0 +1,468 @@
+"""One MCP session, owned by one background task and shared by every caller.
+
+The mcp SDK's transports and `ClientSession` are anyio task groups, which must be entered and left
+by the same task. So a single owner task enters them, runs the handshake, and then waits for `close()`
+or for the connection to end; callers in any task send their requests through the shared session
+(the SDK correlates concurrent requests by id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+from mcp import types as mt
+from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from .__about__ import __version__
+from ._errors import McpConnectionError, McpError, McpTimeoutError
+from ._params import ServerParams, SseServerParams, StdioServerParams
+
+logger = logging.getLogger("ext.tools.mcp")
+
+T = TypeVar("T")
+
+_CLOSE_GRACE = 10.0  # the SDK's stdio shutdown is bounded at about 6 s (close stdin, SIGTERM, SIGKILL)
+_SETTLE = 5.0  # how long a caller that saw the connection drop waits to learn why
+_STDERR_LINES = 20
+_CLIENT_INFO = mt.Implementation(name="ext-tools-mcp", version=__version__)
+
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
+
+
+class _StderrTail:
+    """Reads a stdio server's stderr on a thread: each line is logged at DEBUG, the last few are kept
+    for error messages (with secret values masked)."""
+
+    def __init__(self, label: str, secrets: list[str]) -> None:
+        read_fd, write_fd = os.pipe()
+        self.errlog = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        self._read_fd = read_fd
+        self._label = label
+        self._secrets = secrets
+        self._lines: deque[str] = deque(maxlen=_STDERR_LINES)
+        self._done = threading.Event()
+        threading.Thread(target=self._pump, name=f"mcp-stderr {label}", daemon=True).start()
+
+    def close_writer(self) -> None:
+        """Drop our copy of the pipe's write end once the child has its own (so EOF means it exited)."""
+        if not self.errlog.closed:
+            self.errlog.close()
+
+    def _pump(self) -> None:
+        buffer = b""
+        try:
+            while True:
+                chunk = os.read(self._read_fd, 4096)
+                if not chunk:
+                    break
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    self._add(line)
+            if buffer:
+                self._add(buffer)
+        except OSError:
+            pass
+        finally:
+            os.close(self._read_fd)
+            self._done.set()
+
+    def _add(self, raw: bytes) -> None:
+        line = self._mask(raw.decode("utf-8", errors="replace").rstrip("\r"))
+        if line:
+            self._lines.append(line)
+            logger.debug("MCP server %r stderr: %s", self._label, line)
+
+    def _mask(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def tail(self, wait: float = 0.0) -> str:
+        """The last stderr lines, after waiting up to `wait` seconds for the pipe to close."""
+        if wait:
+            self._done.wait(wait)
+        return " | ".join(self._lines)
+
+
+class _WatchedReadStream:
+    """The transport's read stream, reporting end of stream (the server went away) to the owner."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    @property
+    def last_context(self) -> Any:
+        # The SDK reads the sender's contextvars from context-aware streams through this attribute.
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (possibly nested) exception groups."""
+    while True:
+        inner = getattr(exc, "exceptions", None)
+        if not inner:
+            return exc
+        real = [e for e in inner if not isinstance(e, (asyncio.CancelledError, anyio.get_cancelled_exc_class()))]
+        exc = (real or list(inner))[0]
+
+
+class Handlers:
+    """The client-side callbacks a session is built with (None: capability not offered)."""
+
+    def __init__(
+        self,
+        sampling: Any = None,
+        elicitation: Any = None,
+        roots: Any = None,
+    ) -> None:
+        self.sampling = sampling
+        self.elicitation = elicitation
+        self.roots = roots
+
+
+class Connection:
+    """A started (or starting) session with one server."""
+
+    def __init__(self, params: ServerParams, label: str, handlers: Handlers) -> None:
+        self.params = params
+        self.label = label
+        self._handlers = handlers
+        self.session: ClientSession | None = None
+        self.init_result: mt.InitializeResult | None = None
+        self.failure: str | None = None
+        self.closing = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._stop = asyncio.Event()
+        self._ended = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
+        self._stderr: _StderrTail | None = None
+        self._http_status: tuple[int, str] | None = None
+        self._tools: list[mt.Tool] | None = None
+        self._tools_lock = asyncio.Lock()
+
+    # --- lifetime ---------------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self.session is not None and not self._ended.is_set() and not self.closing
+
+    async def open(self) -> None:
+        """Start the owner task and wait for the handshake (bounded by the request timeout)."""
+        self.loop = asyncio.get_running_loop()
+        self._ready = self.loop.create_future()
+        self._task = self.loop.create_task(self._own(), name=f"mcp-session {self.label}")
+        timeout = self.params.request_timeout
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+        except asyncio.TimeoutError:
+            await self.close()
+            raise McpTimeoutError(
+                self.label, f"MCP server {self.label!r} did not start within {timeout} s{self._stderr_note(0.0)}"
+            ) from None
+        except asyncio.CancelledError:
+            await asyncio.shield(self.close())
+            raise
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """End the session and the transport (stdio: the process). Idempotent, bounded."""
+        self.closing = True
+        self._stop.set()
+        task = self._task
+        if task is None or task.done():
+            return
+        done, _ = await asyncio.wait({task}, timeout=_CLOSE_GRACE)
+        if not done:
+            logger.warning("MCP server %r did not shut down within %s s; cancelling", self.label, _CLOSE_GRACE)
+            task.cancel()
+            await asyncio.wait({task}, timeout=_CLOSE_GRACE)
+
+    async def _own(self) -> None:
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                session = ClientSession(
+                    _WatchedReadStream(read, self._ended.set),  # type: ignore[arg-type]
+                    write,
+                    read_timeout_seconds=self.params.request_timeout,
+                    sampling_callback=self._handlers.sampling,
+                    elicitation_callback=self._handlers.elicitation,
+                    list_roots_callback=self._handlers.roots,
+                    logging_callback=self._on_log,
+                    message_handler=self._on_message,
+                    client_info=_CLIENT_INFO,
+                )
+                await stack.enter_async_context(session)
+                self.init_result = await session.initialize()
+                self.session = session
+                assert self._ready is not None
+                self._ready.set_result(None)
+                logger.debug("MCP server %r started (%s)", self.label, self.init_result.server_info.name)
+                stop = asyncio.ensure_future(self._stop.wait())
+                ended = asyncio.ensure_future(self._ended.wait())
+                try:
+                    await asyncio.wait({stop, ended}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    stop.cancel()
+                    ended.cancel()
+                if not self._stop.is_set():
+                    self.failure = "the server closed the connection" + self._stderr_note(1.0)
+                    logger.warning("MCP server %r closed the connection%s", self.label, self._stderr_note(0.0))
+        except BaseException as exc:
+            error = self._describe(exc)
+            if self.failure is None and not self._stop.is_set():
+                self.failure = str(error)
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_exception(error)
+            if not isinstance(exc, Exception):
+                raise
+            if not self._stop.is_set() and self.session is not None:
+                logger.warning("MCP session %r ended: %s", self.label, error)
+        finally:
+            self._ended.set()
+            if self._stderr is not None:
+                self._stderr.close_writer()
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_exception(McpConnectionError(self.label, f"MCP server {self.label!r} was stopped"))
+
+    def _transport(self) -> Any:
+        params = self.params
+        if isinstance(params, StdioServerParams):
+            return self._stdio(params)
+        headers = params.http_headers()
+        auth = params.auth
+        timeout = httpx2.Timeout(params.timeout, read=params.sse_read_timeout)
+        if isinstance(params, SseServerParams):
+
+            def factory(
+                headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: Any = None
+            ) -> httpx2.AsyncClient:
+                return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth)
+
+            return sse_client(
+                params.url,
+                headers=headers,
+                timeout=params.timeout,
+                sse_read_timeout=params.sse_read_timeout,
+                httpx_client_factory=factory,
+                auth=auth,
+            )
+        return self._streamable(params.url, headers, timeout, auth, params.terminate_on_close)
+
+    @contextlib.asynccontextmanager
+    async def _stdio(self, params: StdioServerParams) -> AsyncIterator[Any]:
+        self._stderr = _StderrTail(self.label, params.secret_values())
+        server = StdioServerParameters(
+            command=params.command, args=list(params.args), env=params.environment() or None, cwd=params.cwd
+        )
+        try:
+            async with stdio_client(server, errlog=self._stderr.errlog) as streams:
+                self._stderr.close_writer()
+                yield streams
+        finally:
+            self._stderr.close_writer()
+
+    @contextlib.asynccontextmanager
+    async def _streamable(
+        self, url: str, headers: dict[str, str], timeout: httpx2.Timeout, auth: Any, terminate: bool
+    ) -> AsyncIterator[Any]:
+        async def record_status(response: httpx2.Response) -> None:
+            if response.status_code >= 400:
+                self._http_status = (response.status_code, response.reason_phrase)
+
+        client = httpx2.AsyncClient(
+            headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [record_status]}
+        )
+        async with client, streamable_http_client(url, http_client=client, terminate_on_close=terminate) as streams:
+            yield streams
+
+    # --- notifications from the server ------------------------------------------------------------
+
+    async def _on_log(self, params: mt.LoggingMessageNotificationParams) -> None:
+        level = _LOG_LEVELS.get(params.level, logging.INFO)
+        logger.log(level, "MCP server %r%s: %s", self.label, f" [{params.logger}]" if params.logger else "", params.data)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, mt.ToolListChangedNotification):
+            self._tools = None
+        elif isinstance(message, Exception):
+            logger.debug("MCP transport %r reported %s: %s", self.label, type(message).__name__, message)
+
+    # --- errors -----------------------------------------------------------------------------------
+
+    def _stderr_note(self, wait: float) -> str:
+        if self._stderr is None:
+            return ""
+        tail = self._stderr.tail(wait)
+        return f"; stderr: {tail}" if tail else ""
+
+    def _describe(self, exc: BaseException) -> McpError:
+        """A start-up or transport failure as an error naming the server and the cause."""
+        leaf = _leaf(exc)
+        label = self.label
+        if isinstance(leaf, McpError):
+            return leaf
+        if isinstance(leaf, (asyncio.CancelledError, anyio.get_cancelled_exc_class())):
+            return McpConnectionError(label, f"MCP server {label!r}: start-up was cancelled")
+        if isinstance(self.params, StdioServerParams) and isinstance(leaf, OSError) and self.session is None:
+            if isinstance(leaf, FileNotFoundError):
+                cause = f"command {self.params.command!r} not found"
+            else:
+                cause = f"{type(leaf).__name__}: {leaf.strerror or leaf}"
+            return McpConnectionError(label, f"MCP server {label!r} could not be started: {cause}")
+        if isinstance(leaf, httpx2.HTTPStatusError):
+            response = leaf.response
+            return McpConnectionError(
+                label, f"MCP server {label!r} answered HTTP {response.status_code} {response.reason_phrase}"
+            )
+        if isinstance(leaf, httpx2.TimeoutException):
+            return McpTimeoutError(label, f"MCP server {label!r} did not answer in time ({type(leaf).__name__})")
+        if isinstance(leaf, httpx2.TransportError):
+            return McpConnectionError(label, f"cannot reach MCP server {label!r}: {type(leaf).__name__}: {leaf}")
+        if isinstance(leaf, MCPError):
+            if self.session is not None:
+                return self.map_error(leaf, "the session")
+            if self._http_status is not None:
+                status, reason = self._http_status
+                return McpConnectionError(label, f"MCP server {label!r} answered HTTP {status} {reason}")
+            if leaf.code == mt.CONNECTION_CLOSED:
+                return McpConnectionError(
+                    label, f"MCP server {label!r} closed the connection during start-up{self._stderr_note(1.0)}"
+                )
+            if leaf.code == mt.REQUEST_TIMEOUT:
+                return McpTimeoutError(
+                    label, f"MCP server {label!r} did not answer the handshake within {self.params.request_timeout} s"
+                )
+            return McpError(label, f"MCP server {label!r} rejected the handshake: {leaf.message}", code=leaf.code)
+        return McpConnectionError(label, f"MCP server {label!r} failed: {type(leaf).__name__}: {leaf}")
+
+    def map_error(self, exc: MCPError, what: str) -> McpError:
+        """An SDK error as ours, naming the server and the operation."""
+        label = self.label
+        if exc.code == mt.CONNECTION_CLOSED:
+            cause = self.failure or "the connection was closed"
+            if self.closing and self.failure is None:
+                cause = "the workbench was stopped"
+            return McpConnectionError(label, f"MCP server {label!r}: connection lost during {what}: {cause}")
+        if exc.code == mt.REQUEST_TIMEOUT:
+            return McpTimeoutError(
+                label, f"MCP server {label!r} did not answer {what} within {self.params.request_timeout} s"
+            )
+        return McpError(label, f"MCP server {label!r} rejected {what}: {exc.message}", code=exc.code, data=exc.data)
+
+    # --- requests ---------------------------------------------------------------------------------
+
+    async def request(self, what: str, call: Callable[[ClientSession], Awaitable[T]]) -> T:
+        """Run one request on the shared session, with SDK errors mapped to ours."""
+        session = self.session
+        if session is None or self._ended.is_set():
+            raise McpConnectionError(
+                self.label, f"MCP server {self.label!r} is not connected: {self.failure or 'not started'}"
+            )
+        try:
+            return await call(session)
+        except MCPError as exc:
+            if exc.code == mt.CONNECTION_CLOSED and not self.closing:
+                await self._settle()
+            raise self.map_error(exc, what) from exc
+
+    async def _settle(self) -> None:
+        """Let the owner task record why the connection ended before the caller reports it."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._ended.wait()), _SETTLE)
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=_SETTLE)
+
+    async def tools(self, refresh: bool = False) -> list[mt.Tool]:
+        """Every tool (all pages), cached until the server says the list changed.
+
+        Listing every page also fills the SDK's output-schema cache, so a call to a tool beyond the
+        first page does not make the SDK list tools again on every call.
+        """
+        if self._tools is not None and not refresh:
+            return self._tools
+        async with self._tools_lock:
+            if self._tools is None or refresh:
+                self._tools = await self.request(
+                    "tools/list", lambda s: all_pages(s.list_tools, lambda r: r.tools, self.label)
+                )
+            return self._tools
+
+
+_MAX_PAGES = 10_000
+
+
+async def all_pages(
+    fetch: Callable[..., Awaitable[Any]], items: Callable[[Any], list[T]], label: str
+) -> list[T]:
+    """Every item of a paginated list, following `next_cursor` (a repeated cursor is an error)."""
+    out: list[T] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(_MAX_PAGES):
+        result = await fetch(params=mt.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        out.extend(items(result))
+        cursor = result.next_cursor
+        if not cursor:
+            return out
+        if cursor in seen:
+            raise McpError(label, f"MCP server {label!r} repeated the pagination cursor {cursor!r}", code=-32603)
+        seen.add(cursor)
+    raise McpError(label, f"MCP server {label!r} returned more than {_MAX_PAGES} pages", code=-32603)
