@@ -81,6 +81,9 @@ def test_ipv6_host_is_bracketed() -> None:
         ({"json_schema": ["not", "a", "dict"]}, "json_schema"),
         ({"json_schema": {"type": "object", "properties": []}}, "json_schema.properties"),
         ({"json_schema": {"type": "object", "properties": {"a": {"type": "nope"}}}}, "json_schema"),
+        ({"json_schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "("}}}}, "json_schema"),
+        ({"json_schema": {"type": "object", "properties": {"a": {"$ref": "#/$defs/Nope"}}}}, "json_schema"),
+        ({"json_schema": {"type": "object", "properties": {"a": {"maxLength": "1 or 2"}}}}, "json_schema"),
         ({"path": "items"}, "path"),
         ({"path": ""}, "path"),
         ({"path": "/items?x=1"}, "path"),
@@ -140,6 +143,14 @@ def test_header_set_twice_through_headers_and_env(monkeypatch: pytest.MonkeyPatc
         make(headers={"Authorization": "x"}, headers_env={"authorization": "EXT_HTTP_TEST_TOKEN"})
 
 
+def test_remote_refs_are_refused_without_any_network_access() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/schema.json"}}}
+    with pytest.raises(ConfigurationError, match=r"json_schema: \$ref 'http://127.0.0.1:9/schema.json' points outside"):
+        make(json_schema=schema)
+    schema = {"type": "object", "properties": {"a": {"$ref": "file:///etc/passwd"}}}
+    with pytest.raises(ConfigurationError, match="points outside the schema"):
+        make(json_schema=schema)
+
+
 def test_secret_str_header_values_are_accepted() -> None:
-    tool = make(headers={"X-Key": SecretStr("k")})
-    assert "k'" not in repr(tool)
+    assert make(headers={"X-Key": SecretStr("k")}).name == "lookup"

@@ -1,29 +1,51 @@
-"""Argument validation against the tool's JSON Schema (with the `jsonschema` reference implementation)."""
+"""Argument validation against the tool's JSON Schema.
+
+`fastjsonschema` compiles the schema once into a Python function: one small pure-Python dependency,
+and about twenty times faster per call than the `jsonschema` reference implementation, which matters
+when validation runs before every request.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NoReturn
 
 from ext.core import ConfigurationError, ToolArgumentsError
 
-# jsonschema ships no type information (types-jsonschema is a separate stub package): its objects are
-# handled as Any here, and `unused-ignore` keeps mypy quiet where the stubs happen to be installed.
-Validator = Any
-
 _MESSAGE_CHARS = 160
 
+Check = Callable[[Mapping[str, Any], str], None]
+"""`check(args, tool_name)`: returns None, or raises ToolArgumentsError naming each bad argument."""
 
-def compile_schema(schema: Mapping[str, Any]) -> Validator:
-    """A validator for `schema` (its `$schema` draft, else 2020-12); ConfigurationError if it is not a
-    valid object schema."""
-    # Imported here: jsonschema takes a noticeable time to import and only tools need it.
-    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped, unused-ignore]
-    from jsonschema.validators import Draft202012Validator, validator_for  # type: ignore[import-untyped, unused-ignore]
+
+def _refuse_remote(uri: str) -> NoReturn:
+    raise ConfigurationError(f"json_schema: $ref {uri!r} points outside the schema; only local refs ('#/...') work")
+
+
+class _NoRemoteRefs(Mapping[str, Callable[[str], Any]]):
+    """fastjsonschema fetches any `$ref` URI whose scheme has no handler; this answers every scheme with a refusal,
+    so building a tool never reaches the network."""
+
+    def __getitem__(self, scheme: str) -> Callable[[str], Any]:
+        return _refuse_remote
+
+    def __contains__(self, scheme: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def compile_schema(schema: Mapping[str, Any]) -> Check:
+    """The argument check for `schema`; ConfigurationError if it is not a usable object schema."""
+    # Imported here so that importing ext.tools.http stays cheap.
+    import fastjsonschema
 
     if not isinstance(schema, Mapping):
         raise ConfigurationError(f"json_schema must be a JSON Schema object (a dict), got {type(schema).__name__}")
-    schema = dict(schema)
     if schema.get("type") != "object":
         raise ConfigurationError(
             f'json_schema must describe an object ("type": "object"), got type {schema.get("type")!r}'
@@ -31,36 +53,59 @@ def compile_schema(schema: Mapping[str, Any]) -> Validator:
     properties = schema.get("properties", {})
     if not isinstance(properties, Mapping):
         raise ConfigurationError("json_schema.properties must be an object mapping argument names to schemas")
-    cls = validator_for(schema, default=Draft202012Validator)
     try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
-        where = "/".join(str(p) for p in exc.path) or "<root>"
-        raise ConfigurationError(f"json_schema is not a valid JSON Schema at {where}: {_short(exc.message)}") from None
-    return cls(schema)
+        validate = fastjsonschema.compile(
+            dict(schema),
+            handlers=_NoRemoteRefs(),
+            # The request carries what the model sent: defaults are not filled in, and `format` is an
+            # annotation (as the JSON Schema specification and the `jsonschema` package treat it).
+            use_default=False,
+            use_formats=False,
+            fast_fail=False,
+        )
+    except ConfigurationError:
+        raise
+    except fastjsonschema.JsonSchemaDefinitionException as exc:
+        raise ConfigurationError(f"json_schema is not a valid JSON Schema: {_short(str(exc))}") from None
+    except Exception as exc:  # e.g. re.error from a bad "pattern"
+        raise ConfigurationError(f"json_schema is not a valid JSON Schema: {type(exc).__name__}: {exc}") from None
+    many_errors = fastjsonschema.JsonSchemaValuesException
+    one_error = fastjsonschema.JsonSchemaValueException
 
+    def check(args: Mapping[str, Any], tool: str) -> None:
+        try:
+            validate(args)
+        except many_errors as exc:
+            problems = [_describe(e, args) for e in exc.errors]
+        except one_error as exc:
+            problems = [_describe(exc, args)]
+        else:
+            return
+        raise ToolArgumentsError(f"invalid arguments for tool {tool!r}: " + "; ".join(dict.fromkeys(problems)))
 
-def check_arguments(validator: Validator, args: Mapping[str, Any], tool: str) -> None:
-    """Raise ToolArgumentsError naming every argument that does not match the schema."""
-    errors = list(validator.iter_errors(args))
-    if not errors:
-        return
-    errors.sort(key=lambda e: [str(p) for p in e.absolute_path])
-    raise ToolArgumentsError(f"invalid arguments for tool {tool!r}: " + "; ".join(_describe(e, args) for e in errors))
+    return check
 
 
 def _describe(error: Any, args: Mapping[str, Any]) -> str:
-    path = list(error.absolute_path)
-    if not path:
-        if error.validator == "required" and isinstance(error.validator_value, list):
-            missing = [name for name in error.validator_value if name not in args]
-            if missing:
-                return "missing required argument " + ", ".join(repr(m) for m in missing)
-        return _short(error.message)
-    where = str(path[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path[1:])
-    return f"argument {where!r}: {_short(error.message)}"
+    name: str = error.name or "data"
+    rest = error.message[len(name) :].strip() if error.message.startswith(name) else error.message
+    where = name.removeprefix("data.")
+    value = args if name == "data" else error.value
+    if error.rule == "required" and isinstance(error.rule_definition, list) and isinstance(value, Mapping):
+        missing = ", ".join(repr(n) for n in error.rule_definition if n not in value)
+        if missing:
+            return f"missing required argument {missing}" if name == "data" else f"argument {where!r} lacks {missing}"
+    definition = error.definition if isinstance(error.definition, Mapping) else {}
+    if error.rule == "additionalProperties" and "patternProperties" not in definition and isinstance(value, Mapping):
+        known = definition.get("properties") or {}
+        extra = ", ".join(repr(n) for n in value if n not in known)
+        if extra:
+            return f"unexpected argument {extra}" if name == "data" else f"argument {where!r} has unexpected {extra}"
+    if name == "data":
+        return f"arguments {_short(rest)}"
+    return f"argument {where!r} {_short(rest)}"
 
 
 def _short(text: str) -> str:
-    # jsonschema quotes the offending value; a huge one must not flood the model's context.
+    # Messages may quote `const`/`enum` values from the schema: keep them readable for a model.
     return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 1] + "…"

@@ -37,7 +37,7 @@ from ._errors import (
     HttpToolError,
     excerpt,
 )
-from ._schema import check_arguments, compile_schema
+from ._schema import compile_schema
 from ._url import PathTemplate, encode_query
 
 logger = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class HttpTool(Component[HttpToolConfig]):
         self._timeout = _check_timeout(timeout)
         if description is not None and not isinstance(description, str):
             raise ConfigurationError(f"description must be a string, got {type(description).__name__}")
-        self._validator = compile_schema(json_schema)
+        self._check_args = compile_schema(json_schema)
         self._json_schema = dict(json_schema)
         self._template = _check_path(path, self._json_schema)
         self._explicit_headers = _check_headers(headers)
@@ -204,7 +204,7 @@ class HttpTool(Component[HttpToolConfig]):
         """Validate `args`, send the request and return the body (text, or parsed JSON)."""
         if not isinstance(args, Mapping):
             raise ToolArgumentsError(f"arguments for tool {self._name!r} must be an object, got {type(args).__name__}")
-        check_arguments(self._validator, args, self._name)
+        self._check_args(args, self._name)
         template = self._template
         url = self._base_url + template.fill(args, self._name)
         rest = {k: v for k, v in args.items() if k not in template.names} if template.names else dict(args)
