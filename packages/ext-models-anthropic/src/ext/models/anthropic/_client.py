@@ -1,0 +1,320 @@
+"""`AnthropicChatCompletionClient` on the anthropic SDK.
+
+ext-core's base does validation, options merging, retries, cancellation and output parsing; this module
+builds the SDK client from the configuration and runs one request. The SDK's own retries are off
+(`max_retries=0`): core retries with backoff and Retry-After, so a retry is never doubled.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+import httpx2
+from pydantic import BaseModel, SecretStr, ValidationError
+
+import anthropic
+from ext.core import (
+    BaseChatCompletionClient,
+    CancellationToken,
+    CancelScope,
+    ChatOptions,
+    ChatRequest,
+    ConfigurationError,
+    CreateResult,
+    LLMMessage,
+    ModelInfo,
+    RetryPolicy,
+    StreamChunk,
+    Tool,
+    ToolSchema,
+    estimate_tokens,
+    resolve_secret,
+)
+
+from ._config import AnthropicClientConfig, AnthropicSystemPolicy
+from ._mapping import (
+    ANTHROPIC_MODELS,
+    AnthropicWireSettings,
+    StreamState,
+    check_extra_args,
+    check_options,
+    map_request,
+    map_response,
+)
+from ._retry import classify_anthropic_error
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AnthropicChatCompletionClient"]
+
+_COUNT_KEYS = ("system", "tools", "tool_choice", "thinking", "output_config")
+
+
+def _validate(values: dict[str, Any], owner: str) -> AnthropicClientConfig:
+    try:
+        return AnthropicClientConfig.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigurationError(f"{owner}: {loc}: {msg}" if loc else f"{owner}: {msg}") from None
+
+
+def _model_info_dict(model_info: ModelInfo | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if model_info is None:
+        return None
+    if isinstance(model_info, ModelInfo):
+        return model_info.model_dump()
+    if not isinstance(model_info, Mapping):
+        raise ConfigurationError(f"model_info must be a ModelInfo or a mapping, got {type(model_info).__name__}")
+    return dict(model_info)
+
+
+def _options_dict(options: ChatOptions | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if options is None:
+        return None
+    if isinstance(options, ChatOptions):
+        return options.set_fields()
+    if not isinstance(options, Mapping):
+        raise ConfigurationError(f"default_options must be ChatOptions or a mapping, got {type(options).__name__}")
+    return dict(options)
+
+
+def default_options_of(
+    default_options: Mapping[str, Any] | None,
+    *,
+    temperature: float | None,
+    top_p: float | None,
+    top_k: int | None,
+    stop_sequences: Sequence[str] | None,
+) -> ChatOptions | None:
+    """`default_options` with the client's own sampling fields laid over them."""
+    given = {
+        k: v
+        for k, v in (
+            ("temperature", temperature),
+            ("top_p", top_p),
+            ("top_k", top_k),
+            ("stop_sequences", list(stop_sequences) if stop_sequences is not None else None),
+        )
+        if v is not None
+    }
+    try:
+        base = ChatOptions.model_validate(default_options) if default_options else None
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ConfigurationError(f"default_options.{loc}: {first['msg']}") from None
+    if not given:
+        return base
+    return ChatOptions.model_validate(given).merged_over(base)
+
+
+class AnthropicChatCompletionClient(BaseChatCompletionClient):
+    """A chat client for Anthropic's Messages API (Claude models).
+
+    The key comes from `api_key` or the environment variable named by `api_key_env` (ANTHROPIC_API_KEY);
+    a missing key is a `ConfigurationError` here, not a `TypeError` at the first request. `temperature`,
+    `top_p` and `top_k` are sent in the request body (the SDK 2.x signature no longer has them). See the
+    package README for every option and for the mapping rules.
+    """
+
+    provider_name = "anthropic"
+    model_table = ANTHROPIC_MODELS
+    component_config_schema: ClassVar[type[BaseModel]] = AnthropicClientConfig
+    component_provider_override: ClassVar[str | None] = "ext.models.anthropic.AnthropicChatCompletionClient"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_tokens: int,
+        api_key: str | SecretStr | None = None,
+        api_key_env: str | None = "ANTHROPIC_API_KEY",
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        stop_sequences: Sequence[str] | None = None,
+        thinking: Mapping[str, Any] | None = None,
+        system_policy: AnthropicSystemPolicy = "leading_then_user",
+        default_headers: Mapping[str, str | SecretStr] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        model_info: ModelInfo | Mapping[str, Any] | None = None,
+        token_limit: int | None = None,
+        default_options: ChatOptions | Mapping[str, Any] | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        if isinstance(stop_sequences, str):
+            stop_sequences = [stop_sequences]
+        values: dict[str, Any] = {
+            "model": model,
+            "max_tokens": max_tokens,
+            "api_key": api_key,
+            "api_key_env": api_key_env,
+            "base_url": base_url,
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": top_k,
+            "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
+            "thinking": dict(thinking) if isinstance(thinking, Mapping) else thinking,
+            "system_policy": system_policy,
+            "default_headers": dict(default_headers) if default_headers is not None else None,
+            "extra_body": dict(extra_body) if extra_body is not None else None,
+            "model_info": _model_info_dict(model_info),
+            "token_limit": token_limit,
+            "default_options": _options_dict(default_options),
+        }
+        config = _validate(values, owner)
+        if config.extra_body:
+            check_extra_args(config.extra_body, config.max_tokens)
+        key, _ = resolve_secret(config.api_key, config.api_key_env)
+        if key is None or not key.get_secret_value():
+            where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
+            raise ConfigurationError(
+                f"{owner}: no API key: pass api_key=...{where} (a local server that needs no key takes any placeholder)"
+            )
+        super().__init__(
+            model=config.model,
+            model_info=config.model_info,
+            token_limit=config.token_limit,
+            default_options=default_options_of(
+                config.default_options,
+                temperature=config.temperature,
+                top_p=config.top_p,
+                top_k=config.top_k,
+                stop_sequences=config.stop_sequences,
+            ),
+            max_retries=config.max_retries,
+            retry_policy=retry_policy,
+        )
+        self._retry = self._retry.with_classifiers([classify_anthropic_error])
+        self._config = config
+        headers = (
+            {name: value.get_secret_value() for name, value in config.default_headers.items()}
+            if config.default_headers
+            else None
+        )
+        self._sdk = anthropic.AsyncAnthropic(
+            api_key=key.get_secret_value(),
+            base_url=config.base_url,
+            timeout=config.timeout,
+            max_retries=0,
+            default_headers=headers,
+            http_client=http_client,
+        )
+        self._messages = self._sdk.messages
+        self._owns_http_client = http_client is None
+        self._wire = AnthropicWireSettings(
+            max_tokens=config.max_tokens,
+            thinking=config.thinking,
+            system_policy=config.system_policy,
+            extra_body=config.extra_body,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """Where requests go (the SDK's base URL)."""
+        return str(self._sdk.base_url)
+
+    @property
+    def max_tokens(self) -> int:
+        return self._config.max_tokens
+
+    # --- the provider's part ---------------------------------------------------------------------
+
+    def _check_request(self, request: ChatRequest) -> None:
+        check_options(request, self._wire)
+
+    def _body(self, request: ChatRequest) -> tuple[int, Any, dict[str, Any]]:
+        body = map_request(request, self.info_for(request.model), self._wire)
+        # Only what the SDK requires goes as keywords; the rest (sampling included, which SDK 2.x dropped from
+        # its signature) goes as `extra_body`, which the SDK merges into the same JSON body.
+        return body.pop("max_tokens"), body.pop("messages"), body
+
+    async def _create(self, request: ChatRequest) -> CreateResult:
+        max_tokens, messages, rest = self._body(request)
+        message = await self._messages.create(
+            model=request.model, max_tokens=max_tokens, messages=messages, extra_body=rest
+        )
+        return map_response(message)
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
+        max_tokens, messages, rest = self._body(request)
+        stream = await self._messages.create(
+            model=request.model, max_tokens=max_tokens, messages=messages, stream=True, extra_body=rest
+        )
+        state = StreamState()
+        handle = state.handle
+        try:
+            # The SDK stream's own __anext__: one generator layer fewer than `async for`.
+            next_event = stream.__anext__
+            while True:
+                try:
+                    event = await next_event()
+                except StopAsyncIteration:
+                    break
+                except httpx2.TransportError as exc:
+                    # A connection that breaks mid-body surfaces from the SDK as the transport's error; callers
+                    # catch the SDK's own connection error everywhere else.
+                    raise anthropic.APIConnectionError(
+                        message=f"the response stream broke off: {type(exc).__name__}", request=stream.response.request
+                    ) from exc
+                chunk = handle(event)
+                if chunk is not None:
+                    yield chunk
+            yield state.result()
+        finally:
+            # Closing the response before its end closes the connection, so the server sees the client go
+            # away (cancellation, or a consumer that stops early).
+            await stream.close()
+
+    async def _close(self) -> None:
+        if self._owns_http_client:
+            await self._sdk.close()
+
+    # --- tokens ----------------------------------------------------------------------------------
+
+    async def count_tokens_async(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = (),
+        cancellation_token: CancellationToken | None = None,
+    ) -> int:
+        """Prompt tokens as the API counts them (`POST /v1/messages/count_tokens`: system prompt, messages,
+        images, tools and thinking settings). Arguments are validated first (ConfigurationError). If the call
+        fails (network, rate limit, an endpoint without it), returns `ext.core.estimate_tokens` and logs a
+        warning. The sync `count_tokens` always returns that estimate: it cannot wait for the network."""
+        request = self.build_request(messages, cancellation_token, tools=tools)
+        body = map_request(request, self.info_for(request.model), self._wire)
+        extra = {key: body[key] for key in _COUNT_KEYS if key in body}
+        try:
+            with CancelScope(cancellation_token):
+                counted = await self._messages.count_tokens(
+                    model=request.model, messages=body["messages"], extra_body=extra
+                )
+            return int(counted.input_tokens)
+        except anthropic.AnthropicError as exc:
+            logger.warning("count_tokens endpoint failed (%s); using the estimate", type(exc).__name__)
+            return estimate_tokens(request.messages, request.tools)
+
+    # --- components ------------------------------------------------------------------------------
+
+    def _to_config(self) -> BaseModel:
+        return self._config
+
+    @classmethod
+    def _from_config(cls, config: AnthropicClientConfig) -> AnthropicChatCompletionClient:
+        return cls(**config.model_dump())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
