@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import itertools
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any
 
@@ -199,13 +199,69 @@ class LocalAgentRuntime:
         self._check_open()
         if name not in self._factories:
             raise AgentNotFoundError(f"no agent factory is registered for agent type {name!r}")
+        self.broadcast_now(message, name, sender=sender)
+
+    # --- hosting for remote callers ----------------------------------------------------------------------
+
+    def deliver(
+        self,
+        message: Any,
+        recipient: AgentId,
+        *,
+        sender: AgentId | None = None,
+        rpc: bool = False,
+        message_id: str | None = None,
+        reply: Callable[[Any, BaseException | None], Awaitable[None]] | None = None,
+    ) -> asyncio.Task[Any]:
+        """Start delivering `message` now and return the delivery task: for runtimes that host agents on
+        behalf of remote callers (`ext.runtime.grpc`). Deliveries start in call order.
+
+        With `reply`, the task awaits `reply(result, None)` or `reply(None, error)` after the handler (for an
+        RPC the error is the handler's; a one-way handler's error is logged instead). `cancel_delivery(task)`
+        cancels it. Raises `AgentNotFoundError` / `RuntimeClosedError` at once.
+        """
+        self._check_open()
+        slot = self._slot(recipient)
+        ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id())
+        coro = self._deliver(slot, message, ctx) if reply is None else self._deliver_and_reply(slot, message, ctx, reply)
+        return self._spawn(coro, ctx)
+
+    def cancel_delivery(self, task: asyncio.Task[Any]) -> None:
+        """Cancel a task from `deliver`: the handler's cancellation token first, then the task."""
+        self._abort(task)
+
+    def broadcast_now(self, message: Any, agent_type: str, *, sender: AgentId | None = None) -> int:
+        """`broadcast` for hosting runtimes: starts the deliveries now and returns how many there are;
+        a type with no factory here reaches nobody."""
+        self._check_open()
+        count = 0
         for agent_id, slot in list(self._slots.items()):
-            if agent_id.type != name or slot.agent is None or agent_id == sender:
+            if agent_id.type != agent_type or slot.agent is None or agent_id == sender:
                 continue
             ctx = MessageContext(agent_id, sender, False, self._next_id(), is_broadcast=True)
             self._spawn(self._deliver(slot, message, ctx), ctx)
+            count += 1
+        return count
 
     # --- internals -------------------------------------------------------------------------------------
+
+    async def _deliver_and_reply(
+        self,
+        slot: _Slot,
+        message: Any,
+        ctx: MessageContext,
+        reply: Callable[[Any, BaseException | None], Awaitable[None]],
+    ) -> Any:
+        try:
+            result = await self._deliver(slot, message, ctx)
+        except asyncio.CancelledError as exc:
+            await reply(None, exc)
+            raise
+        except Exception as exc:
+            await reply(None, exc)
+            return None
+        await reply(result, None)
+        return result
 
     def _next_id(self) -> str:
         return f"{self._prefix}-{next(self._seq)}"

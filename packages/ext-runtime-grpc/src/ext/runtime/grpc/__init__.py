@@ -1,0 +1,31 @@
+"""ext-runtime-grpc: the distributed agent runtime (gateway, `GrpcAgentRuntime` workers, protobuf and CloudEvents)."""
+
+from .__about__ import __version__
+from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
+from ._registry import InMemoryRegistry, RedisRegistry, Registry
+from ._serializer import (
+    JSON_TYPE,
+    ProtobufMessageSerializer,
+    SerializationError,
+    from_sdk_event,
+    to_sdk_event,
+)
+from ._worker import AuthenticationError, GrpcAgentRuntime
+from .protos.cloudevent_pb2 import CloudEvent
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "JSON_TYPE",
+    "AuthenticationError",
+    "CloudEvent",
+    "Gateway",
+    "GrpcAgentRuntime",
+    "InMemoryRegistry",
+    "ProtobufMessageSerializer",
+    "RedisRegistry",
+    "Registry",
+    "SerializationError",
+    "__version__",
+    "from_sdk_event",
+    "to_sdk_event",
+]

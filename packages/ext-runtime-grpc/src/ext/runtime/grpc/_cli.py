@@ -1,0 +1,85 @@
+"""`python -m ext.runtime.grpc gateway ...` and the `ext-grpc-gateway` console script."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
+from ._registry import InMemoryRegistry, Registry, RedisRegistry
+
+DEFAULT_GATEWAY_TOKEN_ENV = "EXT_GRPC_GATEWAY_TOKEN"
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Run the ext agent gateway (gRPC).")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=50051, help="port; 0 picks a free one (default 50051)")
+    parser.add_argument(
+        "--token-env",
+        default=DEFAULT_GATEWAY_TOKEN_ENV,
+        help=f"environment variable holding the token workers must send (default {DEFAULT_GATEWAY_TOKEN_ENV}; "
+        "unset or empty: no authentication)",
+    )
+    parser.add_argument("--tls-cert", help="PEM certificate chain file (with --tls-key: serve TLS)")
+    parser.add_argument("--tls-key", help="PEM private key file")
+    parser.add_argument(
+        "--max-message-bytes", type=int, default=DEFAULT_MAX_MESSAGE_BYTES, help="largest message (default 4 MiB)"
+    )
+    parser.add_argument("--redis-url", help="share the registry with other gateways through this Redis")
+    parser.add_argument("--redis-prefix", default="ext", help="key prefix in Redis (default 'ext')")
+    parser.add_argument(
+        "--lease-seconds", type=float, default=10.0, help="registrations of a dead gateway expire after this"
+    )
+    parser.add_argument("--shutdown-grace", type=float, default=5.0, help="seconds to drain in-flight RPCs")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return parser
+
+
+async def _run(args: argparse.Namespace) -> int:
+    registry: Registry
+    if args.redis_url:
+        registry = RedisRegistry(args.redis_url, prefix=args.redis_prefix, lease_seconds=args.lease_seconds)
+    else:
+        registry = InMemoryRegistry()
+    token = os.environ.get(args.token_env) if args.token_env else None
+    gateway = Gateway(
+        host=args.host,
+        port=args.port,
+        token=token or None,
+        tls_cert_file=args.tls_cert,
+        tls_key_file=args.tls_key,
+        max_message_bytes=args.max_message_bytes,
+        registry=registry,
+        shutdown_grace=args.shutdown_grace,
+    )
+    port = await gateway.start()
+    # The one line on stdout: whoever started the gateway (a supervisor, a test) reads the bound port here.
+    sys.stdout.write(f"{port}\n")
+    sys.stdout.flush()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await gateway.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "ext-grpc-gateway") -> int:
+    """Console entry point: run a gateway until SIGINT or SIGTERM, then shut it down gracefully."""
+    args = _parser(prog).parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(_run(args))
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,412 @@
+"""The gateway: workers connect over one bidirectional gRPC stream each; the gateway places agents on workers
+and relays deliveries, responses and cancellations between them (and, with a shared registry, between gateway
+replicas)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import itertools
+import logging
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from pydantic import SecretStr
+
+from ext.core import AgentId
+
+from ._registry import InMemoryRegistry, Registry
+from .protos import agent_worker_pb2 as pb
+from .protos import agent_worker_pb2_grpc as pb_grpc
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+def _error(kind: int, message: str, error_type: str = "") -> pb.Error:
+    return pb.Error(kind=kind, error_type=error_type, message=message)  # type: ignore[arg-type]
+
+
+class _Conn:
+    """One connected worker."""
+
+    __slots__ = ("context", "inflight", "lock", "outgoing", "types", "worker_id")
+
+    def __init__(self, worker_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        self.worker_id = worker_id
+        self.context = context
+        self.lock = asyncio.Lock()
+        self.types: set[str] = set()
+        # caller's request id -> gateway request id, for the RPCs this worker started
+        self.outgoing: dict[str, str] = {}
+        # gateway request id -> recipient, for the RPCs this worker is handling
+        self.inflight: dict[str, str] = {}
+
+    async def send(self, message: pb.Message) -> None:
+        async with self.lock:
+            await self.context.write(message)
+
+
+@dataclass(slots=True)
+class _Pending:
+    origin_worker: str
+    origin_request: str
+    target_worker: str
+    target_gateway: str
+    recipient: str
+    started: float = field(default=0.0)
+
+
+class Gateway:
+    """The gRPC gateway server. `python -m ext.runtime.grpc gateway` runs one; tests and apps can embed it.
+
+    Args:
+        host, port: where to listen (port 0 picks a free one; `port` holds the bound one after `start`).
+        token: when set, a worker must send `authorization: Bearer <token>` metadata or is rejected.
+        tls_cert_file, tls_key_file: PEM files; both set means TLS, neither means plaintext.
+        max_message_bytes: the largest message accepted or sent (default 4 MiB).
+        registry: `InMemoryRegistry()` (default, one gateway) or `RedisRegistry(...)` (replicas).
+        shutdown_grace: seconds `stop()` waits for in-flight RPCs before closing the streams.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | SecretStr | None = None,
+        tls_cert_file: str | Path | None = None,
+        tls_key_file: str | Path | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        registry: Registry | None = None,
+        shutdown_grace: float = 5.0,
+    ) -> None:
+        if not isinstance(host, str) or not host:
+            raise ValueError(f"host must be a non-empty string, got {host!r}")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an integer from 0 to 65535, got {port!r}")
+        if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1024:
+            raise ValueError(f"max_message_bytes must be an integer of at least 1024, got {max_message_bytes!r}")
+        if (tls_cert_file is None) != (tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file must be given together")
+        if not isinstance(shutdown_grace, (int, float)) or shutdown_grace < 0:
+            raise ValueError(f"shutdown_grace must be a non-negative number of seconds, got {shutdown_grace!r}")
+        if isinstance(token, str):
+            token = SecretStr(token)
+        if token is not None and not token.get_secret_value():
+            raise ValueError("token must not be empty")
+        self._host = host
+        self._port = port
+        self._token = token
+        self._tls = (Path(tls_cert_file), Path(tls_key_file)) if tls_cert_file and tls_key_file else None
+        self._max_message_bytes = max_message_bytes
+        self._registry = registry if registry is not None else InMemoryRegistry()
+        self._shutdown_grace = float(shutdown_grace)
+        self.gateway_id = uuid.uuid4().hex[:12]
+        self._server: grpc.aio.Server | None = None
+        self._workers: dict[str, _Conn] = {}
+        self._pending: dict[str, _Pending] = {}
+        self._worker_seq = itertools.count(1)
+        self._request_seq = itertools.count(1)
+        self._draining = False
+        self._idle = asyncio.Event()
+        self._stopped = asyncio.Event()
+
+    @property
+    def port(self) -> int:
+        """The bound port (after `start`)."""
+        return self._port
+
+    @property
+    def address(self) -> str:
+        return f"{self._host}:{self._port}"
+
+    def __repr__(self) -> str:
+        return f"Gateway(address={self.address!r}, gateway_id={self.gateway_id!r}, tls={self._tls is not None})"
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> int:
+        """Listen and return the bound port."""
+        if self._server is not None:
+            return self._port
+        options = [
+            ("grpc.max_receive_message_length", self._max_message_bytes),
+            ("grpc.max_send_message_length", self._max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+        server = grpc.aio.server(options=options)
+        pb_grpc.add_AgentWorkerServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
+        target = f"{self._host}:{self._port}"
+        if self._tls is not None:
+            cert, key = (p.read_bytes() for p in self._tls)
+            credentials = grpc.ssl_server_credentials([(key, cert)])
+            bound = server.add_secure_port(target, credentials)
+        else:
+            bound = server.add_insecure_port(target)
+        if bound == 0:
+            raise OSError(f"cannot listen on {target}")
+        await self._registry.start(self.gateway_id, self._on_forward, self._on_gateway_gone)
+        await server.start()
+        self._server = server
+        self._port = bound
+        logger.info("gateway %s listening on %s:%d (tls=%s)", self.gateway_id, self._host, bound, self._tls is not None)
+        return bound
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Graceful shutdown: refuse new workers and requests, wait up to `grace` (default `shutdown_grace`)
+        seconds for in-flight RPCs, then close every stream and remove this gateway's registrations."""
+        if self._server is None or self._stopped.is_set():
+            return
+        self._draining = True
+        grace = self._shutdown_grace if grace is None else grace
+        if self._pending:
+            self._idle.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), grace)
+        for worker_id in list(self._workers):
+            with contextlib.suppress(Exception):
+                await self._registry.remove_worker(worker_id)
+        await self._server.stop(grace=0.5)
+        await self._registry.close()
+        self._stopped.set()
+        logger.info("gateway %s stopped", self.gateway_id)
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    # --- one worker stream -----------------------------------------------------------------------------
+
+    def _authorized(self, context: grpc.aio.ServicerContext[Any, Any]) -> bool:
+        if self._token is None:
+            return True
+        expected = f"Bearer {self._token.get_secret_value()}".encode()
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization":
+                given = value.encode() if isinstance(value, str) else value
+                return hmac.compare_digest(given, expected)
+        return False
+
+    async def serve(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        if not self._authorized(context):
+            logger.warning("rejected a worker with a missing or wrong token from %s", context.peer())
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token")
+        if self._draining:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the gateway is shutting down")
+        conn = _Conn(f"{self.gateway_id}.{next(self._worker_seq)}", context)
+        self._workers[conn.worker_id] = conn
+        logger.info("worker %s connected from %s", conn.worker_id, context.peer())
+        try:
+            await conn.send(pb.Message(hello=pb.Hello(worker_id=conn.worker_id, gateway_id=self.gateway_id)))
+            while True:
+                message = await context.read()
+                if message is grpc.aio.EOF:
+                    break
+                try:
+                    await self._dispatch(conn, message)
+                except Exception:
+                    logger.exception("gateway failed to handle a message from worker %s", conn.worker_id)
+        finally:
+            await self._drop(conn)
+
+    async def _drop(self, conn: _Conn) -> None:
+        self._workers.pop(conn.worker_id, None)
+        logger.info("worker %s disconnected", conn.worker_id)
+        with contextlib.suppress(Exception):
+            await self._registry.remove_worker(conn.worker_id)
+        # RPCs this worker was handling: their callers learn at once instead of waiting for their deadline.
+        for request_id, recipient in list(conn.inflight.items()):
+            error = _error(pb.ERROR_KIND_UNDELIVERABLE, f"the worker hosting {recipient} disconnected", "")
+            await self._route_response(pb.Message(response=pb.Response(request_id=request_id, error=error)))
+        conn.inflight.clear()
+        # RPCs this worker started: nobody is left to answer, so their handlers are cancelled.
+        for request_id in list(conn.outgoing.values()):
+            pending = self._pending.pop(request_id, None)
+            if pending is not None:
+                await self._send_cancel(request_id, pending)
+        self._check_idle()
+
+    def _check_idle(self) -> None:
+        if not self._pending:
+            self._idle.set()
+
+    # --- routing ---------------------------------------------------------------------------------------
+
+    async def _dispatch(self, conn: _Conn, message: pb.Message) -> None:
+        body = message.WhichOneof("body")
+        if body == "delivery":
+            await self._on_delivery(conn, message)
+        elif body == "response":
+            conn.inflight.pop(message.response.request_id, None)
+            await self._route_response(message)
+        elif body == "cancel":
+            request_id = conn.outgoing.pop(message.cancel.request_id, None)
+            pending = self._pending.pop(request_id, None) if request_id is not None else None
+            if request_id is not None and pending is not None:
+                await self._send_cancel(request_id, pending)
+                self._check_idle()
+        elif body == "register":
+            await self._on_register(conn, message.register)
+        elif body == "list_agents":
+            agents = await self._registry.agents(message.list_agents.type or None)
+            reply = pb.ListAgentsResponse(
+                request_id=message.list_agents.request_id,
+                agents=[pb.AgentId(type=a.type, key=a.key) for a in agents],
+            )
+            await conn.send(pb.Message(list_agents_response=reply))
+        else:
+            logger.warning("worker %s sent an unexpected %s message", conn.worker_id, body)
+
+    async def _on_register(self, conn: _Conn, request: pb.RegisterAgentType) -> None:
+        error = ""
+        if request.type in conn.types:
+            error = f"agent type {request.type!r} is already registered by this worker"
+        else:
+            try:
+                AgentId(request.type, "k")
+            except ValueError as exc:
+                error = str(exc)
+        if not error:
+            await self._registry.add(conn.worker_id, request.type)
+            conn.types.add(request.type)
+            logger.info("worker %s hosts agent type %r", conn.worker_id, request.type)
+        reply = pb.RegisterAgentTypeResponse(request_id=request.request_id, error=error)
+        await conn.send(pb.Message(register_response=reply))
+
+    async def _on_delivery(self, conn: _Conn, message: pb.Message) -> None:
+        delivery = message.delivery
+        kind = delivery.kind
+        if kind == pb.DELIVERY_KIND_BROADCAST:
+            for worker_id, gateway_id in await self._registry.workers_for(delivery.broadcast_type):
+                await self._send_to_worker(worker_id, gateway_id, message)
+            return
+        recipient = f"{delivery.recipient.type}/{delivery.recipient.key}"
+        if kind == pb.DELIVERY_KIND_RPC and self._draining:
+            await self._answer(conn, delivery.request_id, pb.ERROR_KIND_UNDELIVERABLE, "the gateway is shutting down")
+            return
+        try:
+            target = await self._registry.place(AgentId(delivery.recipient.type, delivery.recipient.key))
+        except ValueError as exc:
+            target = None
+            logger.warning("worker %s sent a bad recipient %r: %s", conn.worker_id, recipient, exc)
+        if target is None:
+            text = f"no worker hosts agent type {delivery.recipient.type!r} (recipient {recipient})"
+            if kind == pb.DELIVERY_KIND_RPC:
+                await self._answer(conn, delivery.request_id, pb.ERROR_KIND_AGENT_NOT_FOUND, text)
+            else:
+                notice = pb.Notice(error=_error(pb.ERROR_KIND_AGENT_NOT_FOUND, text), recipient=delivery.recipient)
+                await conn.send(pb.Message(notice=notice))
+            return
+        worker_id, gateway_id = target
+        if kind == pb.DELIVERY_KIND_RPC:
+            request_id = f"{self.gateway_id}/{next(self._request_seq)}"
+            self._pending[request_id] = _Pending(conn.worker_id, delivery.request_id, worker_id, gateway_id, recipient)
+            conn.outgoing[delivery.request_id] = request_id
+            delivery.request_id = request_id
+        await self._send_to_worker(worker_id, gateway_id, message)
+
+    async def _answer(self, conn: _Conn, request_id: str, kind: int, text: str) -> None:
+        await conn.send(pb.Message(response=pb.Response(request_id=request_id, error=_error(kind, text))))
+
+    async def _send_to_worker(self, worker_id: str, gateway_id: str, message: pb.Message) -> None:
+        if gateway_id != self.gateway_id:
+            forward = pb.Forward(target_worker=worker_id, origin_gateway=self.gateway_id, message=message)
+            try:
+                await self._registry.publish(gateway_id, forward.SerializeToString())
+            except LookupError as exc:
+                await self._undeliverable(message, str(exc))
+            return
+        conn = self._workers.get(worker_id)
+        if conn is None:
+            await self._undeliverable(message, f"worker {worker_id} is gone")
+            return
+        if message.WhichOneof("body") == "delivery" and message.delivery.kind == pb.DELIVERY_KIND_RPC:
+            d = message.delivery
+            conn.inflight[d.request_id] = f"{d.recipient.type}/{d.recipient.key}"
+        try:
+            await conn.send(message)
+        except Exception as exc:
+            await self._undeliverable(message, f"writing to worker {worker_id} failed: {exc}")
+
+    async def _undeliverable(self, message: pb.Message, reason: str) -> None:
+        if message.WhichOneof("body") != "delivery":
+            logger.warning("dropped a message: %s", reason)
+            return
+        delivery = message.delivery
+        if delivery.kind == pb.DELIVERY_KIND_RPC:
+            error = _error(pb.ERROR_KIND_UNDELIVERABLE, reason)
+            await self._route_response(pb.Message(response=pb.Response(request_id=delivery.request_id, error=error)))
+        else:
+            logger.warning("dropped a one-way message for %s/%s: %s", delivery.recipient.type, delivery.recipient.key, reason)
+
+    async def _route_response(self, message: pb.Message) -> None:
+        request_id = message.response.request_id
+        gateway_id = request_id.split("/", 1)[0]
+        if gateway_id != self.gateway_id:
+            forward = pb.Forward(target_worker="", origin_gateway=self.gateway_id, message=message)
+            with contextlib.suppress(LookupError):
+                await self._registry.publish(gateway_id, forward.SerializeToString())
+            return
+        pending = self._pending.pop(request_id, None)
+        if pending is None:
+            return  # cancelled, or its caller disconnected
+        self._check_idle()
+        origin = self._workers.get(pending.origin_worker)
+        if origin is None:
+            return
+        origin.outgoing.pop(pending.origin_request, None)
+        message.response.request_id = pending.origin_request
+        with contextlib.suppress(Exception):
+            await origin.send(message)
+
+    async def _send_cancel(self, request_id: str, pending: _Pending) -> None:
+        cancel = pb.Message(cancel=pb.Cancel(request_id=request_id))
+        if pending.target_gateway == self.gateway_id:
+            conn = self._workers.get(pending.target_worker)
+            if conn is not None:
+                conn.inflight.pop(request_id, None)
+                with contextlib.suppress(Exception):
+                    await conn.send(cancel)
+        else:
+            forward = pb.Forward(target_worker=pending.target_worker, origin_gateway=self.gateway_id, message=cancel)
+            with contextlib.suppress(LookupError):
+                await self._registry.publish(pending.target_gateway, forward.SerializeToString())
+
+    # --- replicas --------------------------------------------------------------------------------------
+
+    async def _on_forward(self, payload: bytes) -> None:
+        forward = pb.Forward()
+        forward.ParseFromString(payload)
+        message = forward.message
+        if not forward.target_worker:
+            if message.WhichOneof("body") == "response":
+                await self._route_response(message)
+            return
+        if message.WhichOneof("body") == "cancel":
+            conn = self._workers.get(forward.target_worker)
+            if conn is not None:
+                conn.inflight.pop(message.cancel.request_id, None)
+                with contextlib.suppress(Exception):
+                    await conn.send(message)
+            return
+        await self._send_to_worker(forward.target_worker, self.gateway_id, message)
+
+    async def _on_gateway_gone(self, gateway_id: str) -> None:
+        """A replica died: the RPCs it was carrying for our workers fail now rather than at their deadline."""
+        for request_id, pending in list(self._pending.items()):
+            if pending.target_gateway == gateway_id:
+                error = _error(pb.ERROR_KIND_UNDELIVERABLE, f"the gateway hosting {pending.recipient} is gone")
+                await self._route_response(pb.Message(response=pb.Response(request_id=request_id, error=error)))
+
+
+class _Servicer(pb_grpc.AgentWorkerServicer):
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def OpenChannel(self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:  # type: ignore[override]  # noqa: N802
+        await self._gateway.serve(context)

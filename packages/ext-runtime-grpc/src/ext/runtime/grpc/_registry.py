@@ -1,0 +1,330 @@
+"""The gateway's registry: which worker hosts which agent types, where each active agent is placed, and (for
+replicas) how gateways reach each other. `InMemoryRegistry` serves one gateway; `RedisRegistry` lets several
+gateway processes share one registry."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ext.core import AgentId
+
+logger = logging.getLogger(__name__)
+
+Inbox = Callable[[bytes], Awaitable[None]]
+"""Receives payloads other gateways publish to this one."""
+
+GatewayGone = Callable[[str], Awaitable[None]]
+"""Told the id of a gateway whose lease ran out."""
+
+
+def rendezvous(agent_id: AgentId, workers: list[str]) -> str:
+    """Highest-random-weight choice: stable for a key, and only the keys of a departed worker move."""
+    key = str(agent_id).encode()
+    return max(workers, key=lambda w: hashlib.blake2b(key + b"|" + w.encode(), digest_size=8).digest())
+
+
+class Registry(ABC):
+    """What a gateway needs from the shared state. Worker ids are cluster-unique; every worker belongs to one
+    gateway."""
+
+    gateway_id: str = ""
+
+    async def start(self, gateway_id: str, inbox: Inbox, gateway_gone: GatewayGone | None = None) -> None:
+        self.gateway_id = gateway_id
+
+    async def close(self) -> None:  # noqa: B027 - nothing to release by default
+        """Release connections; the gateway's own registrations are removed by `remove_worker` before this."""
+
+    @abstractmethod
+    async def add(self, worker_id: str, agent_type: str) -> None:
+        """Record that `worker_id` (on this gateway) hosts `agent_type`."""
+
+    @abstractmethod
+    async def remove_worker(self, worker_id: str) -> None:
+        """Forget a worker: its agent types and the agents placed on it."""
+
+    @abstractmethod
+    async def workers_for(self, agent_type: str) -> list[tuple[str, str]]:
+        """Live `(worker_id, gateway_id)` pairs hosting `agent_type`."""
+
+    @abstractmethod
+    async def place(self, agent_id: AgentId) -> tuple[str, str] | None:
+        """The `(worker_id, gateway_id)` that hosts `agent_id`, placing it now if it has no live placement;
+        None when no live worker hosts its type."""
+
+    @abstractmethod
+    async def agents(self, agent_type: str | None = None) -> list[AgentId]:
+        """Placed (active) agents, sorted by type then key."""
+
+    async def publish(self, gateway_id: str, payload: bytes) -> None:
+        """Send `payload` to another gateway's inbox."""
+        raise LookupError(f"gateway {gateway_id!r} is not reachable: this registry serves a single gateway")
+
+
+class InMemoryRegistry(Registry):
+    """The registry of a single gateway process."""
+
+    def __init__(self) -> None:
+        self._types: dict[str, dict[str, str]] = {}
+        self._placements: dict[AgentId, str] = {}
+        self._placed_on: dict[str, set[AgentId]] = {}
+
+    async def add(self, worker_id: str, agent_type: str) -> None:
+        self._types.setdefault(agent_type, {})[worker_id] = self.gateway_id
+
+    async def remove_worker(self, worker_id: str) -> None:
+        for workers in self._types.values():
+            workers.pop(worker_id, None)
+        for agent_id in self._placed_on.pop(worker_id, set()):
+            if self._placements.get(agent_id) == worker_id:
+                del self._placements[agent_id]
+
+    async def workers_for(self, agent_type: str) -> list[tuple[str, str]]:
+        return list(self._types.get(agent_type, {}).items())
+
+    async def place(self, agent_id: AgentId) -> tuple[str, str] | None:
+        workers = self._types.get(agent_id.type)
+        if not workers:
+            return None
+        worker = self._placements.get(agent_id)
+        if worker is None or worker not in workers:
+            worker = rendezvous(agent_id, list(workers))
+            self._placements[agent_id] = worker
+            self._placed_on.setdefault(worker, set()).add(agent_id)
+        return worker, workers[worker]
+
+    async def agents(self, agent_type: str | None = None) -> list[AgentId]:
+        found = [a for a in self._placements if agent_type is None or a.type == agent_type]
+        return sorted(found, key=lambda a: (a.type, a.key))
+
+
+# Keeps an existing placement while its worker is registered and its gateway's lease is alive; otherwise
+# stores the caller's choice. KEYS: agents hash, type hash. ARGV: agent key, "worker gateway", lease key prefix.
+_PLACE_SCRIPT = """
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local sp = string.find(cur, ' ', 1, true)
+  if sp then
+    local w = string.sub(cur, 1, sp - 1)
+    local g = string.sub(cur, sp + 1)
+    if redis.call('HEXISTS', KEYS[2], w) == 1 and redis.call('EXISTS', ARGV[3] .. g) == 1 then
+      return cur
+    end
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return ARGV[2]
+"""
+
+
+class RedisRegistry(Registry):
+    """A registry shared by gateway replicas through Redis (needs `ext-runtime-grpc[redis]`).
+
+    Keys (under `prefix`): `gw:<id>` a gateway's lease (expires after `lease_seconds` unless renewed),
+    `types` the set of type names, `type:<T>` worker -> gateway, `agents:<T>` key -> "worker gateway".
+    Channels: `inbox:<gateway id>` for forwarded messages, `events` for cache invalidation. A gateway that dies
+    stops renewing its lease; its workers are then ignored at once and swept from the keys by the survivors.
+    """
+
+    def __init__(self, url: str, *, prefix: str = "ext", lease_seconds: float = 10.0) -> None:
+        if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"url must be a redis://, rediss:// or unix:// URL, got {url!r}")
+        if not isinstance(lease_seconds, (int, float)) or lease_seconds <= 0:
+            raise ValueError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
+        self._url = url
+        self._prefix = prefix.rstrip(":") + ":"
+        self._lease_ms = max(1, int(lease_seconds * 1000))
+        self._redis: Any = None
+        self._pubsub: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._inbox: Inbox | None = None
+        self._gateway_gone: GatewayGone | None = None
+        self._cache: dict[AgentId, tuple[str, str]] = {}
+        self._live_gateways: set[str] = set()
+        self._place_sha: str | None = None
+
+    def _key(self, *parts: str) -> str:
+        return self._prefix + ":".join(parts)
+
+    async def start(self, gateway_id: str, inbox: Inbox, gateway_gone: GatewayGone | None = None) -> None:
+        try:
+            import redis.asyncio as aioredis  # noqa: PLC0415 - an optional extra
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ImportError("RedisRegistry needs the redis package: pip install 'ext-runtime-grpc[redis]'") from exc
+        await super().start(gateway_id, inbox, gateway_gone)
+        self._inbox = inbox
+        self._gateway_gone = gateway_gone
+        self._redis = aioredis.from_url(self._url, socket_connect_timeout=5, socket_timeout=10)
+        await self._renew()
+        self._place_sha = await self._redis.script_load(_PLACE_SCRIPT)
+        self._pubsub = self._redis.pubsub()
+        await self._pubsub.subscribe(self._key("inbox", gateway_id), self._key("events"))
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._listen()), loop.create_task(self._keep_lease())]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        if self._redis is not None:
+            with contextlib.suppress(Exception):
+                await self._redis.delete(self._key("gw", self.gateway_id))
+                await self._redis.publish(self._key("events"), f"gateway {self.gateway_id}")
+            if self._pubsub is not None:
+                with contextlib.suppress(Exception):
+                    await self._pubsub.aclose()
+            await self._redis.aclose()
+            self._redis = None
+
+    async def _renew(self) -> None:
+        await self._redis.set(self._key("gw", self.gateway_id), "1", px=self._lease_ms)
+
+    async def _keep_lease(self) -> None:
+        interval = self._lease_ms / 1000 / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._renew()
+                await self._sweep()
+            except Exception:
+                logger.exception("renewing the gateway lease in Redis failed")
+
+    async def _sweep(self) -> None:
+        """Drop the registrations of gateways whose lease ran out (their process died without cleaning up)."""
+        types = await self._redis.smembers(self._key("types"))
+        gateways: set[str] = set()
+        entries: dict[str, dict[str, str]] = {}
+        for raw_type in types:
+            agent_type = raw_type.decode()
+            workers = {k.decode(): v.decode() for k, v in (await self._redis.hgetall(self._key("type", agent_type))).items()}
+            entries[agent_type] = workers
+            gateways.update(workers.values())
+        alive = await self._alive(gateways)
+        dead = gateways - alive
+        for gateway in dead:
+            for agent_type, workers in entries.items():
+                gone = [w for w, g in workers.items() if g == gateway]
+                if gone:
+                    await self._redis.hdel(self._key("type", agent_type), *gone)
+                    await self._drop_placements(agent_type, set(gone))
+            await self._redis.publish(self._key("events"), f"gateway {gateway}")
+
+    async def _alive(self, gateways: set[str]) -> set[str]:
+        if not gateways:
+            return set()
+        ordered = sorted(gateways)
+        flags = await self._redis.mget([self._key("gw", g) for g in ordered])
+        return {g for g, flag in zip(ordered, flags, strict=True) if flag is not None}
+
+    async def _drop_placements(self, agent_type: str, workers: set[str]) -> None:
+        placed = await self._redis.hgetall(self._key("agents", agent_type))
+        stale = [k for k, v in placed.items() if v.decode().split(" ", 1)[0] in workers]
+        if stale:
+            await self._redis.hdel(self._key("agents", agent_type), *stale)
+
+    async def _listen(self) -> None:
+        inbox_channel = self._key("inbox", self.gateway_id).encode()
+        while True:
+            try:
+                item = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("reading from Redis pub/sub failed; retrying")
+                await asyncio.sleep(0.5)
+                continue
+            if item is None:
+                continue
+            channel, data = item["channel"], item["data"]
+            if channel == inbox_channel:
+                assert self._inbox is not None
+                try:
+                    await self._inbox(data)
+                except Exception:
+                    logger.exception("handling a message forwarded by another gateway failed")
+            else:
+                await self._on_event(data.decode())
+
+    async def _on_event(self, event: str) -> None:
+        kind, _, ident = event.partition(" ")
+        if kind == "worker":
+            self._cache = {a: t for a, t in self._cache.items() if t[0] != ident}
+        elif kind == "gateway":
+            self._cache = {a: t for a, t in self._cache.items() if t[1] != ident}
+            self._live_gateways.discard(ident)
+            if self._gateway_gone is not None and ident != self.gateway_id:
+                await self._gateway_gone(ident)
+
+    # --- Registry ----------------------------------------------------------------------------------------
+
+    async def add(self, worker_id: str, agent_type: str) -> None:
+        pipe = self._redis.pipeline()
+        pipe.sadd(self._key("types"), agent_type)
+        pipe.hset(self._key("type", agent_type), worker_id, self.gateway_id)
+        await pipe.execute()
+
+    async def remove_worker(self, worker_id: str) -> None:
+        types = await self._redis.smembers(self._key("types"))
+        for raw_type in types:
+            agent_type = raw_type.decode()
+            if await self._redis.hdel(self._key("type", agent_type), worker_id):
+                await self._drop_placements(agent_type, {worker_id})
+        self._cache = {a: t for a, t in self._cache.items() if t[0] != worker_id}
+        await self._redis.publish(self._key("events"), f"worker {worker_id}")
+
+    async def workers_for(self, agent_type: str) -> list[tuple[str, str]]:
+        raw = await self._redis.hgetall(self._key("type", agent_type))
+        workers = [(k.decode(), v.decode()) for k, v in raw.items()]
+        alive = await self._alive({g for _, g in workers})
+        return sorted((w, g) for w, g in workers if g in alive)
+
+    async def place(self, agent_id: AgentId) -> tuple[str, str] | None:
+        cached = self._cache.get(agent_id)
+        if cached is not None:
+            return cached
+        workers = await self.workers_for(agent_id.type)
+        if not workers:
+            return None
+        owners = dict(workers)
+        choice = rendezvous(agent_id, list(owners))
+        result = await self._redis.evalsha(
+            self._place_sha,
+            2,
+            self._key("agents", agent_id.type),
+            self._key("type", agent_id.type),
+            agent_id.key,
+            f"{choice} {owners[choice]}",
+            self._key("gw", ""),
+        )
+        worker, _, gateway = result.decode().partition(" ")
+        self._cache[agent_id] = (worker, gateway)
+        return worker, gateway
+
+    async def agents(self, agent_type: str | None = None) -> list[AgentId]:
+        if agent_type is None:
+            types = sorted(t.decode() for t in await self._redis.smembers(self._key("types")))
+        else:
+            types = [agent_type]
+        found: list[AgentId] = []
+        for name in types:
+            placed = await self._redis.hgetall(self._key("agents", name))
+            if not placed:
+                continue
+            values = {k.decode(): v.decode() for k, v in placed.items()}
+            live_workers = {w for w, _ in await self.workers_for(name)}
+            found.extend(AgentId(name, k) for k, v in values.items() if v.split(" ", 1)[0] in live_workers)
+        return sorted(found, key=lambda a: (a.type, a.key))
+
+    async def publish(self, gateway_id: str, payload: bytes) -> None:
+        receivers = await self._redis.publish(self._key("inbox", gateway_id), payload)
+        if not receivers:
+            raise LookupError(f"gateway {gateway_id!r} is not listening (it stopped or its lease ran out)")

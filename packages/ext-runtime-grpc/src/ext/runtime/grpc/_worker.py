@@ -1,0 +1,592 @@
+"""`GrpcAgentRuntime`: a worker that hosts agents and reaches the rest of the cluster through a gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import logging
+import os
+import random
+from types import TracebackType
+from typing import Any
+
+import grpc
+from pydantic import SecretStr
+
+from ext.core import AgentId, AgentType, CancellationToken, ExtError
+from ext.core._runtime import (
+    DEFAULT_RPC_TIMEOUT,
+    Agent,
+    AgentFactory,
+    AgentNotFoundError,
+    CantHandleError,
+    MessageHandlerError,
+    RoutedAgent,
+    RuntimeClosedError,
+    UndeliverableError,
+    agent_type_name,
+    check_agent_id,
+    check_timeout,
+)
+from ext.runtime.local import LocalAgentRuntime
+
+from ._gateway import DEFAULT_MAX_MESSAGE_BYTES
+from ._serializer import ProtobufMessageSerializer, SerializationError
+from .protos import agent_worker_pb2 as pb
+from .protos import agent_worker_pb2_grpc as pb_grpc
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TOKEN_ENV = "EXT_GRPC_TOKEN"
+
+
+class AuthenticationError(ExtError, PermissionError):
+    """The gateway rejected this worker's token (or the lack of one)."""
+
+
+_ERROR_KINDS: dict[type[BaseException], int] = {
+    AgentNotFoundError: pb.ERROR_KIND_AGENT_NOT_FOUND,
+    CantHandleError: pb.ERROR_KIND_CANT_HANDLE,
+    SerializationError: pb.ERROR_KIND_BAD_MESSAGE,
+    UndeliverableError: pb.ERROR_KIND_UNDELIVERABLE,
+}
+
+
+def _error_of(exc: BaseException, recipient: AgentId) -> pb.Error:
+    if isinstance(exc, asyncio.CancelledError):
+        return pb.Error(kind=pb.ERROR_KIND_CANCELLED, error_type="CancelledError", message=f"{recipient}: cancelled")
+    for cls, kind in _ERROR_KINDS.items():
+        if isinstance(exc, cls):
+            return pb.Error(kind=kind, error_type=type(exc).__name__, message=str(exc))  # type: ignore[arg-type]
+    text = f"handler of {recipient} raised {type(exc).__name__}: {exc}"
+    return pb.Error(kind=pb.ERROR_KIND_HANDLER, error_type=type(exc).__name__, message=text)
+
+
+def _raise_error(error: pb.Error) -> None:
+    kind = error.kind
+    if kind == pb.ERROR_KIND_AGENT_NOT_FOUND:
+        raise AgentNotFoundError(error.message)
+    if kind == pb.ERROR_KIND_CANT_HANDLE:
+        raise CantHandleError(error.message)
+    if kind == pb.ERROR_KIND_BAD_MESSAGE:
+        raise SerializationError(error.message)
+    if kind in (pb.ERROR_KIND_UNDELIVERABLE, pb.ERROR_KIND_CANCELLED):
+        raise UndeliverableError(error.message)
+    raise MessageHandlerError(error.message, error_type=error.error_type or "Exception")
+
+
+def _pb_id(agent_id: AgentId) -> pb.AgentId:
+    return pb.AgentId(type=agent_id.type, key=agent_id.key)
+
+
+class GrpcAgentRuntime:
+    """A worker runtime: hosts the agent types registered on it and reaches every other agent in the cluster
+    through one bidirectional stream to a gateway.
+
+    Args:
+        address: `host:port` of the gateway, or a `grpc.aio.Channel` you built (its TLS and options are then
+            yours; it is not closed by `stop`).
+        token: the gateway's token (sent as `authorization: Bearer ...`); default: the `token_env` variable.
+        token_env: environment variable read when `token` is None (default `EXT_GRPC_TOKEN`).
+        root_certificates: PEM CA bundle: connect with TLS trusting it. `tls=True` with no bundle uses the
+            system roots.
+        tls_server_name: override the name checked against the gateway's certificate.
+        max_message_bytes: messages larger than this are refused before sending (default 4 MiB; keep it at or
+            below the gateway's).
+        connect_timeout: seconds for connecting and for control requests (default 10).
+        reconnect_backoff, reconnect_max_backoff: first and largest pause between reconnection attempts
+            (defaults 0.1 and 5 s, doubling with jitter).
+        serializer: the `ProtobufMessageSerializer` (default: a new one). Register pydantic and dataclass
+            message types with `register_message_type` on every worker that sends or receives them.
+        stop_timeout: seconds `stop()` lets hosted handlers finish (default 5).
+    """
+
+    def __init__(
+        self,
+        address: str | grpc.aio.Channel,
+        *,
+        token: str | SecretStr | None = None,
+        token_env: str | None = DEFAULT_TOKEN_ENV,
+        tls: bool = False,
+        root_certificates: bytes | None = None,
+        tls_server_name: str | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        connect_timeout: float = 10.0,
+        reconnect_backoff: float = 0.1,
+        reconnect_max_backoff: float = 5.0,
+        serializer: ProtobufMessageSerializer | None = None,
+        stop_timeout: float = 5.0,
+    ) -> None:
+        if isinstance(address, str):
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"address must look like 'host:port', got {address!r}")
+            self._channel: grpc.aio.Channel | None = None
+            self._owns_channel = True
+        elif isinstance(address, grpc.aio.Channel):
+            self._channel = address
+            self._owns_channel = False
+        else:
+            raise TypeError(f"address must be 'host:port' or a grpc.aio.Channel, got {type(address).__name__}")
+        if token is None and token_env:
+            env_value = os.environ.get(token_env)
+            token = SecretStr(env_value) if env_value else None
+        elif isinstance(token, str):
+            token = SecretStr(token)
+        if root_certificates is not None and not isinstance(root_certificates, bytes):
+            raise TypeError("root_certificates must be PEM bytes")
+        if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1024:
+            raise ValueError(f"max_message_bytes must be an integer of at least 1024, got {max_message_bytes!r}")
+        self._connect_timeout = _positive(connect_timeout, "connect_timeout")
+        self._backoff = _positive(reconnect_backoff, "reconnect_backoff")
+        self._max_backoff = _positive(reconnect_max_backoff, "reconnect_max_backoff")
+        self._address = address if isinstance(address, str) else None
+        self._token = token
+        self._tls = tls or root_certificates is not None
+        self._root_certificates = root_certificates
+        self._tls_server_name = tls_server_name
+        self._max_message_bytes = max_message_bytes
+        self.serializer = serializer if serializer is not None else ProtobufMessageSerializer()
+        self._local = LocalAgentRuntime(stop_timeout=stop_timeout)
+        self._types: set[str] = set()
+        self._call: Any = None
+        self._write_lock = asyncio.Lock()
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._hosted: dict[str, asyncio.Task[Any]] = {}
+        self._ids = itertools.count(1)
+        self._worker_id = ""
+        self._gateway_id = ""
+        self._connected = asyncio.Event()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._started = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        target = self._address or "<channel>"
+        return f"GrpcAgentRuntime(address={target!r}, worker_id={self._worker_id!r}, connected={self.connected})"
+
+    @property
+    def worker_id(self) -> str:
+        """This worker's cluster-unique id, assigned by the gateway on each connection."""
+        return self._worker_id
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def register_message_type(self, message_type: type[Any], type_name: str | None = None) -> str:
+        """Register a pydantic or dataclass message class with the serializer (see `ProtobufMessageSerializer`)."""
+        return self.serializer.register(message_type, type_name)
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to the gateway and register the agent types registered so far. Raises
+        `AuthenticationError` for a rejected token, `UndeliverableError` when the gateway cannot be reached
+        within `connect_timeout`."""
+        if self._closed:
+            raise RuntimeClosedError("the runtime was stopped")
+        if self._started:
+            return
+        await self._connect()
+        self._started = True
+        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+
+    async def stop(self) -> None:
+        """Stop hosted agents (letting in-flight handlers finish up to `stop_timeout`), close them, and close
+        the stream. Pending RPCs fail with `RuntimeClosedError`. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._local.stop()
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._supervisor
+        self._fail_pending(RuntimeClosedError("the runtime was stopped"))
+        await self._close_call()
+        if self._owns_channel and self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    async def __aenter__(self) -> GrpcAgentRuntime:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # --- connection ------------------------------------------------------------------------------------
+
+    def _make_channel(self) -> grpc.aio.Channel:
+        assert self._address is not None
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", self._max_message_bytes),
+            ("grpc.max_send_message_length", self._max_message_bytes),
+        ]
+        if self._tls:
+            if self._tls_server_name:
+                options.append(("grpc.ssl_target_name_override", self._tls_server_name))
+            credentials = grpc.ssl_channel_credentials(root_certificates=self._root_certificates)
+            return grpc.aio.secure_channel(self._address, credentials, options=options)
+        return grpc.aio.insecure_channel(self._address, options=options)
+
+    async def _connect(self) -> None:
+        if self._channel is None:
+            self._channel = self._make_channel()
+        stub = pb_grpc.AgentWorkerStub(self._channel)  # type: ignore[no-untyped-call]
+        metadata = (("authorization", f"Bearer {self._token.get_secret_value()}"),) if self._token else ()
+        call = stub.OpenChannel(metadata=metadata)
+        try:
+            first = await asyncio.wait_for(call.read(), self._connect_timeout)
+        except asyncio.TimeoutError:
+            call.cancel()
+            raise UndeliverableError(
+                f"no answer from the gateway at {self._address or '<channel>'} within {self._connect_timeout:g} s"
+            ) from None
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise AuthenticationError(f"the gateway rejected this worker: {exc.details()}") from None
+            raise UndeliverableError(
+                f"cannot connect to the gateway at {self._address or '<channel>'}: {exc.code().name} {exc.details()}"
+            ) from None
+        if first is grpc.aio.EOF or first.WhichOneof("body") != "hello":
+            call.cancel()
+            raise UndeliverableError("the gateway did not greet this worker (is it an ext gateway?)")
+        self._call = call
+        self._worker_id = first.hello.worker_id
+        self._gateway_id = first.hello.gateway_id
+        reader = asyncio.get_running_loop().create_task(self._read(call))
+        self._reader = reader
+        self._connected.set()
+        try:
+            for agent_type in sorted(self._types):
+                await self._register_remote(agent_type)
+        except BaseException:
+            self._connected.clear()
+            reader.cancel()
+            call.cancel()
+            raise
+        logger.info("worker %s connected to gateway %s", self._worker_id, self._gateway_id)
+
+    async def _supervise(self) -> None:
+        """Reconnect with backoff whenever the stream ends, and register every agent type again."""
+        while not self._closed:
+            if self._reader is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.shield(self._reader)
+            if self._closed:
+                return
+            self._connected.clear()
+            logger.warning("worker %s lost its gateway; reconnecting", self._worker_id)
+            self._fail_pending(UndeliverableError("the connection to the gateway was lost before the answer came"))
+            for task in list(self._hosted.values()):
+                self._local.cancel_delivery(task)
+            self._hosted.clear()
+            await self._close_call()
+            delay = self._backoff
+            while not self._closed:
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                try:
+                    await self._connect()
+                    break
+                except AuthenticationError:
+                    logger.error("the gateway rejected this worker's token on reconnect; retrying")
+                except Exception as exc:
+                    logger.info("reconnecting to the gateway failed (%s); retrying", exc)
+                delay = min(delay * 2, self._max_backoff)
+
+    async def _close_call(self) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+
+    def _fail_pending(self, error: Exception) -> None:
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+
+    async def _write(self, message: pb.Message) -> None:
+        call = self._call
+        if call is None or not self._connected.is_set():
+            if self._closed:
+                raise RuntimeClosedError("the runtime was stopped")
+            raise UndeliverableError("not connected to the gateway (reconnecting)")
+        try:
+            async with self._write_lock:
+                await call.write(message)
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as exc:
+            raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
+
+    async def _read(self, call: Any) -> None:
+        try:
+            while True:
+                message = await call.read()
+                if message is grpc.aio.EOF:
+                    return
+                body = message.WhichOneof("body")
+                if body == "response":
+                    future = self._pending.pop(message.response.request_id, None)
+                    if future is not None and not future.done():
+                        future.set_result(message.response)
+                elif body == "delivery":
+                    await self._on_delivery(message.delivery)
+                elif body == "cancel":
+                    task = self._hosted.pop(message.cancel.request_id, None)
+                    if task is not None:
+                        self._local.cancel_delivery(task)
+                elif body == "register_response":
+                    self._resolve(message.register_response.request_id, message.register_response)
+                elif body == "list_agents_response":
+                    self._resolve(message.list_agents_response.request_id, message.list_agents_response)
+                elif body == "notice":
+                    notice = message.notice
+                    logger.warning(
+                        "a one-way message for %s/%s was not delivered: %s",
+                        notice.recipient.type,
+                        notice.recipient.key,
+                        notice.error.message,
+                    )
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                logger.info("the gateway stream ended: %s %s", exc.code().name, exc.details())
+
+    def _resolve(self, request_id: str, value: Any) -> None:
+        future = self._pending.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(value)
+
+    # --- hosting ---------------------------------------------------------------------------------------
+
+    async def _on_delivery(self, delivery: pb.Delivery) -> None:
+        kind = delivery.kind
+        sender = AgentId(delivery.sender.type, delivery.sender.key) if delivery.HasField("sender") else None
+        try:
+            message = self.serializer.from_cloud_event(delivery.event)
+        except SerializationError as exc:
+            if kind == pb.DELIVERY_KIND_RPC:
+                error = pb.Error(kind=pb.ERROR_KIND_BAD_MESSAGE, error_type="SerializationError", message=str(exc))
+                await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
+            else:
+                logger.error("dropped a message this worker cannot decode: %s", exc)
+            return
+        if kind == pb.DELIVERY_KIND_BROADCAST:
+            with contextlib.suppress(RuntimeClosedError):
+                self._local.broadcast_now(message, delivery.broadcast_type, sender=sender)
+            return
+        recipient = AgentId(delivery.recipient.type, delivery.recipient.key)
+        if kind == pb.DELIVERY_KIND_RPC:
+            request_id = delivery.request_id
+
+            async def reply(result: Any, error: BaseException | None) -> None:
+                self._hosted.pop(request_id, None)
+                await self._reply(request_id, recipient, result, error)
+
+            try:
+                task = self._local.deliver(message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply)
+            except (AgentNotFoundError, RuntimeClosedError) as exc:
+                await self._reply(request_id, recipient, None, exc)
+                return
+            self._hosted[request_id] = task
+        else:
+            try:
+                self._local.deliver(message, recipient, sender=sender)
+            except (AgentNotFoundError, RuntimeClosedError) as exc:
+                logger.error("dropped a one-way message for %s: %s", recipient, exc)
+
+    async def _reply(self, request_id: str, recipient: AgentId, result: Any, error: BaseException | None) -> None:
+        if error is None:
+            try:
+                event = self.serializer.to_cloud_event(result, source=str(recipient))
+            except (SerializationError, ValueError) as exc:
+                error = exc
+            else:
+                await self._send_response(pb.Response(request_id=request_id, event=event))
+                return
+        if not isinstance(error, asyncio.CancelledError):
+            logger.debug("handler of %s failed on an RPC: %r", recipient, error)
+        await self._send_response(pb.Response(request_id=request_id, error=_error_of(error, recipient)))
+
+    async def _send_response(self, response: pb.Response) -> None:
+        try:
+            await self._write(pb.Message(response=response))
+        except (UndeliverableError, RuntimeClosedError) as exc:
+            logger.info("could not answer request %s: %s", response.request_id, exc)
+
+    # --- AgentRuntime ----------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeClosedError("the runtime was stopped")
+        if not self._started:
+            raise RuntimeError("the runtime is not started: call start() or use 'async with'")
+
+    def _next_id(self) -> str:
+        return str(next(self._ids))
+
+    async def _control(self, message: pb.Message, request_id: str) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await self._write(message)
+            return await asyncio.wait_for(future, self._connect_timeout)
+        except asyncio.TimeoutError:
+            raise UndeliverableError(f"the gateway did not answer within {self._connect_timeout:g} s") from None
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def _register_remote(self, agent_type: str) -> None:
+        request_id = self._next_id()
+        message = pb.Message(register=pb.RegisterAgentType(request_id=request_id, type=agent_type))
+        reply = await self._control(message, request_id)
+        if reply.error:
+            raise ValueError(f"the gateway refused agent_type {agent_type!r}: {reply.error}")
+
+    async def register_agent_factory(self, agent_type: str | AgentType, factory: AgentFactory) -> AgentType:
+        """Host `agent_type` on this worker (and announce it to the gateway when connected). Pydantic and
+        dataclass types that a `RoutedAgent` factory class handles are registered with the serializer."""
+        name = agent_type_name(agent_type)
+        if not callable(factory):
+            raise TypeError(f"factory must be callable as factory(agent_id, runtime), got {type(factory).__name__}")
+        if self._closed:
+            raise RuntimeClosedError("the runtime was stopped")
+        if name in self._types:
+            raise ValueError(f"agent_type {name!r} is already registered")
+        if isinstance(factory, type) and issubclass(factory, RoutedAgent):
+            for message_type in factory.handled_message_types():
+                with contextlib.suppress(TypeError, ValueError):
+                    if not self.serializer.is_registered(message_type):
+                        self.serializer.register(message_type)
+
+        async def build(agent_id: AgentId, _local: Any) -> Agent:
+            agent = factory(agent_id, self)
+            if inspect.isawaitable(agent):
+                agent = await agent
+            return agent
+
+        await self._local.register_agent_factory(name, build)
+        self._types.add(name)
+        if self._connected.is_set():
+            try:
+                await self._register_remote(name)
+            except BaseException:
+                self._types.discard(name)
+                raise
+        return AgentType(name)
+
+    def _delivery(self, kind: int, message: Any, sender: AgentId | None) -> pb.Message:
+        source = str(sender) if sender is not None else f"ext-worker/{self._worker_id or 'unconnected'}"
+        event = self.serializer.to_cloud_event(message, source=source)
+        delivery = pb.Delivery(kind=kind, event=event)  # type: ignore[arg-type]
+        if sender is not None:
+            delivery.sender.CopyFrom(_pb_id(sender))
+        envelope = pb.Message(delivery=delivery)
+        size = envelope.ByteSize()
+        if size > self._max_message_bytes:
+            raise ValueError(
+                f"message is {size} bytes on the wire, above max_message_bytes={self._max_message_bytes}"
+            )
+        return envelope
+
+    async def send_message(
+        self,
+        message: Any,
+        recipient: AgentId,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> None:
+        """Send one way through the gateway. Returns once the gateway has the message; a recipient whose type
+        no worker hosts, or a handler error, is logged (on this worker and on the hosting one)."""
+        recipient = check_agent_id(recipient)
+        if sender is not None:
+            check_agent_id(sender, "sender")
+        self._check_open()
+        if cancellation_token is not None and cancellation_token.is_cancelled():
+            raise asyncio.CancelledError("cancelled by CancellationToken before sending")
+        envelope = self._delivery(pb.DELIVERY_KIND_ONE_WAY, message, sender)
+        envelope.delivery.recipient.CopyFrom(_pb_id(recipient))
+        await self._write(envelope)
+
+    async def send_and_await_response(
+        self,
+        message: Any,
+        recipient: AgentId,
+        timeout: float | None = DEFAULT_RPC_TIMEOUT,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> Any:
+        """RPC through the gateway: returns the handler's return value. Raises `TimeoutError` (and cancels the
+        remote handler) after `timeout`, `AgentNotFoundError` at once for a type no worker hosts,
+        `UndeliverableError` when the hosting worker dies, `MessageHandlerError` for the handler's exception."""
+        recipient = check_agent_id(recipient)
+        if sender is not None:
+            check_agent_id(sender, "sender")
+        timeout = check_timeout(timeout)
+        self._check_open()
+        envelope = self._delivery(pb.DELIVERY_KIND_RPC, message, sender)
+        request_id = self._next_id()
+        delivery = envelope.delivery
+        delivery.request_id = request_id
+        delivery.recipient.CopyFrom(_pb_id(recipient))
+        future: asyncio.Future[pb.Response] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        remove = cancellation_token.add_callback(future.cancel) if cancellation_token is not None else None
+        try:
+            await self._write(envelope)
+            response = await asyncio.wait_for(future, timeout) if timeout is not None else await future
+        except asyncio.TimeoutError:
+            await self._cancel_remote(request_id)
+            raise TimeoutError(
+                f"no response from {recipient} within {timeout:g} s (message {type(message).__qualname__})"
+            ) from None
+        except asyncio.CancelledError:
+            await self._cancel_remote(request_id)
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+            if remove is not None:
+                remove()
+        if response.WhichOneof("result") == "error":
+            _raise_error(response.error)
+        return self.serializer.from_cloud_event(response.event)
+
+    async def _cancel_remote(self, request_id: str) -> None:
+        with contextlib.suppress(UndeliverableError, RuntimeClosedError):
+            await self._write(pb.Message(cancel=pb.Cancel(request_id=request_id)))
+
+    async def broadcast(self, message: Any, agent_type: str | AgentType, *, sender: AgentId | None = None) -> None:
+        """Send one way to every active agent of `agent_type` on every worker (except `sender`)."""
+        name = agent_type_name(agent_type)
+        if sender is not None:
+            check_agent_id(sender, "sender")
+        self._check_open()
+        envelope = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender)
+        envelope.delivery.broadcast_type = name
+        await self._write(envelope)
+
+    async def list_agents(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
+        """Every active agent in the cluster (of one type, or all), from the gateway's registry."""
+        name = "" if agent_type is None else agent_type_name(agent_type)
+        self._check_open()
+        request_id = self._next_id()
+        reply = await self._control(pb.Message(list_agents=pb.ListAgents(request_id=request_id, type=name)), request_id)
+        return [AgentId(a.type, a.key) for a in reply.agents]
+
+    async def local_agents(self) -> list[AgentId]:
+        """The agents hosted by this worker."""
+        return await self._local.list_agents()
+
+
+def _positive(value: object, name: str) -> float:
+    checked = check_timeout(value, name)
+    if checked is None:
+        raise ValueError(f"{name} must be a positive number of seconds, got None")
+    return checked

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from ._support import REDIS_BINARY, RedisServer, start_redis
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    if REDIS_BINARY is None:
+        pytest.skip("redis-server is not installed (apt-get install -y redis-server); replica tests need it")
+    server = start_redis()
+    try:
+        yield server
+    finally:
+        server.stop()
