@@ -11,7 +11,7 @@ from ._config import AzureOpenAIClientConfig, OpenAIClientConfig, check_api_vers
 from ._mapping import TOOL_ERROR_PREFIX, WireSettings
 from ._models import OPENAI_MODELS, OPENAI_REASONING_FAMILIES
 from ._retry import classify_openai_error
-from ._tokens import ENCODINGS, encoding_name_for_model, find_encoding_file, load_encoding
+from ._tokens import ENCODINGS, encoding_name_for_model, export_encodings, find_encoding_file, load_encoding
 
 __all__ = [
     "ENCODINGS",
@@ -28,6 +28,7 @@ __all__ = [
     "check_api_version",
     "classify_openai_error",
     "encoding_name_for_model",
+    "export_encodings",
     "find_encoding_file",
     "load_encoding",
 ]

@@ -245,7 +245,12 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
     # --- components ------------------------------------------------------------------------------
 
     def _to_config(self) -> BaseModel:
-        return self._config
+        # Secrets never go into a dump; null keys make every dump the same shape (the loaded client
+        # reads them from the *_env variables).
+        secrets: dict[str, Any] = {
+            name: None for name in ("api_key", "azure_ad_token") if name in type(self._config).model_fields
+        }
+        return self._config.model_copy(update=secrets)
 
 
 class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):

@@ -40,6 +40,8 @@ __all__ = [
     "Encoder",
     "count_message_tokens",
     "encoding_name_for_model",
+    "export_encodings",
+    "find_encoding_file",
     "image_tokens",
     "load_encoding",
 ]
@@ -187,24 +189,44 @@ def _download(spec: EncodingSpec, cache_dir: Path, timeout: float) -> bytes | No
     return data
 
 
+def _candidates(spec: EncodingSpec, cache_dir: str | Path | None, bundled: bool) -> list[Path]:
+    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    paths = [directory / spec.cache_key, directory / f"{spec.name}.tiktoken", directory / f"{spec.name}.tiktoken.gz"]
+    found = [path for path in paths if path.is_file()]
+    if bundled:
+        path = _bundled_file(spec)
+        if path is not None:
+            found.append(path)
+    return found
+
+
 def find_encoding_file(
     name: str, *, cache_dir: str | Path | None = None, bundled: bool = True
 ) -> tuple[bytes, str] | None:
     """The verified BPE file of encoding `name` and where it came from, without any network access."""
     spec = ENCODINGS[name]
-    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    for candidate in (directory / spec.cache_key, directory / f"{name}.tiktoken", directory / f"{name}.tiktoken.gz"):
-        if candidate.is_file():
-            data = _read(candidate, spec)
-            if data is not None:
-                return data, str(candidate)
-    if bundled:
-        path = _bundled_file(spec)
-        if path is not None:
-            data = _read(path, spec)
-            if data is not None:
-                return data, str(path)
+    for path in _candidates(spec, cache_dir, bundled):
+        data = _read(path, spec)
+        if data is not None:
+            return data, str(path)
     return None
+
+
+def export_encodings(
+    target_dir: str | Path, *, cache_dir: str | Path | None = None, bundled: bool = True
+) -> list[Path]:
+    """Write the encodings found locally into `target_dir` under tiktoken's own file names, so plain
+    `tiktoken.get_encoding()` works offline with `TIKTOKEN_CACHE_DIR=target_dir`. Returns the files written."""
+    target = Path(target_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name, spec in ENCODINGS.items():
+        found = find_encoding_file(name, cache_dir=cache_dir, bundled=bundled)
+        if found is not None:
+            path = target / spec.cache_key
+            path.write_bytes(found[0])
+            written.append(path)
+    return written
 
 
 def _parse_ranks(data: bytes) -> dict[bytes, int]:
@@ -216,8 +238,24 @@ def _parse_ranks(data: bytes) -> dict[bytes, int]:
     return ranks
 
 
-_loaded: dict[str, Encoder] = {}
+# Parsed encodings by the file they came from: loading o200k takes about half a second, and tiktoken
+# keeps its encodings for the process too.
+_loaded: dict[tuple[str, str], Encoder] = {}
 _load_lock = threading.Lock()
+
+
+def _build(spec: EncodingSpec, data: bytes) -> Encoder | None:
+    try:
+        import tiktoken
+    except ImportError:  # no cov - tiktoken is a dependency
+        return None
+    encoder: Encoder = tiktoken.Encoding(
+        name=spec.name,
+        pat_str=spec.pat_str,
+        mergeable_ranks=_parse_ranks(data),
+        special_tokens=dict(spec.special_tokens),
+    )
+    return encoder
 
 
 def load_encoding(
@@ -228,43 +266,32 @@ def load_encoding(
     allow_download: bool = False,
     download_timeout: float = 10.0,
 ) -> Encoder | None:
-    """The tiktoken encoding `name`, or None when its file is nowhere to be found (see the module doc).
-
-    A loaded encoding is kept for the process (tiktoken does the same): loading o200k takes a second.
-    """
+    """The tiktoken encoding `name`, or None when its file is nowhere to be found (see the module doc)."""
     if name not in ENCODINGS:
         raise ValueError(f"unknown encoding {name!r}; expected one of {sorted(ENCODINGS)}")
-    encoder = _loaded.get(name)
-    if encoder is not None:
-        return encoder
+    spec = ENCODINGS[name]
     with _load_lock:
-        encoder = _loaded.get(name)
+        for path in _candidates(spec, cache_dir, bundled):
+            key = (name, str(path))
+            encoder = _loaded.get(key)
+            if encoder is not None:
+                return encoder
+            data = _read(path, spec)
+            if data is not None:
+                encoder = _build(spec, data)
+                if encoder is not None:
+                    logger.debug("loaded the %s encoding from %s", name, path)
+                    _loaded[key] = encoder
+                return encoder
+        if not allow_download:
+            return None
+        directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        downloaded = _download(spec, directory, download_timeout)
+        if downloaded is None:
+            return None
+        encoder = _build(spec, downloaded)
         if encoder is not None:
-            return encoder
-        spec = ENCODINGS[name]
-        found = find_encoding_file(name, cache_dir=cache_dir, bundled=bundled)
-        data: bytes | None
-        if found is not None:
-            data, source = found
-        elif allow_download:
-            directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-            data, source = _download(spec, directory, download_timeout), spec.url
-        else:
-            data, source = None, ""
-        if data is None:
-            return None
-        try:
-            import tiktoken
-        except ImportError:  # no cov - tiktoken is a dependency
-            return None
-        encoder = tiktoken.Encoding(
-            name=spec.name,
-            pat_str=spec.pat_str,
-            mergeable_ranks=_parse_ranks(data),
-            special_tokens=dict(spec.special_tokens),
-        )
-        logger.debug("loaded the %s encoding from %s", name, source)
-        _loaded[name] = encoder
+            _loaded[(name, str(directory / spec.cache_key))] = encoder
         return encoder
 
 
