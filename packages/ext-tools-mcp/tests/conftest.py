@@ -22,7 +22,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from ext_mcp_support import HERE, LOOPBACK_PRELOAD, SDK_SERVER, TOKEN  # noqa: E402
+from ext_mcp_support import (  # noqa: E402
+    HERE,
+    LOOPBACK_PRELOAD,
+    HttpServer,
+    read_line,
+    spawn_sdk_http,
+    stop_server,
+    wait_for_port,
+)
+from ext_mcp_support import TOKEN  # noqa: E402
 
 # Pinned so a new upstream release cannot change what the tests see.
 NPM_PACKAGES = {
@@ -32,79 +41,41 @@ NPM_PACKAGES = {
 NPM_CACHE = Path(os.environ.get("EXT_MCP_NPM_CACHE", HERE.parent / ".npm-servers"))
 
 
-def _read_line(proc: subprocess.Popen[bytes], pattern: str, timeout: float) -> re.Match[bytes]:
-    """Read the child's stdout until a line matches `pattern` (bounded by `timeout`)."""
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    seen = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                break
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen += line
-            match = re.search(pattern.encode(), line)
-            if match:
-                return match
-    proc.kill()
-    raise RuntimeError(f"server did not print {pattern!r} within {timeout} s; output: {seen[-2000:]!r}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
+@pytest.fixture(scope="session")
+def sdk_servers() -> Iterator[dict[str, str]]:
+    """The SDK server over SSE and streamable HTTP, with and without a required token, started together."""
+    kinds = {"sse": ("sse",), "http": ("http",), "sse_auth": ("sse", "--token", TOKEN), "http_auth": ("http", "--token", TOKEN)}
+    procs = {name: spawn_sdk_http(*args) for name, args in kinds.items()}
     try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
-@dataclass
-class HttpServer:
-    proc: subprocess.Popen[bytes]
-    base: str
-
-
-def start_sdk_http(kind: str, *extra: str) -> HttpServer:
-    proc = subprocess.Popen(
-        [sys.executable, SDK_SERVER, kind, *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    port = int(_read_line(proc, r"PORT (\d+)", 30).group(1))
-    return HttpServer(proc, f"http://127.0.0.1:{port}")
+        urls = {}
+        for name, proc in procs.items():
+            base = wait_for_port(proc)
+            urls[name] = base + ("/sse" if name.startswith("sse") else "/mcp")
+        yield urls
+    finally:
+        for proc in procs.values():
+            stop_server(proc)
 
 
 @pytest.fixture(scope="session")
-def sdk_sse() -> Iterator[str]:
-    server = start_sdk_http("sse")
-    yield server.base + "/sse"
-    _stop(server.proc)
+def sdk_sse(sdk_servers: dict[str, str]) -> str:
+    return sdk_servers["sse"]
 
 
 @pytest.fixture(scope="session")
-def sdk_http() -> Iterator[str]:
-    server = start_sdk_http("http")
-    yield server.base + "/mcp"
-    _stop(server.proc)
+def sdk_http(sdk_servers: dict[str, str]) -> str:
+    return sdk_servers["http"]
 
 
 @pytest.fixture(scope="session")
-def sdk_http_auth() -> Iterator[str]:
+def sdk_http_auth(sdk_servers: dict[str, str]) -> str:
     """The streamable HTTP server, answering 401 unless the bearer token is `TOKEN`."""
-    server = start_sdk_http("http", "--token", TOKEN)
-    yield server.base + "/mcp"
-    _stop(server.proc)
+    return sdk_servers["http_auth"]
 
 
 @pytest.fixture(scope="session")
-def sdk_sse_auth() -> Iterator[str]:
-    server = start_sdk_http("sse", "--token", TOKEN)
-    yield server.base + "/sse"
-    _stop(server.proc)
+def sdk_sse_auth(sdk_servers: dict[str, str]) -> str:
+    return sdk_servers["sse_auth"]
 
 
 # --- npm reference servers ----------------------------------------------------------------------
@@ -176,5 +147,5 @@ def start_npm_http(npm: NpmServers, package: str, mode: str) -> HttpServer:
         env=clean_env(PORT=str(port), HOST="127.0.0.1"),
         start_new_session=True,
     )
-    _read_line(proc, r"(?i)listening|running", 30)
+    read_line(proc, r"(?i)listening|running", 30)
     return HttpServer(proc, f"http://127.0.0.1:{port}")

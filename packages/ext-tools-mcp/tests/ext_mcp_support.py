@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import base64
+import re
+import selectors
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -12,3 +18,56 @@ TOKEN = "test-token-123"
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 PNG = base64.b64decode(PNG_B64)
 WAV = b"RIFF$\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00@\x1f\x00\x00\x80>\x00\x00\x02\x00\x10\x00data\x00\x00\x00\x00"
+
+
+def read_line(proc: subprocess.Popen[bytes], pattern: str, timeout: float) -> re.Match[bytes]:
+    """Read the child's stdout until a line matches `pattern` (bounded by `timeout`)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    seen = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                break
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen += line
+            match = re.search(pattern.encode(), line)
+            if match:
+                return match
+    proc.kill()
+    raise RuntimeError(f"server did not print {pattern!r} within {timeout} s; output: {seen[-2000:]!r}")
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+@dataclass
+class HttpServer:
+    proc: subprocess.Popen[bytes]
+    base: str
+
+
+def spawn_sdk_http(kind: str, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, SDK_SERVER, kind, *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def wait_for_port(proc: subprocess.Popen[bytes]) -> str:
+    """The base URL once the child printed its port."""
+    port = int(read_line(proc, r"PORT (\d+)", 30).group(1))
+    return f"http://127.0.0.1:{port}"
+
+
+def start_sdk_http(kind: str, *extra: str) -> HttpServer:
+    proc = spawn_sdk_http(kind, *extra)
+    return HttpServer(proc, wait_for_port(proc))

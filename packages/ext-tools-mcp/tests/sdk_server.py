@@ -296,7 +296,7 @@ def _auth_guard(app: Any, token: str) -> Callable[..., Awaitable[None]]:
     return guarded
 
 
-async def _serve_http(kind: str, token: str | None) -> None:
+async def _serve_http(kind: str, token: str | None, port: int) -> None:
     import uvicorn
 
     app: Any = mcp.sse_app() if kind == "sse" else mcp.streamable_http_app()
@@ -304,7 +304,7 @@ async def _serve_http(kind: str, token: str | None) -> None:
         app = _auth_guard(app, token)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     port = sock.getsockname()[1]
@@ -322,6 +322,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("transport", choices=["stdio", "sse", "http"])
     parser.add_argument("--token")
+    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--exit-at-once", action="store_true")
     args = parser.parse_args()
     if args.exit_at_once:
@@ -330,7 +331,7 @@ def main() -> None:
     if args.transport == "stdio":
         mcp.run("stdio")
     else:
-        asyncio.run(_serve_http(args.transport, args.token))
+        asyncio.run(_serve_http(args.transport, args.token, args.port))
 
 
 if __name__ == "__main__":

@@ -205,20 +205,29 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self._ready = self.loop.create_future()
         self._task = self.loop.create_task(self._own(), name=f"mcp-session {self.label}")
-        timeout = self.params.request_timeout
+        timeout = self.params.startup_timeout
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), timeout)
         except asyncio.TimeoutError:
             await self.close()
+            self._retrieve_ready()
             raise McpTimeoutError(
                 self.label, f"MCP server {self.label!r} did not start within {timeout} s{self._stderr_note(0.0)}"
             ) from None
         except asyncio.CancelledError:
             await asyncio.shield(self.close())
+            self._retrieve_ready()
             raise
         except BaseException:
             await self.close()
             raise
+
+    def _retrieve_ready(self) -> None:
+        # The owner may fail the start-up future after the caller gave up on it; reading the
+        # exception keeps asyncio from logging it as never retrieved.
+        ready = self._ready
+        if ready is not None and ready.done() and not ready.cancelled():
+            ready.exception()
 
     async def close(self) -> None:
         """End the session and the transport (stdio: the process). Idempotent, bounded."""
@@ -227,6 +236,10 @@ class Connection:
         task = self._task
         if task is None or task.done():
             return
+        if self.session is None:
+            # Still starting (spawning, connecting or in the handshake): nothing to finish cleanly.
+            # The SDK's transport shutdown is shielded, so cancelling still stops the process.
+            task.cancel()
         done, _ = await asyncio.wait({task}, timeout=_CLOSE_GRACE)
         if not done:
             logger.warning("MCP server %r did not shut down within %s s; cancelling", self.label, _CLOSE_GRACE)
@@ -240,7 +253,9 @@ class Connection:
                 session = ClientSession(
                     _WatchedReadStream(read, self._ended.set),  # type: ignore[arg-type]
                     write,
-                    read_timeout_seconds=self.params.request_timeout,
+                    # Timeouts are per request: tool calls pass their own, other requests are bounded
+                    # in `request()`, and the handshake by the start-up timeout.
+                    read_timeout_seconds=None,
                     sampling_callback=self._handlers.sampling,
                     elicitation_callback=self._handlers.elicitation,
                     list_roots_callback=self._handlers.roots,
@@ -408,15 +423,28 @@ class Connection:
 
     # --- requests ---------------------------------------------------------------------------------
 
-    async def request(self, what: str, call: Callable[[ClientSession], Awaitable[T]]) -> T:
-        """Run one request on the shared session, with SDK errors mapped to ours."""
+    async def request(self, what: str, call: Callable[[ClientSession], Awaitable[T]], *, bounded: bool = True) -> T:
+        """Run one request on the shared session, with SDK errors mapped to ours.
+
+        `bounded` applies the request timeout here; tool calls pass `False` and their own read timeout
+        to the SDK instead, which costs nothing per call.
+        """
         session = self.session
         if session is None or self._ended.is_set():
             raise McpConnectionError(
                 self.label, f"MCP server {self.label!r} is not connected: {self.failure or 'not started'}"
             )
+        timeout = self.params.request_timeout
         try:
+            if bounded and timeout is not None:
+                return await asyncio.wait_for(call(session), timeout)
             return await call(session)
+        except asyncio.TimeoutError:
+            if not bounded:
+                raise
+            raise McpTimeoutError(
+                self.label, f"MCP server {self.label!r} did not answer {what} within {timeout} s"
+            ) from None
         except MCPError as exc:
             if exc.code == mt.CONNECTION_CLOSED and not self.closing:
                 await self._settle()

@@ -61,6 +61,16 @@ def _resolve_headers(
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
+    startup_timeout_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds to spawn or connect and finish the handshake; default: the request timeout.",
+    )
+
+    @property
+    def startup_timeout(self) -> float | None:
+        return self.startup_timeout_seconds if self.startup_timeout_seconds is not None else self.request_timeout
+
     def describe(self) -> str:
         """A short label for logs and errors, free of secrets."""
         raise NotImplementedError
@@ -92,7 +102,7 @@ class StdioServerParams(_Params):
     )
     cwd: str | None = Field(default=None, description="Working directory of the process.")
     read_timeout_seconds: float = Field(
-        default=30.0, gt=0, description="Seconds to wait for start-up and for each request's answer."
+        default=30.0, gt=0, description="Seconds to wait for each request's answer (and for start-up, unless startup_timeout_seconds)."
     )
 
     @field_validator("cwd", mode="before")
@@ -136,7 +146,7 @@ class SseServerParams(_Params):
         default_factory=dict, description="Header name -> environment variable holding its value."
     )
     timeout: float = Field(
-        default=30.0, gt=0, description="Seconds for connecting and for each request's answer (and start-up)."
+        default=30.0, gt=0, description="Seconds for connecting and for each request's answer."
     )
     sse_read_timeout: float = Field(
         default=300.0, gt=0, description="Seconds the event stream may stay silent before it is dropped."
@@ -195,7 +205,7 @@ class StreamableHttpServerParams(_Params):
         default_factory=dict, description="Header name -> environment variable holding its value."
     )
     timeout: float = Field(
-        default=30.0, gt=0, description="Seconds for connecting and for each request's answer (and start-up)."
+        default=30.0, gt=0, description="Seconds for connecting and for each request's answer."
     )
     sse_read_timeout: float = Field(
         default=300.0, gt=0, description="Seconds a response event stream may stay silent before it is dropped."

@@ -253,10 +253,14 @@ class McpWorkbench(Workbench):
         conn = await self._connect()
         await conn.tools()
         explicit = _CALL_TIMEOUT.get()
-        read_timeout = None if explicit is None else max(explicit, self._params.request_timeout or 0.0) + 1.0
+        read_timeout = self._params.request_timeout
+        if explicit is not None:
+            read_timeout = max(explicit, read_timeout or 0.0) + 1.0
         try:
             result = await conn.request(
-                f"tools/call {name!r}", lambda s: s.call_tool(name, arguments, read_timeout_seconds=read_timeout)
+                f"tools/call {name!r}",
+                lambda s: s.call_tool(name, arguments, read_timeout_seconds=read_timeout),
+                bounded=False,
             )
         except McpTimeoutError:
             raise _ReadTimeout from None
