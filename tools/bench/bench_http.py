@@ -73,7 +73,7 @@ async def serve() -> None:
     server.close()
 
 
-async def run(iterations: int, concurrency: int) -> list[tuple[Result, Result]]:
+async def run(iterations: int, concurrency: int, rounds: int) -> list[tuple[Result, Result]]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "--serve", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
     )
@@ -81,7 +81,7 @@ async def run(iterations: int, concurrency: int) -> list[tuple[Result, Result]]:
     try:
         port = int(await asyncio.wait_for(proc.stdout.readline(), 10))
         base = f"http://127.0.0.1:{port}"
-        warmup = max(50, iterations // 10)
+        warmup = max(50, iterations // 20)
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
         args = {"item_id": "42", "q": "blue widgets", "limit": 10, "tags": ["a", "b"]}
         pairs: list[tuple[Result, Result]] = []
@@ -113,12 +113,18 @@ async def run(iterations: int, concurrency: int) -> list[tuple[Result, Result]]:
             assert await raw_get() == await tool_get()
             assert await raw_post() == await tool_post()
             for raw_fn, tool_fn in ((raw_get, tool_get), (raw_post, tool_post)):
-                # Alternate the order so neither side always runs on a warmer process.
-                raw = await measure("raw httpx", raw_fn, iterations=iterations, warmup=warmup, concurrency=concurrency)
-                ours = await measure("HttpTool", tool_fn, iterations=iterations, warmup=warmup, concurrency=concurrency)
-                raw2 = await measure("raw httpx", raw_fn, iterations=iterations, warmup=0, concurrency=concurrency)
-                ours2 = await measure("HttpTool", tool_fn, iterations=iterations, warmup=0, concurrency=concurrency)
-                pairs.append((_best(raw, raw2), _best(ours, ours2)))
+                await measure("warmup", raw_fn, iterations=warmup, concurrency=concurrency)
+                await measure("warmup", tool_fn, iterations=warmup, concurrency=concurrency)
+                # Short interleaved rounds, alternating which side goes first, so that load from other
+                # processes on the machine falls on both sides alike.
+                raw_runs: list[Result] = []
+                tool_runs: list[Result] = []
+                per_round = max(1, iterations // rounds)
+                for i in range(rounds):
+                    order = [(raw_runs, "raw httpx", raw_fn), (tool_runs, "HttpTool", tool_fn)]
+                    for runs, name, fn in order if i % 2 == 0 else order[::-1]:
+                        runs.append(await measure(name, fn, iterations=per_round, concurrency=concurrency))
+                pairs.append((_merge(raw_runs), _merge(tool_runs)))
             await get_tool.close()
             await post_tool.close()
         return pairs
@@ -131,14 +137,16 @@ async def run(iterations: int, concurrency: int) -> list[tuple[Result, Result]]:
             await proc.wait()
 
 
-def _best(a: Result, b: Result) -> Result:
-    return a if a.ops_per_s >= b.ops_per_s else b
+def _merge(runs: list[Result]) -> Result:
+    latencies = tuple(ns for r in runs for ns in r.latencies_ns)
+    return Result(runs[0].name, latencies, sum(r.wall_ns for r in runs), sum(r.cpu_ns for r in runs), runs[0].concurrency)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--iterations", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -147,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     worst = float("inf")
     for concurrency in args.concurrency:
-        pairs = asyncio.run(run(args.iterations, concurrency))
+        pairs = asyncio.run(run(args.iterations, concurrency, args.rounds))
         for case, (raw, ours) in zip(("GET query", "POST json"), pairs):
             label = f"{case} c={concurrency}"
             rows += [Row(label, raw), Row(label, ours, baseline=raw)]
