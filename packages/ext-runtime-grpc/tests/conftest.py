@@ -4,14 +4,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from ._support import REDIS_BINARY, RedisServer, start_redis
+from ext.runtime.grpc.testing import REDIS_BINARY, RedisServer, start_redis_server
 
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     if REDIS_BINARY is None:
         pytest.skip("redis-server is not installed (apt-get install -y redis-server); replica tests need it")
-    server = start_redis()
+    server = start_redis_server()
     try:
         yield server
     finally:

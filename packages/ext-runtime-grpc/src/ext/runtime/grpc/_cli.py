@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
-from ._registry import InMemoryRegistry, Registry, RedisRegistry
+from ._registry import InMemoryRegistry, RedisRegistry, Registry
 
 DEFAULT_GATEWAY_TOKEN_ENV = "EXT_GRPC_GATEWAY_TOKEN"
 
@@ -77,7 +77,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "ext-grpc-gateway") -> i
     if (args.tls_cert is None) != (args.tls_key is None):
         print("error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         return asyncio.run(_run(args))
     except (OSError, ValueError) as exc:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 from pydantic import SecretStr
 
+import grpc
 from ext.core import AgentId
 
 from ._registry import InMemoryRegistry, Registry
@@ -24,6 +24,8 @@ from .protos import agent_worker_pb2 as pb
 from .protos import agent_worker_pb2_grpc as pb_grpc
 
 logger = logging.getLogger(__name__)
+
+_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
@@ -205,7 +207,7 @@ class Gateway:
             await conn.send(pb.Message(hello=pb.Hello(worker_id=conn.worker_id, gateway_id=self.gateway_id)))
             while True:
                 message = await context.read()
-                if message is grpc.aio.EOF:
+                if message is _EOF:
                     break
                 try:
                     await self._dispatch(conn, message)
@@ -303,21 +305,41 @@ class Gateway:
                 await conn.send(pb.Message(notice=notice))
             return
         worker_id, gateway_id = target
+        pending: _Pending | None = None
         if kind == pb.DELIVERY_KIND_RPC:
             request_id = f"{self.gateway_id}/{next(self._request_seq)}"
-            self._pending[request_id] = _Pending(conn.worker_id, delivery.request_id, worker_id, gateway_id, recipient)
+            pending = _Pending(conn.worker_id, delivery.request_id, worker_id, gateway_id, recipient)
+            self._pending[request_id] = pending
             conn.outgoing[delivery.request_id] = request_id
             delivery.request_id = request_id
+        if gateway_id != self.gateway_id:
+            try:
+                await self._publish_to_worker(worker_id, gateway_id, message)
+                return
+            except LookupError:
+                # The replica holding the placement is gone; place the agent again among live workers.
+                self._registry.forget_gateway(gateway_id)
+                target = await self._registry.place(AgentId(delivery.recipient.type, delivery.recipient.key))
+                if target is None:
+                    text = f"no live worker hosts agent type {delivery.recipient.type!r} (recipient {recipient})"
+                    await self._undeliverable(message, text, pb.ERROR_KIND_AGENT_NOT_FOUND)
+                    return
+                worker_id, gateway_id = target
+                if pending is not None:
+                    pending.target_worker, pending.target_gateway = worker_id, gateway_id
         await self._send_to_worker(worker_id, gateway_id, message)
 
     async def _answer(self, conn: _Conn, request_id: str, kind: int, text: str) -> None:
         await conn.send(pb.Message(response=pb.Response(request_id=request_id, error=_error(kind, text))))
 
+    async def _publish_to_worker(self, worker_id: str, gateway_id: str, message: pb.Message) -> None:
+        forward = pb.Forward(target_worker=worker_id, origin_gateway=self.gateway_id, message=message)
+        await self._registry.publish(gateway_id, forward.SerializeToString())
+
     async def _send_to_worker(self, worker_id: str, gateway_id: str, message: pb.Message) -> None:
         if gateway_id != self.gateway_id:
-            forward = pb.Forward(target_worker=worker_id, origin_gateway=self.gateway_id, message=message)
             try:
-                await self._registry.publish(gateway_id, forward.SerializeToString())
+                await self._publish_to_worker(worker_id, gateway_id, message)
             except LookupError as exc:
                 await self._undeliverable(message, str(exc))
             return
@@ -333,16 +355,18 @@ class Gateway:
         except Exception as exc:
             await self._undeliverable(message, f"writing to worker {worker_id} failed: {exc}")
 
-    async def _undeliverable(self, message: pb.Message, reason: str) -> None:
+    async def _undeliverable(self, message: pb.Message, reason: str, kind: int = pb.ERROR_KIND_UNDELIVERABLE) -> None:
         if message.WhichOneof("body") != "delivery":
             logger.warning("dropped a message: %s", reason)
             return
         delivery = message.delivery
         if delivery.kind == pb.DELIVERY_KIND_RPC:
-            error = _error(pb.ERROR_KIND_UNDELIVERABLE, reason)
+            error = _error(kind, reason)
             await self._route_response(pb.Message(response=pb.Response(request_id=delivery.request_id, error=error)))
         else:
-            logger.warning("dropped a one-way message for %s/%s: %s", delivery.recipient.type, delivery.recipient.key, reason)
+            logger.warning(
+                "dropped a one-way message for %s/%s: %s", delivery.recipient.type, delivery.recipient.key, reason
+            )
 
     async def _route_response(self, message: pb.Message) -> None:
         request_id = message.response.request_id
@@ -408,5 +432,5 @@ class _Servicer(pb_grpc.AgentWorkerServicer):
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
 
-    async def OpenChannel(self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:  # type: ignore[override]  # noqa: N802
+    async def OpenChannel(self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await self._gateway.serve(context)

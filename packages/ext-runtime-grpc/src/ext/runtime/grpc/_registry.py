@@ -62,6 +62,9 @@ class Registry(ABC):
     async def agents(self, agent_type: str | None = None) -> list[AgentId]:
         """Placed (active) agents, sorted by type then key."""
 
+    def forget_gateway(self, gateway_id: str) -> None:  # noqa: B027 - only caching registries need it
+        """Drop anything cached about a gateway found unreachable."""
+
     async def publish(self, gateway_id: str, payload: bytes) -> None:
         """Send `payload` to another gateway's inbox."""
         raise LookupError(f"gateway {gateway_id!r} is not reachable: this registry serves a single gateway")
@@ -146,7 +149,6 @@ class RedisRegistry(Registry):
         self._inbox: Inbox | None = None
         self._gateway_gone: GatewayGone | None = None
         self._cache: dict[AgentId, tuple[str, str]] = {}
-        self._live_gateways: set[str] = set()
         self._place_sha: str | None = None
 
     def _key(self, *parts: str) -> str:
@@ -154,7 +156,7 @@ class RedisRegistry(Registry):
 
     async def start(self, gateway_id: str, inbox: Inbox, gateway_gone: GatewayGone | None = None) -> None:
         try:
-            import redis.asyncio as aioredis  # noqa: PLC0415 - an optional extra
+            import redis.asyncio as aioredis
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("RedisRegistry needs the redis package: pip install 'ext-runtime-grpc[redis]'") from exc
         await super().start(gateway_id, inbox, gateway_gone)
@@ -205,7 +207,9 @@ class RedisRegistry(Registry):
         entries: dict[str, dict[str, str]] = {}
         for raw_type in types:
             agent_type = raw_type.decode()
-            workers = {k.decode(): v.decode() for k, v in (await self._redis.hgetall(self._key("type", agent_type))).items()}
+            workers = {
+                k.decode(): v.decode() for k, v in (await self._redis.hgetall(self._key("type", agent_type))).items()
+            }
             entries[agent_type] = workers
             gateways.update(workers.values())
         alive = await self._alive(gateways)
@@ -254,13 +258,15 @@ class RedisRegistry(Registry):
             else:
                 await self._on_event(data.decode())
 
+    def forget_gateway(self, gateway_id: str) -> None:
+        self._cache = {a: t for a, t in self._cache.items() if t[1] != gateway_id}
+
     async def _on_event(self, event: str) -> None:
         kind, _, ident = event.partition(" ")
         if kind == "worker":
             self._cache = {a: t for a, t in self._cache.items() if t[0] != ident}
         elif kind == "gateway":
-            self._cache = {a: t for a, t in self._cache.items() if t[1] != ident}
-            self._live_gateways.discard(ident)
+            self.forget_gateway(ident)
             if self._gateway_gone is not None and ident != self.gateway_id:
                 await self._gateway_gone(ident)
 

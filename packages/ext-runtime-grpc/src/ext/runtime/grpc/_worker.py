@@ -12,9 +12,9 @@ import random
 from types import TracebackType
 from typing import Any
 
-import grpc
 from pydantic import SecretStr
 
+import grpc
 from ext.core import AgentId, AgentType, CancellationToken, ExtError
 from ext.core._runtime import (
     DEFAULT_RPC_TIMEOUT,
@@ -38,6 +38,8 @@ from .protos import agent_worker_pb2 as pb
 from .protos import agent_worker_pb2_grpc as pb_grpc
 
 logger = logging.getLogger(__name__)
+
+_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
 
 DEFAULT_TOKEN_ENV = "EXT_GRPC_TOKEN"
 
@@ -209,7 +211,7 @@ class GrpcAgentRuntime:
         self._fail_pending(RuntimeClosedError("the runtime was stopped"))
         await self._close_call()
         if self._owns_channel and self._channel is not None:
-            await self._channel.close()
+            await self._channel.close(None)
             self._channel = None
 
     async def __aenter__(self) -> GrpcAgentRuntime:
@@ -255,7 +257,7 @@ class GrpcAgentRuntime:
             raise UndeliverableError(
                 f"cannot connect to the gateway at {self._address or '<channel>'}: {exc.code().name} {exc.details()}"
             ) from None
-        if first is grpc.aio.EOF or first.WhichOneof("body") != "hello":
+        if first is _EOF or first.WhichOneof("body") != "hello":
             call.cancel()
             raise UndeliverableError("the gateway did not greet this worker (is it an ext gateway?)")
         self._call = call
@@ -280,7 +282,7 @@ class GrpcAgentRuntime:
             if self._reader is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.shield(self._reader)
-            if self._closed:
+            if self._stopping():
                 return
             self._connected.clear()
             logger.warning("worker %s lost its gateway; reconnecting", self._worker_id)
@@ -300,6 +302,10 @@ class GrpcAgentRuntime:
                 except Exception as exc:
                     logger.info("reconnecting to the gateway failed (%s); retrying", exc)
                 delay = min(delay * 2, self._max_backoff)
+
+    def _stopping(self) -> bool:
+        # A method, not the attribute: `stop()` flips it while the supervisor is suspended.
+        return self._closed
 
     async def _close_call(self) -> None:
         call, self._call = self._call, None
@@ -328,7 +334,7 @@ class GrpcAgentRuntime:
         try:
             while True:
                 message = await call.read()
-                if message is grpc.aio.EOF:
+                if message is _EOF:
                     return
                 body = message.WhichOneof("body")
                 if body == "response":
@@ -389,7 +395,9 @@ class GrpcAgentRuntime:
                 await self._reply(request_id, recipient, result, error)
 
             try:
-                task = self._local.deliver(message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply)
+                task = self._local.deliver(
+                    message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply
+                )
             except (AgentNotFoundError, RuntimeClosedError) as exc:
                 await self._reply(request_id, recipient, None, exc)
                 return
@@ -489,9 +497,7 @@ class GrpcAgentRuntime:
         envelope = pb.Message(delivery=delivery)
         size = envelope.ByteSize()
         if size > self._max_message_bytes:
-            raise ValueError(
-                f"message is {size} bytes on the wire, above max_message_bytes={self._max_message_bytes}"
-            )
+            raise ValueError(f"message is {size} bytes on the wire, above max_message_bytes={self._max_message_bytes}")
         return envelope
 
     async def send_message(

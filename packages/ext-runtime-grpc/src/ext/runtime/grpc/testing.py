@@ -1,8 +1,12 @@
-"""Test helpers: a private redis-server and gateway subprocesses, always torn down."""
+"""Helpers for tests of apps built on the gRPC runtime: a gateway subprocess and a throwaway redis-server.
+
+Both bind 127.0.0.1 only; call `kill()` / `stop()` in your fixture's teardown.
+"""
 
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
 import signal
 import socket
@@ -11,7 +15,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 REDIS_BINARY = shutil.which("redis-server")
 
@@ -39,14 +42,30 @@ class RedisServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def start_redis() -> RedisServer:
+def start_redis_server() -> RedisServer:
     """redis-server on 127.0.0.1 with an ephemeral port, a temp dir and no persistence."""
-    assert REDIS_BINARY is not None
+    if REDIS_BINARY is None:
+        raise FileNotFoundError("redis-server is not installed (Debian: apt-get install -y redis-server)")
     directory = tempfile.mkdtemp(prefix="ext-redis-")
     port = free_port()
     process = subprocess.Popen(
-        [REDIS_BINARY, "--port", str(port), "--bind", "127.0.0.1", "--dir", directory, "--save", "",
-         "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning"],
+        [
+            REDIS_BINARY,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            directory,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--loglevel",
+            "warning",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -85,8 +104,9 @@ class GatewayProcess:
         return self.process.wait(timeout=timeout)
 
 
-def start_gateway(*args: str, env: dict[str, str] | None = None, port: int = 0) -> GatewayProcess:
-    """`python -m ext.runtime.grpc gateway --port N ...`; reads the bound port from its stdout."""
+def start_gateway_process(*args: str, env: dict[str, str] | None = None, port: int = 0) -> GatewayProcess:
+    """Run `python -m ext.runtime.grpc gateway --port PORT ARGS...` and wait (up to 30 s) for the bound port
+    it prints. `EXT_GRPC*` variables of this process are not passed on; `env` adds variables."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("EXT_GRPC")}
     full_env.update(env or {})
     process = subprocess.Popen(
@@ -97,8 +117,6 @@ def start_gateway(*args: str, env: dict[str, str] | None = None, port: int = 0) 
         env=full_env,
     )
     assert process.stdout is not None
-    import selectors
-
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
     ready = selector.select(timeout=30)
@@ -109,6 +127,3 @@ def start_gateway(*args: str, env: dict[str, str] | None = None, port: int = 0) 
         _, err = process.communicate(timeout=10)
         raise RuntimeError(f"gateway did not start: {line!r} {err[-2000:]}")
     return GatewayProcess(process, int(line))
-
-
-HERE = Path(__file__).parent
