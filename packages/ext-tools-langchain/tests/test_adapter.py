@@ -17,6 +17,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import (
     BaseTool,
     BaseToolkit,
@@ -499,6 +500,37 @@ async def test_retriever_tool_in_a_workbench() -> None:
         bad = await bench.call_tool("capitals", {"q": "x"})
         assert bad.is_error is True
         assert "argument 'query': Field required" in bad.to_text()
+
+
+async def test_retriever_tool_over_langchain_cores_in_memory_vector_store() -> None:
+    # InMemoryVectorStore and DeterministicFakeEmbedding ship with langchain-core but need numpy,
+    # which langchain-core does not install.
+    pytest.importorskip("numpy")
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
+    store.add_documents(CAPITALS)
+    lc_tool = create_retriever_tool(store.as_retriever(search_kwargs={"k": 1}), "capitals", "Capital facts.")
+    # The fake embedding is a pure function of the text, so a document is its own nearest neighbour.
+    assert await LangChainToolAdapter(lc_tool).run_json({"query": "Lima is the capital of Peru."}) == (
+        "Lima is the capital of Peru."
+    )
+
+
+@pytest.mark.filterwarnings("ignore:This API is in beta")  # Runnable.as_tool is marked beta
+async def test_runnable_as_tool() -> None:
+    def describe(payload: dict[str, Any]) -> str:
+        return f"{payload['city']} has {payload['people']} people"
+
+    lc_tool = RunnableLambda(describe).as_tool(
+        name="describe_city",
+        description="Describe a city.",
+        arg_types={"city": str, "people": int},
+    )
+    adapter = LangChainToolAdapter(lc_tool)
+    assert adapter.schema["parameters"]["properties"] == {"city": {"type": "string"}, "people": {"type": "integer"}}
+    assert await adapter.run_json({"city": "Oslo", "people": 709000}) == "Oslo has 709000 people"
 
 
 # -- toolkits ---------------------------------------------------------------------------------------------
