@@ -139,7 +139,9 @@ async def run(iterations: int, concurrency: int, rounds: int) -> list[tuple[Resu
 
 def _merge(runs: list[Result]) -> Result:
     latencies = tuple(ns for r in runs for ns in r.latencies_ns)
-    return Result(runs[0].name, latencies, sum(r.wall_ns for r in runs), sum(r.cpu_ns for r in runs), runs[0].concurrency)
+    return Result(
+        runs[0].name, latencies, sum(r.wall_ns for r in runs), sum(r.cpu_ns for r in runs), runs[0].concurrency
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -156,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     worst = float("inf")
     for concurrency in args.concurrency:
         pairs = asyncio.run(run(args.iterations, concurrency, args.rounds))
-        for case, (raw, ours) in zip(("GET query", "POST json"), pairs):
+        for case, (raw, ours) in zip(("GET query", "POST json"), pairs, strict=True):
             label = f"{case} c={concurrency}"
             rows += [Row(label, raw), Row(label, ours, baseline=raw)]
             worst = min(worst, compare(raw, ours).ops_per_s)
