@@ -140,6 +140,7 @@ async def test_create_and_usage_accounting() -> None:
 )
 async def test_bad_arguments_fail_before_any_request(kwargs: dict[str, Any], match: str) -> None:
     client = Fake([result()])
+    kwargs = dict(kwargs)
     messages = kwargs.pop("messages", USER)
     with pytest.raises(ConfigurationError, match=match):
         await client.create(messages, **kwargs)

@@ -507,9 +507,10 @@ class ChatClientConformance:
     async def test_bad_arguments_fail_before_any_request(
         self, server: LoopbackServer, client: ChatCompletionClient, kwargs: dict[str, Any], match: str
     ) -> None:
-        messages = kwargs.pop("messages", HELLO)
+        arguments = dict(kwargs)  # parametrize shares the dict between subclasses: never mutate it
+        messages = arguments.pop("messages", HELLO)
         with pytest.raises(ValueError, match=match):
-            await client.create(messages, **kwargs)
+            await client.create(messages, **arguments)
         assert server.requests == []
 
     async def test_no_secret_in_repr_errors_or_dump(self, server: LoopbackServer, client: ChatCompletionClient) -> None:
