@@ -10,11 +10,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
-import openai
 from ext.core import (
     BaseChatCompletionClient,
     ChatOptions,
@@ -39,6 +38,9 @@ from ._models import OPENAI_MODELS, SystemRole, is_openai_reasoning, system_role
 from ._retry import classify_openai_error
 from ._tokens import Encoder, count_message_tokens, encoding_name_for_model, load_encoding
 
+if TYPE_CHECKING:
+    import openai
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["AzureOpenAIChatCompletionClient", "BaseOpenAIChatCompletionClient", "OpenAIChatCompletionClient"]
@@ -47,7 +49,24 @@ TokenProvider = Callable[[], Union[str, Awaitable[str]]]
 """Returns an Entra ID bearer token (sync or async); called by the SDK before each request."""
 
 _NEUTRAL_SAMPLING = (("temperature", 1.0), ("top_p", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
-_MESSAGES = TypeAdapter(list[LLMMessage])
+_messages_adapter: TypeAdapter[list[LLMMessage]] | None = None
+
+
+def _coerce_messages(messages: Sequence[LLMMessage]) -> list[LLMMessage]:
+    # Built on first use: a TypeAdapter over the message union costs tens of ms at import.
+    global _messages_adapter
+    if not isinstance(messages, (list, tuple)):
+        raise ConfigurationError(f"messages must be a list of messages, got {type(messages).__name__}")
+    if _messages_adapter is None:
+        _messages_adapter = TypeAdapter(list[LLMMessage])
+    try:
+        return _messages_adapter.validate_python(list(messages))
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ConfigurationError(f"messages[{loc}] is invalid: {first['msg']}") from None
+
+
 _UNSET: Any = object()
 
 
@@ -150,6 +169,14 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
         )
         self._encoder: Encoder | None = _UNSET
 
+    @staticmethod
+    def _tool_choice(tool_choice: Any, names: list[str]) -> str:
+        # The common case first: the base checks isinstance(tool_choice, Tool) up front, and an
+        # isinstance on a runtime-checkable Protocol costs tens of microseconds per call.
+        if tool_choice == "auto" and type(tool_choice) is str:
+            return "auto"
+        return BaseChatCompletionClient._tool_choice(tool_choice, names)
+
     # --- the provider's part ---------------------------------------------------------------------
 
     def _check_request(self, request: ChatRequest) -> None:
@@ -227,14 +254,7 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
 
         Never touches the network unless `allow_encoding_download=True`; without an encoding file it
         returns `ext.core.estimate_tokens` (documented in the README)."""
-        if not isinstance(messages, (list, tuple)):
-            raise ConfigurationError(f"messages must be a list of messages, got {type(messages).__name__}")
-        try:
-            msgs = _MESSAGES.validate_python(list(messages))
-        except ValidationError as exc:
-            first = exc.errors(include_input=False, include_url=False)[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise ConfigurationError(f"messages[{loc}] is invalid: {first['msg']}") from None
+        msgs = _coerce_messages(messages)
         schemas = [tool_schema_of(t) for t in tools]
         encoder = self._get_encoder()
         if encoder is None:
@@ -335,6 +355,8 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
                 f"{type(self).__name__}: no API key: pass api_key=...{where} (a local server that needs no key "
                 "takes any placeholder)"
             )
+        import openai  # deferred: `import ext.models.openai` stays cheap for config loading and listing
+
         sdk = openai.AsyncOpenAI(
             api_key=key.get_secret_value(),
             organization=config.organization,
@@ -494,6 +516,8 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
                     f"{owner}: no credentials: pass api_key=..., azure_ad_token=... or "
                     f"azure_ad_token_provider=...{where}"
                 )
+        import openai
+
         sdk = openai.AsyncAzureOpenAI(
             azure_endpoint=azure_endpoint,
             azure_deployment=config.azure_deployment,

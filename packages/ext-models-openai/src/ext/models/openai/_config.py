@@ -27,7 +27,8 @@ def _check_url(value: str | None, field: str) -> str | None:
 
 
 class _CommonConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
+    # Validators are built on first use, not at import (import time counts for every user).
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
 
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds before one HTTP attempt fails.")
     max_retries: int = Field(DEFAULT_MAX_RETRIES, ge=0, description="Retries of rate limits and transient errors.")

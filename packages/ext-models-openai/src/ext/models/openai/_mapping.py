@@ -13,8 +13,7 @@ import functools
 import inspect
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -68,8 +67,7 @@ RESERVED_EXTRA_ARGS = frozenset({"messages", "model", "stream"})
 """`extra_create_args` keys ext owns: messages and the model come from the call, streaming from the method."""
 
 
-@dataclass(frozen=True)
-class WireSettings:
+class WireSettings(NamedTuple):
     """Per-client settings that shape every request (from the client's configuration)."""
 
     system_role: SystemRole = "auto"
@@ -79,6 +77,8 @@ class WireSettings:
     parallel_tool_calls: bool | None = None
     extra_body: Mapping[str, Any] | None = None
 
+
+DEFAULT_SETTINGS = WireSettings()
 
 # --- messages -----------------------------------------------------------------------------------
 
@@ -299,7 +299,7 @@ def split_extra_args(extra: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
 
 
 def map_request(
-    request: ChatRequest, info: ModelInfo, settings: WireSettings = WireSettings(), *, stream: bool = False
+    request: ChatRequest, info: ModelInfo, settings: WireSettings = DEFAULT_SETTINGS, *, stream: bool = False
 ) -> dict[str, Any]:
     """Keyword arguments for `client.chat.completions.create(**kwargs)`."""
     reasoning = is_openai_reasoning(info)
@@ -412,23 +412,27 @@ def map_response(completion: ChatCompletion) -> CreateResult:
     return CreateResult(finish_reason=finish, content=text or "", usage=usage, thought=reasoning)
 
 
-@dataclass
 class _ToolCallParts:
-    id: str | None = None
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name = ""
+        self.arguments: list[str] = []
 
 
-@dataclass
 class StreamState:
     """What a stream has delivered so far; `result()` builds the final `CreateResult`."""
 
-    content: list[str] = field(default_factory=list)
-    thought: list[str] = field(default_factory=list)
-    refusal: list[str] = field(default_factory=list)
-    tool_calls: dict[int, _ToolCallParts] = field(default_factory=dict)
-    finish_reason: str | None = None
-    usage: CompletionUsage | None = None
+    __slots__ = ("content", "finish_reason", "refusal", "thought", "tool_calls", "usage")
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.thought: list[str] = []
+        self.refusal: list[str] = []
+        self.tool_calls: dict[int, _ToolCallParts] = {}
+        self.finish_reason: str | None = None
+        self.usage: CompletionUsage | None = None
 
     def result(self) -> CreateResult:
         usage = map_usage(self.usage)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import openai
+import sys
+
 from ext.core import RetryDecision, parse_retry_after
 
 
@@ -10,6 +11,9 @@ def classify_openai_error(error: BaseException) -> RetryDecision | None:
     """Retry what the openai SDK itself would: an `x-should-retry` header decides when present;
     connection errors and timeouts are transient. Status codes are left to core's generic rule
     (429, 5xx, 408, 409 retried; `Retry-After`/`retry-after-ms` honoured)."""
+    openai = sys.modules.get("openai")
+    if openai is None:  # no openai error can exist before the SDK was imported
+        return None
     if isinstance(error, openai.APIStatusError):
         headers = error.response.headers
         should = headers.get("x-should-retry")

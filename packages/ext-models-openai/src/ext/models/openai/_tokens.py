@@ -16,7 +16,6 @@ Every file is checked against the SHA-256 tiktoken pins. When none is found, cal
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
 import importlib.util
 import json
@@ -27,9 +26,8 @@ import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ext.core import AssistantMessage, LLMMessage, SystemMessage, ToolSchema, UserMessage, normalize_model_name
 
@@ -53,8 +51,9 @@ class Encoder(Protocol):
     def encode_ordinary(self, text: str) -> list[int]: ...
 
 
-@dataclass(frozen=True)
-class EncodingSpec:
+class EncodingSpec(NamedTuple):
+    """Where tiktoken gets an encoding's BPE file, its pinned hash, and how the encoding is built."""
+
     name: str
     url: str
     sha256: str
@@ -147,6 +146,8 @@ def _read(path: Path, spec: EncodingSpec) -> bytes | None:
     except OSError:
         return None
     if path.suffix == ".gz":
+        import gzip
+
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError):
