@@ -23,7 +23,7 @@ AnthropicSystemPolicy = Literal["leading_then_user", "hoist"]
 class AnthropicClientConfig(BaseModel):
     """`AnthropicChatCompletionClient` configuration."""
 
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
 
     model: str = Field(min_length=1, description="Model name, e.g. claude-sonnet-4-5.")
     max_tokens: int = Field(gt=0, description="Most tokens to generate (the API requires it on every request).")

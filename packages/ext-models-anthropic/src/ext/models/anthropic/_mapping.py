@@ -192,9 +192,11 @@ def check_options(request: ChatRequest, settings: AnthropicWireSettings) -> None
     for name in ("frequency_penalty", "presence_penalty", "seed"):
         if getattr(options, name) is not None:
             raise UnsupportedOptionError(f"{name} is not supported by the Anthropic Messages API; leave it unset")
+    max_tokens = options.max_tokens or settings.max_tokens
+    if request.extra:
+        check_extra_args(request.extra, max_tokens)
     thinking = _thinking_of(request, settings)
     check_sampling(options.temperature, options.top_p, options.top_k, thinking, error=UnsupportedOptionError)
-    max_tokens = options.max_tokens or settings.max_tokens
     if thinking is not None and thinking.get("type") == "enabled" and thinking["budget_tokens"] >= max_tokens:
         raise UnsupportedOptionError(
             f"max_tokens ({max_tokens}) must be greater than thinking.budget_tokens ({thinking['budget_tokens']})"
@@ -204,8 +206,6 @@ def check_options(request: ChatRequest, settings: AnthropicWireSettings) -> None
             f"tool_choice={request.tool_choice!r} forces a tool call, which the API rejects while thinking is on; "
             "use 'auto' or turn thinking off"
         )
-    if request.extra:
-        check_extra_args(request.extra, max_tokens)
 
 
 def check_extra_args(extra: Mapping[str, Any], max_tokens: int) -> None:
