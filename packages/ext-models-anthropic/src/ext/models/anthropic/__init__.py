@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .__about__ import __version__
-from ._config import AnthropicClientConfig, AnthropicSystemPolicy
+from ._config import AnthropicClientConfig, AnthropicSystemPolicy, default_options_of, model_info_dict, options_dict
 from ._mapping import (
     ANTHROPIC_MODELS,
     IMAGE_TYPES,
@@ -40,7 +40,7 @@ from ._mapping import (
 )
 
 if TYPE_CHECKING:
-    from ._client import AnthropicChatCompletionClient, default_options_of
+    from ._client import AnthropicChatCompletionClient
     from ._retry import classify_anthropic_error
 
 __all__ = [
@@ -69,13 +69,14 @@ __all__ = [
     "map_tool_choice",
     "map_tools",
     "map_usage",
+    "model_info_dict",
+    "options_dict",
     "structured_output_schema",
     "thinking_enabled",
 ]
 
 _LAZY = {
     "AnthropicChatCompletionClient": "._client",
-    "default_options_of": "._client",
     "classify_anthropic_error": "._retry",
 }
 

@@ -33,7 +33,7 @@ from ext.core import (
     resolve_secret,
 )
 
-from ._config import AnthropicClientConfig, AnthropicSystemPolicy
+from ._config import AnthropicClientConfig, AnthropicSystemPolicy, default_options_of, model_info_dict, options_dict
 from ._mapping import (
     ANTHROPIC_MODELS,
     AnthropicWireSettings,
@@ -60,56 +60,6 @@ def _validate(values: dict[str, Any], owner: str) -> AnthropicClientConfig:
         loc = ".".join(str(p) for p in first["loc"])
         msg = str(first["msg"]).removeprefix("Value error, ")
         raise ConfigurationError(f"{owner}: {loc}: {msg}" if loc else f"{owner}: {msg}") from None
-
-
-def _model_info_dict(model_info: ModelInfo | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if model_info is None:
-        return None
-    if isinstance(model_info, ModelInfo):
-        return model_info.model_dump()
-    if not isinstance(model_info, Mapping):
-        raise ConfigurationError(f"model_info must be a ModelInfo or a mapping, got {type(model_info).__name__}")
-    return dict(model_info)
-
-
-def _options_dict(options: ChatOptions | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if options is None:
-        return None
-    if isinstance(options, ChatOptions):
-        return options.set_fields()
-    if not isinstance(options, Mapping):
-        raise ConfigurationError(f"default_options must be ChatOptions or a mapping, got {type(options).__name__}")
-    return dict(options)
-
-
-def default_options_of(
-    default_options: Mapping[str, Any] | None,
-    *,
-    temperature: float | None,
-    top_p: float | None,
-    top_k: int | None,
-    stop_sequences: Sequence[str] | None,
-) -> ChatOptions | None:
-    """`default_options` with the client's own sampling fields laid over them."""
-    given = {
-        k: v
-        for k, v in (
-            ("temperature", temperature),
-            ("top_p", top_p),
-            ("top_k", top_k),
-            ("stop_sequences", list(stop_sequences) if stop_sequences is not None else None),
-        )
-        if v is not None
-    }
-    try:
-        base = ChatOptions.model_validate(default_options) if default_options else None
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ConfigurationError(f"default_options.{loc}: {first['msg']}") from None
-    if not given:
-        return base
-    return ChatOptions.model_validate(given).merged_over(base)
 
 
 class AnthropicChatCompletionClient(BaseChatCompletionClient):
@@ -169,9 +119,9 @@ class AnthropicChatCompletionClient(BaseChatCompletionClient):
             "system_policy": system_policy,
             "default_headers": dict(default_headers) if default_headers is not None else None,
             "extra_body": dict(extra_body) if extra_body is not None else None,
-            "model_info": _model_info_dict(model_info),
+            "model_info": model_info_dict(model_info),
             "token_limit": token_limit,
-            "default_options": _options_dict(default_options),
+            "default_options": options_dict(default_options),
         }
         config = _validate(values, owner)
         if config.extra_body:

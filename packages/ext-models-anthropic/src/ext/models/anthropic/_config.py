@@ -7,9 +7,12 @@ environment variable a loaded client reads it from.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from ext.core import ChatOptions, ConfigurationError, ModelInfo
 
 from ._mapping import check_sampling, check_thinking
 
@@ -73,3 +76,55 @@ class AnthropicClientConfig(BaseModel):
         thinking = check_thinking(self.thinking, self.max_tokens)
         check_sampling(self.temperature, self.top_p, self.top_k, thinking)
         return self
+
+
+def model_info_dict(model_info: ModelInfo | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`model_info` as the plain dict a config holds."""
+    if model_info is None:
+        return None
+    if isinstance(model_info, ModelInfo):
+        return model_info.model_dump()
+    if not isinstance(model_info, Mapping):
+        raise ConfigurationError(f"model_info must be a ModelInfo or a mapping, got {type(model_info).__name__}")
+    return dict(model_info)
+
+
+def options_dict(options: ChatOptions | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`default_options` as the plain dict a config holds."""
+    if options is None:
+        return None
+    if isinstance(options, ChatOptions):
+        return options.set_fields()
+    if not isinstance(options, Mapping):
+        raise ConfigurationError(f"default_options must be ChatOptions or a mapping, got {type(options).__name__}")
+    return dict(options)
+
+
+def default_options_of(
+    default_options: Mapping[str, Any] | None,
+    *,
+    temperature: float | None,
+    top_p: float | None,
+    top_k: int | None,
+    stop_sequences: Sequence[str] | None,
+) -> ChatOptions | None:
+    """`default_options` with the client's own sampling fields laid over them."""
+    given = {
+        k: v
+        for k, v in (
+            ("temperature", temperature),
+            ("top_p", top_p),
+            ("top_k", top_k),
+            ("stop_sequences", list(stop_sequences) if stop_sequences is not None else None),
+        )
+        if v is not None
+    }
+    try:
+        base = ChatOptions.model_validate(default_options) if default_options else None
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ConfigurationError(f"default_options.{loc}: {first['msg']}") from None
+    if not given:
+        return base
+    return ChatOptions.model_validate(given).merged_over(base)
