@@ -183,8 +183,11 @@ def test_message_context_defaults() -> None:
     ctx = _ctx(AgentId("a", "b"))
     assert isinstance(ctx.cancellation_token, CancellationToken)
     assert ctx.is_broadcast is False
-    with pytest.raises(AttributeError):
-        ctx.is_rpc = False  # type: ignore[misc]
+    assert ctx.cancellation_token is ctx.cancellation_token
+    assert "recipient=a/b" in repr(ctx)
+    given = CancellationToken()
+    ctx2 = MessageContext(AgentId("a", "b"), None, False, "m2", given, is_broadcast=True)
+    assert ctx2.cancellation_token is given and ctx2.is_broadcast
 
 
 def test_error_hierarchy() -> None:

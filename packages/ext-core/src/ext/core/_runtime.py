@@ -12,7 +12,6 @@ import types
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar, Union, overload, runtime_checkable
 
 from ._agent_id import AgentId, AgentType
@@ -57,22 +56,50 @@ class MessageHandlerError(ExtError, RuntimeError):
 # --- message context, agent and runtime protocols -------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class MessageContext:
-    """What a handler knows about the message it is handling."""
+    """What a handler knows about the message it is handling. Read-only by convention.
 
-    recipient: AgentId
-    """The agent handling the message."""
-    sender: AgentId | None
-    """The sending agent, or None when the message came from outside any agent."""
-    is_rpc: bool
-    """True for `send_and_await_response`: the handler's return value goes back to the caller."""
-    message_id: str
-    """Unique per delivery; an RPC's id is also its correlation id."""
-    cancellation_token: CancellationToken = field(default_factory=CancellationToken)
-    """Cancelled when the caller stops waiting (timeout, cancellation) or the runtime stops."""
-    is_broadcast: bool = False
-    """True when the message was delivered by `broadcast`."""
+    Attributes:
+        recipient: the agent handling the message.
+        sender: the sending agent, or None when the message came from outside any agent.
+        is_rpc: True for `send_and_await_response`: the handler's return value goes back to the caller.
+        message_id: unique per delivery; an RPC's id is also its correlation id.
+        is_broadcast: True when the message was delivered by `broadcast`.
+        cancellation_token: cancelled when the caller stops waiting (timeout, cancellation) or the runtime
+            stops (created on first use: most handlers never look at it).
+    """
+
+    # A plain slotted class rather than a frozen dataclass: one is built per delivered message.
+    __slots__ = ("_token", "is_broadcast", "is_rpc", "message_id", "recipient", "sender")
+
+    def __init__(
+        self,
+        recipient: AgentId,
+        sender: AgentId | None,
+        is_rpc: bool,
+        message_id: str,
+        cancellation_token: CancellationToken | None = None,
+        is_broadcast: bool = False,
+    ) -> None:
+        self.recipient = recipient
+        self.sender = sender
+        self.is_rpc = is_rpc
+        self.message_id = message_id
+        self.is_broadcast = is_broadcast
+        self._token = cancellation_token
+
+    @property
+    def cancellation_token(self) -> CancellationToken:
+        token = self._token
+        if token is None:
+            token = self._token = CancellationToken()
+        return token
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageContext(recipient={self.recipient}, sender={self.sender}, is_rpc={self.is_rpc}, "
+            f"message_id={self.message_id!r}, is_broadcast={self.is_broadcast})"
+        )
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ import hmac
 import itertools
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from pydantic import SecretStr
 import grpc
 from ext.core import AgentId
 
+from ._outbox import Outbox
 from ._registry import InMemoryRegistry, Registry
 from .protos import agent_worker_pb2 as pb
 from .protos import agent_worker_pb2_grpc as pb_grpc
@@ -37,21 +38,20 @@ def _error(kind: int, message: str, error_type: str = "") -> pb.Error:
 class _Conn:
     """One connected worker."""
 
-    __slots__ = ("context", "inflight", "lock", "outgoing", "types", "worker_id")
+    __slots__ = ("context", "inflight", "outbox", "outgoing", "types", "worker_id")
 
     def __init__(self, worker_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         self.worker_id = worker_id
         self.context = context
-        self.lock = asyncio.Lock()
+        self.outbox = Outbox(context.write)
         self.types: set[str] = set()
         # caller's request id -> gateway request id, for the RPCs this worker started
         self.outgoing: dict[str, str] = {}
         # gateway request id -> recipient, for the RPCs this worker is handling
-        self.inflight: dict[str, str] = {}
+        self.inflight: dict[str, AgentId] = {}
 
     async def send(self, message: pb.Message) -> None:
-        async with self.lock:
-            await self.context.write(message)
+        await self.outbox.send(message)
 
 
 @dataclass(slots=True)
@@ -60,8 +60,7 @@ class _Pending:
     origin_request: str
     target_worker: str
     target_gateway: str
-    recipient: str
-    started: float = field(default=0.0)
+    recipient: AgentId
 
 
 class Gateway:
@@ -116,6 +115,7 @@ class Gateway:
         self._worker_seq = itertools.count(1)
         self._request_seq = itertools.count(1)
         self._draining = False
+        self._agent_ids: dict[tuple[str, str], AgentId] = {}
         self._idle = asyncio.Event()
         self._stopped = asyncio.Event()
 
@@ -209,10 +209,11 @@ class Gateway:
                 message = await context.read()
                 if message is _EOF:
                     break
-                try:
-                    await self._dispatch(conn, message)
-                except Exception:
-                    logger.exception("gateway failed to handle a message from worker %s", conn.worker_id)
+                for item in message.batch.messages if message.WhichOneof("body") == "batch" else (message,):
+                    try:
+                        await self._dispatch(conn, item)
+                    except Exception:
+                        logger.exception("gateway failed to handle a message from worker %s", conn.worker_id)
         finally:
             await self._drop(conn)
 
@@ -287,23 +288,29 @@ class Gateway:
             for worker_id, gateway_id in await self._registry.workers_for(delivery.broadcast_type):
                 await self._send_to_worker(worker_id, gateway_id, message)
             return
-        recipient = f"{delivery.recipient.type}/{delivery.recipient.key}"
         if kind == pb.DELIVERY_KIND_RPC and self._draining:
             await self._answer(conn, delivery.request_id, pb.ERROR_KIND_UNDELIVERABLE, "the gateway is shutting down")
             return
         try:
-            target = await self._registry.place(AgentId(delivery.recipient.type, delivery.recipient.key))
+            recipient = self._agent_id(delivery.recipient.type, delivery.recipient.key)
         except ValueError as exc:
-            target = None
-            logger.warning("worker %s sent a bad recipient %r: %s", conn.worker_id, recipient, exc)
+            recipient = None
+            logger.warning("worker %s sent a bad recipient: %s", conn.worker_id, exc)
+        target = None
+        if recipient is not None:
+            target = self._registry.lookup(recipient) or await self._registry.place(recipient)
         if target is None:
-            text = f"no worker hosts agent type {delivery.recipient.type!r} (recipient {recipient})"
+            text = (
+                f"no worker hosts agent type {delivery.recipient.type!r} "
+                f"(recipient {delivery.recipient.type}/{delivery.recipient.key})"
+            )
             if kind == pb.DELIVERY_KIND_RPC:
                 await self._answer(conn, delivery.request_id, pb.ERROR_KIND_AGENT_NOT_FOUND, text)
             else:
                 notice = pb.Notice(error=_error(pb.ERROR_KIND_AGENT_NOT_FOUND, text), recipient=delivery.recipient)
                 await conn.send(pb.Message(notice=notice))
             return
+        assert recipient is not None
         worker_id, gateway_id = target
         pending: _Pending | None = None
         if kind == pb.DELIVERY_KIND_RPC:
@@ -319,15 +326,25 @@ class Gateway:
             except LookupError:
                 # The replica holding the placement is gone; place the agent again among live workers.
                 self._registry.forget_gateway(gateway_id)
-                target = await self._registry.place(AgentId(delivery.recipient.type, delivery.recipient.key))
+                target = await self._registry.place(recipient)
                 if target is None:
-                    text = f"no live worker hosts agent type {delivery.recipient.type!r} (recipient {recipient})"
+                    text = f"no live worker hosts agent type {recipient.type!r} (recipient {recipient})"
                     await self._undeliverable(message, text, pb.ERROR_KIND_AGENT_NOT_FOUND)
                     return
                 worker_id, gateway_id = target
                 if pending is not None:
                     pending.target_worker, pending.target_gateway = worker_id, gateway_id
-        await self._send_to_worker(worker_id, gateway_id, message)
+        await self._send_to_worker(worker_id, gateway_id, message, recipient if pending is not None else None)
+
+    def _agent_id(self, agent_type: str, key: str) -> AgentId:
+        """AgentIds from the wire, validated once per distinct id (validation is a regex match)."""
+        cache_key = (agent_type, key)
+        agent_id = self._agent_ids.get(cache_key)
+        if agent_id is None:
+            if len(self._agent_ids) > 100_000:
+                self._agent_ids.clear()
+            agent_id = self._agent_ids[cache_key] = AgentId(agent_type, key)
+        return agent_id
 
     async def _answer(self, conn: _Conn, request_id: str, kind: int, text: str) -> None:
         await conn.send(pb.Message(response=pb.Response(request_id=request_id, error=_error(kind, text))))
@@ -336,7 +353,11 @@ class Gateway:
         forward = pb.Forward(target_worker=worker_id, origin_gateway=self.gateway_id, message=message)
         await self._registry.publish(gateway_id, forward.SerializeToString())
 
-    async def _send_to_worker(self, worker_id: str, gateway_id: str, message: pb.Message) -> None:
+    async def _send_to_worker(
+        self, worker_id: str, gateway_id: str, message: pb.Message, rpc_recipient: AgentId | None = None
+    ) -> None:
+        """Send to a worker here or behind another gateway. `rpc_recipient` marks an RPC delivery, tracked
+        so the caller hears at once if this worker dies before answering."""
         if gateway_id != self.gateway_id:
             try:
                 await self._publish_to_worker(worker_id, gateway_id, message)
@@ -347,9 +368,8 @@ class Gateway:
         if conn is None:
             await self._undeliverable(message, f"worker {worker_id} is gone")
             return
-        if message.WhichOneof("body") == "delivery" and message.delivery.kind == pb.DELIVERY_KIND_RPC:
-            d = message.delivery
-            conn.inflight[d.request_id] = f"{d.recipient.type}/{d.recipient.key}"
+        if rpc_recipient is not None:
+            conn.inflight[message.delivery.request_id] = rpc_recipient
         try:
             await conn.send(message)
         except Exception as exc:
@@ -418,7 +438,11 @@ class Gateway:
                 with contextlib.suppress(Exception):
                     await conn.send(message)
             return
-        await self._send_to_worker(forward.target_worker, self.gateway_id, message)
+        delivery = message.delivery
+        rpc_recipient = None
+        if message.WhichOneof("body") == "delivery" and delivery.kind == pb.DELIVERY_KIND_RPC:
+            rpc_recipient = self._agent_id(delivery.recipient.type, delivery.recipient.key)
+        await self._send_to_worker(forward.target_worker, self.gateway_id, message, rpc_recipient)
 
     async def _on_gateway_gone(self, gateway_id: str) -> None:
         """A replica died: the RPCs it was carrying for our workers fail now rather than at their deadline."""

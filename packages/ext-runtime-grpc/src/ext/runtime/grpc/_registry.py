@@ -53,6 +53,10 @@ class Registry(ABC):
     async def workers_for(self, agent_type: str) -> list[tuple[str, str]]:
         """Live `(worker_id, gateway_id)` pairs hosting `agent_type`."""
 
+    def lookup(self, agent_id: AgentId) -> tuple[str, str] | None:
+        """A placement known without I/O (the hot path), or None to ask `place`."""
+        return None
+
     @abstractmethod
     async def place(self, agent_id: AgentId) -> tuple[str, str] | None:
         """The `(worker_id, gateway_id)` that hosts `agent_id`, placing it now if it has no live placement;
@@ -90,6 +94,13 @@ class InMemoryRegistry(Registry):
 
     async def workers_for(self, agent_type: str) -> list[tuple[str, str]]:
         return list(self._types.get(agent_type, {}).items())
+
+    def lookup(self, agent_id: AgentId) -> tuple[str, str] | None:
+        worker = self._placements.get(agent_id)
+        if worker is None:
+            return None
+        gateway = self._types.get(agent_id.type, {}).get(worker)
+        return None if gateway is None else (worker, gateway)
 
     async def place(self, agent_id: AgentId) -> tuple[str, str] | None:
         workers = self._types.get(agent_id.type)
@@ -292,6 +303,9 @@ class RedisRegistry(Registry):
         workers = [(k.decode(), v.decode()) for k, v in raw.items()]
         alive = await self._alive({g for _, g in workers})
         return sorted((w, g) for w, g in workers if g in alive)
+
+    def lookup(self, agent_id: AgentId) -> tuple[str, str] | None:
+        return self._cache.get(agent_id)
 
     async def place(self, agent_id: AgentId) -> tuple[str, str] | None:
         cached = self._cache.get(agent_id)

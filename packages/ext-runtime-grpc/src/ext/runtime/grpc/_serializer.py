@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import itertools
 import json
 import uuid
 from collections.abc import Mapping
@@ -25,6 +26,7 @@ JSON_TYPE = "ext.json"
 PROTOBUF_CONTENT_TYPE = "application/protobuf"
 JSON_CONTENT_TYPE = "application/json"
 SPEC_VERSION = "1.0"
+_TYPE_URL_PREFIX = "type.googleapis.com/"
 
 _JSON_NATIVE = (str, int, float, bool, list, dict, type(None))
 
@@ -49,6 +51,8 @@ class ProtobufMessageSerializer:
         self._by_name: dict[str, type[Any]] = {}
         self._by_type: dict[type[Any], str] = {}
         self._adapters: dict[type[Any], TypeAdapter[Any]] = {}
+        self._id_prefix = f"{uuid.uuid4().hex[:16]}-"
+        self._event_ids = itertools.count(1)
 
     # --- registry --------------------------------------------------------------------------------------
 
@@ -187,27 +191,42 @@ class ProtobufMessageSerializer:
         Protobuf messages travel as `proto_data` (an `Any`), others as JSON `text_data`; `datacontenttype`
         says which, and the `dataschema`-like extension `exttype` always holds the message's type name.
         """
+        event = CloudEvent()
+        self.fill_cloud_event(event, message, source, type, id=id, attributes=attributes)
+        return event
+
+    def fill_cloud_event(
+        self,
+        event: CloudEvent,
+        message: Any,
+        source: str,
+        type: str | None = None,
+        *,
+        id: str | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> None:
+        """`to_cloud_event` into an existing (empty) event, such as a field of an envelope: no copy."""
         if not isinstance(source, str) or not source:
             raise ValueError(f"source must be a non-empty URI-reference string, got {source!r}")
         name = self.type_name(message)
-        event = CloudEvent(
-            id=id if id is not None else uuid.uuid4().hex,
-            source=source,
-            spec_version=SPEC_VERSION,
-            type=type if type is not None else name,
-        )
-        attrs = event.attributes
+        # Unique per process run: a random prefix and a counter (cheaper than a uuid per message).
+        event.id = id if id is not None else f"{self._id_prefix}{next(self._event_ids)}"
+        event.source = source
+        event.spec_version = SPEC_VERSION
+        event.type = type if type is not None else name
         if isinstance(message, ProtoMessage):
-            event.proto_data.Pack(message)
-            attrs["datacontenttype"].ce_string = PROTOBUF_CONTENT_TYPE
+            # proto_data is self-describing (the Any's type URL), so no datacontenttype attribute is added.
+            data = event.proto_data
+            data.type_url = _TYPE_URL_PREFIX + name
+            data.value = message.SerializeToString()
         else:
             event.text_data = self.serialize(message).decode()
-            attrs["datacontenttype"].ce_string = JSON_CONTENT_TYPE
+            event.attributes["datacontenttype"].ce_string = JSON_CONTENT_TYPE
         if type is not None and type != name:
-            attrs["exttype"].ce_string = name
-        for key, value in (attributes or {}).items():
-            attrs[key].ce_string = value
-        return event
+            event.attributes["exttype"].ce_string = name
+        if attributes:
+            for key, value in attributes.items():
+                event.attributes[key].ce_string = value
 
     def from_cloud_event(self, event: CloudEvent, type: str | builtins.type[Any] | None = None) -> Any:
         """The message inside a CloudEvent. `type` (class or type name) defaults to the event's own type name."""
@@ -218,6 +237,8 @@ class ProtobufMessageSerializer:
             target = type
         elif "exttype" in event.attributes:
             target = event.attributes["exttype"].ce_string
+        elif event.WhichOneof("data") == "proto_data":
+            target = event.proto_data.type_url.rpartition("/")[2] or event.type
         else:
             target = event.type
         which = event.WhichOneof("data")
@@ -265,6 +286,10 @@ def to_sdk_event(event: CloudEvent) -> Any:
     elif which_data == "proto_data":
         # The JSON format carries protobuf payloads as base64 of the message bytes (data_base64).
         data = event.proto_data.value
+        attributes.setdefault("datacontenttype", PROTOBUF_CONTENT_TYPE)
+        type_name = event.proto_data.type_url.rpartition("/")[2]
+        if type_name and type_name != event.type:
+            attributes.setdefault("exttype", type_name)
     else:
         data = None
     return SdkCloudEvent(attributes, data)

@@ -1,6 +1,6 @@
 """ext-runtime-local: the in-process agent runtime (the embedded default)."""
 
 from .__about__ import __version__
-from ._runtime import LocalAgentRuntime
+from ._runtime import Delivery, LocalAgentRuntime
 
-__all__ = ["LocalAgentRuntime", "__version__"]
+__all__ = ["Delivery", "LocalAgentRuntime", "__version__"]

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any
@@ -26,17 +27,52 @@ from ext.core._runtime import (
 
 logger = logging.getLogger(__name__)
 
-_ids = itertools.count(1)
+_runtime_ids = itertools.count(1)
+
+Reply = Callable[[Any, "BaseException | None"], Awaitable[None]]
+
+_QUEUED, _RUNNING, _CANCELLING, _DONE = range(4)
+
+
+class Delivery:
+    """One message on its way to one agent: queued in the agent's mailbox, then handled. Returned by
+    `LocalAgentRuntime.deliver` so a hosting runtime can cancel it."""
+
+    __slots__ = ("_slot", "ctx", "future", "message", "reply", "state")
+
+    def __init__(
+        self,
+        slot: _Slot,
+        message: Any,
+        ctx: MessageContext,
+        future: asyncio.Future[Any] | None,
+        reply: Reply | None,
+    ) -> None:
+        self._slot = slot
+        self.message = message
+        self.ctx = ctx
+        self.future = future
+        self.reply = reply
+        self.state = _QUEUED
+
+    @property
+    def done(self) -> bool:
+        return self.state == _DONE
 
 
 class _Slot:
-    """One agent id: its instance once created, and the lock that makes its handlers run one at a time."""
+    """One agent id: its instance once created, and its mailbox. A consumer task runs while the mailbox
+    has messages, so handlers of one agent run one at a time, in arrival order, with no task per message."""
 
-    __slots__ = ("agent", "lock")
+    __slots__ = ("agent", "agent_id", "consumer", "create_lock", "current", "mailbox")
 
-    def __init__(self) -> None:
+    def __init__(self, agent_id: AgentId) -> None:
+        self.agent_id = agent_id
         self.agent: Agent | None = None
-        self.lock = asyncio.Lock()
+        self.mailbox: deque[Delivery] = deque()
+        self.consumer: asyncio.Task[None] | None = None
+        self.current: Delivery | None = None
+        self.create_lock: asyncio.Lock | None = None
 
 
 class LocalAgentRuntime:
@@ -57,10 +93,9 @@ class LocalAgentRuntime:
         self._stop_timeout = checked
         self._factories: dict[str, AgentFactory] = {}
         self._slots: dict[AgentId, _Slot] = {}
-        self._tasks: dict[asyncio.Task[Any], MessageContext] = {}
         self._closed = False
         self._cancelling = False
-        self._prefix = f"local{next(_ids)}"
+        self._prefix = f"local{next(_runtime_ids)}-"
         self._seq = itertools.count(1)
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -70,19 +105,22 @@ class LocalAgentRuntime:
         self._check_open()
 
     async def stop(self) -> None:
-        """Refuse new messages, let in-flight handlers finish (up to `stop_timeout`, then cancel them), and
-        close every agent. Idempotent."""
+        """Refuse new messages, let queued and in-flight handlers finish (up to `stop_timeout`, then cancel
+        them), and close every agent. Idempotent."""
         if self._closed:
             return
         self._closed = True
         current = asyncio.current_task()
-        pending = [t for t in self._tasks if t is not current and not t.done()]
-        if pending:
-            _, not_done = await asyncio.wait(pending, timeout=self._stop_timeout)
+        consumers = {s.consumer for s in self._slots.values() if s.consumer is not None and s.consumer is not current}
+        if consumers:
+            _, not_done = await asyncio.wait(consumers, timeout=self._stop_timeout)
             if not_done:
                 self._cancelling = True
+                for slot in self._slots.values():
+                    if slot.current is not None:
+                        slot.current.ctx.cancellation_token.cancel()
                 for task in not_done:
-                    self._abort(task)
+                    task.cancel()
                 # A handler that swallows cancellation must not hang stop() either.
                 await asyncio.wait(not_done, timeout=self._stop_timeout)
         slots, self._slots = self._slots, {}
@@ -130,11 +168,7 @@ class LocalAgentRuntime:
         """The local instance for `agent_id`, created now if it does not exist yet."""
         agent_id = check_agent_id(agent_id, "agent_id")
         self._check_open()
-        slot = self._slot(agent_id)
-        async with slot.lock:
-            if slot.agent is None:
-                slot.agent = await self._create(agent_id)
-            return slot.agent
+        return await self._ensure_agent(self._slot(agent_id))
 
     # --- messaging -------------------------------------------------------------------------------------
 
@@ -153,10 +187,9 @@ class LocalAgentRuntime:
             check_agent_id(sender, "sender")
         self._check_open()
         slot = self._slot(recipient)
-        ctx = MessageContext(recipient, sender, False, self._next_id())
-        task = self._spawn(self._deliver(slot, message, ctx), ctx)
+        item = self._enqueue(slot, message, MessageContext(recipient, sender, False, self._next_id()), None, None)
         if cancellation_token is not None:
-            self._link(cancellation_token, task)
+            cancellation_token.add_callback(lambda: self._cancel(item))
 
     async def send_and_await_response(
         self,
@@ -175,21 +208,22 @@ class LocalAgentRuntime:
         timeout = check_timeout(timeout)
         self._check_open()
         slot = self._slot(recipient)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         ctx = MessageContext(recipient, sender, True, self._next_id())
-        task = self._spawn(self._deliver(slot, message, ctx), ctx)
-        if cancellation_token is not None:
-            self._link(cancellation_token, task)
+        item = self._enqueue(slot, message, ctx, future, None)
+        remove = cancellation_token.add_callback(lambda: self._cancel(item)) if cancellation_token else None
+        timer = loop.call_later(timeout, self._expire, item, timeout) if timeout is not None else None
         try:
-            done, _ = await asyncio.wait((task,), timeout=timeout)
+            return await future
         except asyncio.CancelledError:
-            self._abort(task)
+            self._cancel(item)
             raise
-        if not done:
-            self._abort(task)
-            raise TimeoutError(
-                f"no response from {recipient} within {timeout:g} s (message {type(message).__qualname__})"
-            )
-        return task.result()
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if remove is not None:
+                remove()
 
     async def broadcast(self, message: Any, agent_type: str | AgentType, *, sender: AgentId | None = None) -> None:
         """Queue `message` for every agent of `agent_type` created so far, except `sender`. Creates no agent."""
@@ -211,27 +245,53 @@ class LocalAgentRuntime:
         sender: AgentId | None = None,
         rpc: bool = False,
         message_id: str | None = None,
-        reply: Callable[[Any, BaseException | None], Awaitable[None]] | None = None,
-    ) -> asyncio.Task[Any]:
-        """Start delivering `message` now and return the delivery task: for runtimes that host agents on
-        behalf of remote callers (`ext.runtime.grpc`). Deliveries start in call order.
+        reply: Reply | None = None,
+    ) -> Delivery:
+        """Queue `message` for `recipient` now and return the `Delivery`: for runtimes that host agents on
+        behalf of remote callers (`ext.runtime.grpc`). Deliveries are handled in call order.
 
-        With `reply`, the task awaits `reply(result, None)` or `reply(None, error)` after the handler (for an
-        RPC the error is the handler's; a one-way handler's error is logged instead). `cancel_delivery(task)`
-        cancels it. Raises `AgentNotFoundError` / `RuntimeClosedError` at once.
+        With `reply`, the runtime awaits `reply(result, None)` or `reply(None, error)` after the handler (the
+        error is the handler's, `CancelledError` when cancelled; a one-way handler's error is also logged).
+        `cancel_delivery(delivery)` cancels it. Raises `AgentNotFoundError` / `RuntimeClosedError` at once.
         """
         self._check_open()
         slot = self._slot(recipient)
         ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id())
-        coro = self._deliver(slot, message, ctx) if reply is None else self._deliver_and_reply(slot, message, ctx, reply)
-        return self._spawn(coro, ctx)
+        return self._enqueue(slot, message, ctx, None, reply)
 
-    def cancel_delivery(self, task: asyncio.Task[Any]) -> None:
-        """Cancel a task from `deliver`: the handler's cancellation token first, then the task."""
-        self._abort(task)
+    def deliver_here(
+        self,
+        message: Any,
+        recipient: AgentId,
+        *,
+        sender: AgentId | None = None,
+        rpc: bool = False,
+        message_id: str | None = None,
+        reply: Reply | None = None,
+    ) -> tuple[Delivery, Coroutine[Any, Any, None] | None]:
+        """`deliver`, plus: when the agent is idle, a coroutine that the calling task must await at once. It
+        runs the agent's mailbox in the calling task, so the handler starts without a task switch (a hosting
+        runtime's reader hands its stream to a fresh reader task first). None when the agent is busy: its
+        consumer task handles the message in turn."""
+        self._check_open()
+        slot = self._slot(recipient)
+        ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id())
+        item = Delivery(slot, message, ctx, None, reply)
+        slot.mailbox.append(item)
+        if slot.consumer is not None:
+            return item, None
+        task = asyncio.current_task()
+        assert task is not None, "deliver_here must be called from a task"
+        slot.consumer = task
+        return item, self._consume(slot)
+
+    def cancel_delivery(self, delivery: Delivery) -> None:
+        """Cancel a delivery: skipped if still queued, its handler cancelled if running (the handler's
+        cancellation token is cancelled first)."""
+        self._cancel(delivery)
 
     def broadcast_now(self, message: Any, agent_type: str, *, sender: AgentId | None = None) -> int:
-        """`broadcast` for hosting runtimes: starts the deliveries now and returns how many there are;
+        """`broadcast` for hosting runtimes: queues the deliveries now and returns how many there are;
         a type with no factory here reaches nobody."""
         self._check_open()
         count = 0
@@ -239,64 +299,71 @@ class LocalAgentRuntime:
             if agent_id.type != agent_type or slot.agent is None or agent_id == sender:
                 continue
             ctx = MessageContext(agent_id, sender, False, self._next_id(), is_broadcast=True)
-            self._spawn(self._deliver(slot, message, ctx), ctx)
+            self._enqueue(slot, message, ctx, None, None)
             count += 1
         return count
 
     # --- internals -------------------------------------------------------------------------------------
 
-    async def _deliver_and_reply(
-        self,
-        slot: _Slot,
-        message: Any,
-        ctx: MessageContext,
-        reply: Callable[[Any, BaseException | None], Awaitable[None]],
-    ) -> Any:
-        try:
-            result = await self._deliver(slot, message, ctx)
-        except asyncio.CancelledError as exc:
-            await reply(None, exc)
-            raise
-        except Exception as exc:
-            await reply(None, exc)
-            return None
-        await reply(result, None)
-        return result
-
     def _next_id(self) -> str:
-        return f"{self._prefix}-{next(self._seq)}"
+        return f"{self._prefix}{next(self._seq)}"
 
     def _slot(self, agent_id: AgentId) -> _Slot:
         slot = self._slots.get(agent_id)
         if slot is None:
             if agent_id.type not in self._factories:
                 raise AgentNotFoundError(f"no agent factory is registered for agent type {agent_id.type!r}")
-            slot = self._slots[agent_id] = _Slot()
+            slot = self._slots[agent_id] = _Slot(agent_id)
         return slot
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], ctx: MessageContext) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks[task] = ctx
-        task.add_done_callback(self._task_done)
-        return task
+    def _enqueue(
+        self,
+        slot: _Slot,
+        message: Any,
+        ctx: MessageContext,
+        future: asyncio.Future[Any] | None,
+        reply: Reply | None,
+    ) -> Delivery:
+        item = Delivery(slot, message, ctx, future, reply)
+        slot.mailbox.append(item)
+        if slot.consumer is None:
+            slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
+        return item
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.pop(task, None)
-        # Marks the exception retrieved: an RPC caller that gave up, or a one-way send cut short by stop().
-        if not task.cancelled():
-            task.exception()
+    def _expire(self, item: Delivery, timeout: float) -> None:
+        if item.future is not None and not item.future.done():
+            recipient = item.ctx.recipient
+            name = type(item.message).__qualname__
+            item.future.set_exception(
+                TimeoutError(f"no response from {recipient} within {timeout:g} s (message {name})")
+            )
+        self._cancel(item)
 
-    def _link(self, token: CancellationToken, task: asyncio.Task[Any]) -> None:
-        remove = token.add_callback(lambda: self._abort(task))
-        task.add_done_callback(lambda _t: remove())
+    def _cancel(self, item: Delivery) -> None:
+        if item.state == _QUEUED:
+            item.ctx.cancellation_token.cancel()
+            item.state = _DONE
+            error = asyncio.CancelledError()
+            self._settle(item, None, error)
+            if item.reply is not None:
+                # Rare path (cancelled before it started): the reply runs in its own task.
+                asyncio.get_running_loop().create_task(self._safe_reply(item, None, error))
+        elif item.state == _RUNNING:
+            item.ctx.cancellation_token.cancel()
+            item.state = _CANCELLING
+            consumer = item._slot.consumer
+            if consumer is not None:
+                consumer.cancel()
 
-    def _abort(self, task: asyncio.Task[Any]) -> None:
-        """Cancel a delivery: the handler's token first, so the handler sees it cancelled when it unwinds."""
-        ctx = self._tasks.get(task)
-        if ctx is None:
-            return
-        ctx.cancellation_token.cancel()
-        task.cancel()
+    async def _ensure_agent(self, slot: _Slot) -> Agent:
+        if slot.agent is not None:
+            return slot.agent
+        if slot.create_lock is None:
+            slot.create_lock = asyncio.Lock()
+        async with slot.create_lock:
+            if slot.agent is None:
+                slot.agent = await self._create(slot.agent_id)
+            return slot.agent
 
     async def _create(self, agent_id: AgentId) -> Agent:
         factory = self._factories[agent_id.type]
@@ -315,27 +382,85 @@ class LocalAgentRuntime:
             raise UndeliverableError(f"the factory for {agent_id.type!r} returned an agent with id {agent.id}")
         return agent
 
-    async def _deliver(self, slot: _Slot, message: Any, ctx: MessageContext) -> Any:
+    async def _consume(self, slot: _Slot) -> None:
+        mailbox = slot.mailbox
         try:
-            async with slot.lock:
-                if slot.agent is None:
-                    slot.agent = await self._create(ctx.recipient)
-                return await slot.agent.on_message(message, ctx)
+            while mailbox:
+                item = mailbox.popleft()
+                if item.state != _QUEUED:
+                    continue
+                item.state = _RUNNING
+                slot.current = item
+                try:
+                    agent = slot.agent if slot.agent is not None else await self._ensure_agent(slot)
+                    result = await agent.on_message(item.message, item.ctx)
+                except asyncio.CancelledError as exc:
+                    if item.state != _CANCELLING:
+                        raise  # the consumer itself is being cancelled: stop() past its grace period
+                    _uncancel()
+                    await self._finish(item, None, exc)
+                except Exception as exc:
+                    await self._finish(item, None, exc)
+                else:
+                    if item.state == _CANCELLING:
+                        _uncancel()  # the handler swallowed its cancellation
+                    await self._finish(item, result, None)
         except asyncio.CancelledError:
-            ctx.cancellation_token.cancel()
-            if self._cancelling:
-                raise RuntimeClosedError(f"the runtime stopped before {ctx.recipient} handled the message") from None
-            raise
-        except Exception as exc:
-            if not ctx.is_rpc:
-                # One-way: nobody awaits this task, so the error is logged here, before the agent's next message.
-                logger.error(
-                    "handler of %s failed on one-way %s from %s: %s",
-                    ctx.recipient,
-                    type(message).__qualname__,
-                    ctx.sender or "outside",
-                    exc,
-                    exc_info=exc,
-                )
-                return None
-            raise
+            error = RuntimeClosedError(f"the runtime stopped before {slot.agent_id} handled the message")
+            pending = [slot.current] if slot.current is not None and slot.current.state != _DONE else []
+            pending += [i for i in mailbox if i.state == _QUEUED]
+            mailbox.clear()
+            for item in pending:
+                item.ctx.cancellation_token.cancel()
+                await self._finish(item, None, error)
+            if not self._cancelling:
+                raise
+        finally:
+            slot.current = None
+            slot.consumer = None
+            if mailbox and not self._closed:
+                # A message queued while this task was finishing: hand the mailbox to a fresh consumer.
+                slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
+
+    def _settle(self, item: Delivery, result: Any, error: BaseException | None) -> None:
+        future = item.future
+        if future is not None and not future.done():
+            if error is None:
+                future.set_result(result)
+            elif isinstance(error, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(error)
+
+    async def _finish(self, item: Delivery, result: Any, error: BaseException | None) -> None:
+        item.state = _DONE
+        item._slot.current = None
+        self._settle(item, result, error)
+        ctx = item.ctx
+        if error is not None and not ctx.is_rpc and not isinstance(error, (asyncio.CancelledError, RuntimeClosedError)):
+            # One-way: nobody awaits it, so the error is logged here, before the agent's next message.
+            logger.error(
+                "handler of %s failed on one-way %s from %s: %s",
+                ctx.recipient,
+                type(item.message).__qualname__,
+                ctx.sender or "outside",
+                error,
+                exc_info=error,
+            )
+        if item.reply is not None:
+            await self._safe_reply(item, result, error)
+
+    async def _safe_reply(self, item: Delivery, result: Any, error: BaseException | None) -> None:
+        assert item.reply is not None
+        try:
+            await item.reply(result, error)
+        except Exception:
+            logger.exception("replying for %s failed", item.ctx.recipient)
+
+
+def _uncancel() -> None:
+    """Forget a handled cancellation (3.11+), so later handlers on this consumer see a clean task."""
+    task = asyncio.current_task()
+    uncancel = getattr(task, "uncancel", None)
+    if uncancel is not None:
+        uncancel()

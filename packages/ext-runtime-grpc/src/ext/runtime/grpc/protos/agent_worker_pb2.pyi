@@ -139,7 +139,7 @@ class Notice(_message.Message):
     def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., recipient: _Optional[_Union[AgentId, _Mapping]] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("hello", "register", "register_response", "delivery", "response", "cancel", "list_agents", "list_agents_response", "notice")
+    __slots__ = ("hello", "register", "register_response", "delivery", "response", "cancel", "list_agents", "list_agents_response", "notice", "batch")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     REGISTER_RESPONSE_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +149,7 @@ class Message(_message.Message):
     LIST_AGENTS_FIELD_NUMBER: _ClassVar[int]
     LIST_AGENTS_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     NOTICE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     register: RegisterAgentType
     register_response: RegisterAgentTypeResponse
@@ -158,7 +159,14 @@ class Message(_message.Message):
     list_agents: ListAgents
     list_agents_response: ListAgentsResponse
     notice: Notice
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., register: _Optional[_Union[RegisterAgentType, _Mapping]] = ..., register_response: _Optional[_Union[RegisterAgentTypeResponse, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., list_agents: _Optional[_Union[ListAgents, _Mapping]] = ..., list_agents_response: _Optional[_Union[ListAgentsResponse, _Mapping]] = ..., notice: _Optional[_Union[Notice, _Mapping]] = ...) -> None: ...
+    batch: Batch
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., register: _Optional[_Union[RegisterAgentType, _Mapping]] = ..., register_response: _Optional[_Union[RegisterAgentTypeResponse, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., list_agents: _Optional[_Union[ListAgents, _Mapping]] = ..., list_agents_response: _Optional[_Union[ListAgentsResponse, _Mapping]] = ..., notice: _Optional[_Union[Notice, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
+
+class Batch(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
 
 class Forward(_message.Message):
     __slots__ = ("target_worker", "origin_gateway", "message")
