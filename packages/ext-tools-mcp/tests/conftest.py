@@ -7,44 +7,37 @@ per test session. The npm packages are installed once into a cache folder (see `
 from __future__ import annotations
 
 import json
-import os
-import re
-import selectors
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from ext_mcp_support import (  # noqa: E402
-    HERE,
-    LOOPBACK_PRELOAD,
-    HttpServer,
-    read_line,
+from ext_mcp_support import (
+    NPM_CACHE,
+    NPM_PACKAGES,
+    TOKEN,
+    NpmServers,
     spawn_sdk_http,
     stop_server,
     wait_for_port,
 )
-from ext_mcp_support import TOKEN  # noqa: E402
-
-# Pinned so a new upstream release cannot change what the tests see.
-NPM_PACKAGES = {
-    "@modelcontextprotocol/server-everything": "2026.8.31",
-    "@modelcontextprotocol/server-memory": "2026.8.31",
-}
-NPM_CACHE = Path(os.environ.get("EXT_MCP_NPM_CACHE", HERE.parent / ".npm-servers"))
 
 
 @pytest.fixture(scope="session")
 def sdk_servers() -> Iterator[dict[str, str]]:
     """The SDK server over SSE and streamable HTTP, with and without a required token, started together."""
-    kinds = {"sse": ("sse",), "http": ("http",), "sse_auth": ("sse", "--token", TOKEN), "http_auth": ("http", "--token", TOKEN)}
+    kinds = {
+        "sse": ("sse",),
+        "http": ("http",),
+        "sse_auth": ("sse", "--token", TOKEN),
+        "http_auth": ("http", "--token", TOKEN),
+    }
     procs = {name: spawn_sdk_http(*args) for name, args in kinds.items()}
     try:
         urls = {}
@@ -81,21 +74,6 @@ def sdk_sse_auth(sdk_servers: dict[str, str]) -> str:
 # --- npm reference servers ----------------------------------------------------------------------
 
 
-@dataclass
-class NpmServers:
-    node: str
-    root: Path
-    install_seconds: float
-
-    def script(self, package: str) -> str:
-        """The package's executable entry (run with node, no npx)."""
-        pkg_dir = self.root / "node_modules" / package
-        meta = json.loads((pkg_dir / "package.json").read_text())
-        bin_field = meta["bin"]
-        entry = bin_field if isinstance(bin_field, str) else next(iter(bin_field.values()))
-        return str(pkg_dir / entry)
-
-
 def _installed(root: Path) -> bool:
     for package, version in NPM_PACKAGES.items():
         meta = root / "node_modules" / package / "package.json"
@@ -124,28 +102,3 @@ def npm_servers() -> NpmServers:
         if proc.returncode != 0:
             raise RuntimeError(f"npm install failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return NpmServers(node, NPM_CACHE, time.monotonic() - started)
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """A minimal environment for npm servers (server-everything's get-env tool prints it)."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(NPM_CACHE)}
-    env.update(extra)
-    return env
-
-
-def start_npm_http(npm: NpmServers, package: str, mode: str) -> HttpServer:
-    """server-everything in `sse` or `streamableHttp` mode on 127.0.0.1 and a free port."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [npm.node, "--require", LOOPBACK_PRELOAD, npm.script(package), mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=clean_env(PORT=str(port), HOST="127.0.0.1"),
-        start_new_session=True,
-    )
-    read_line(proc, r"(?i)listening|running", 30)
-    return HttpServer(proc, f"http://127.0.0.1:{port}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+import os
 import re
 import selectors
 import subprocess
@@ -17,7 +19,10 @@ LOOPBACK_PRELOAD = str(HERE / "loopback.cjs")
 TOKEN = "test-token-123"
 PNG_B64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 PNG = base64.b64decode(PNG_B64)
-WAV = b"RIFF$\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00@\x1f\x00\x00\x80>\x00\x00\x02\x00\x10\x00data\x00\x00\x00\x00"
+WAV = (  # an empty 8 kHz mono 16-bit WAV file
+    b"RIFF$\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00@\x1f\x00\x00\x80>\x00\x00\x02\x00\x10\x00"
+    b"data\x00\x00\x00\x00"
+)
 
 
 def read_line(proc: subprocess.Popen[bytes], pattern: str, timeout: float) -> re.Match[bytes]:
@@ -59,7 +64,9 @@ class HttpServer:
 
 
 def spawn_sdk_http(kind: str, *extra: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, SDK_SERVER, kind, *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, SDK_SERVER, kind, *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
 
 
 def wait_for_port(proc: subprocess.Popen[bytes]) -> str:
@@ -71,3 +78,51 @@ def wait_for_port(proc: subprocess.Popen[bytes]) -> str:
 def start_sdk_http(kind: str, *extra: str) -> HttpServer:
     proc = spawn_sdk_http(kind, *extra)
     return HttpServer(proc, wait_for_port(proc))
+
+
+# Pinned so a new upstream release cannot change what the tests see.
+NPM_PACKAGES = {
+    "@modelcontextprotocol/server-everything": "2026.8.31",
+    "@modelcontextprotocol/server-memory": "2026.8.31",
+}
+NPM_CACHE = Path(os.environ.get("EXT_MCP_NPM_CACHE", HERE.parent / ".npm-servers"))
+
+
+@dataclass
+class NpmServers:
+    node: str
+    root: Path
+    install_seconds: float
+
+    def script(self, package: str) -> str:
+        """The package's executable entry (run with node, no npx)."""
+        pkg_dir = self.root / "node_modules" / package
+        meta = json.loads((pkg_dir / "package.json").read_text())
+        bin_field = meta["bin"]
+        entry = bin_field if isinstance(bin_field, str) else next(iter(bin_field.values()))
+        return str(pkg_dir / entry)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """A minimal environment for npm servers (server-everything's get-env tool prints it)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(NPM_CACHE)}
+    env.update(extra)
+    return env
+
+
+def start_npm_http(npm: NpmServers, package: str, mode: str) -> HttpServer:
+    """server-everything in `sse` or `streamableHttp` mode on 127.0.0.1 and a free port."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [npm.node, "--require", LOOPBACK_PRELOAD, npm.script(package), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=clean_env(PORT=str(port)),
+        start_new_session=True,
+    )
+    read_line(proc, r"(?i)listening|running", 30)
+    return HttpServer(proc, f"http://127.0.0.1:{port}")

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
+from ext_mcp_support import PNG, WAV
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Audio, Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -40,7 +41,6 @@ from mcp.types import (
     TextContent,
     TextResourceContents,
 )
-from ext_mcp_support import PNG, WAV
 from pydantic import BaseModel
 
 warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -81,6 +81,7 @@ class PagedServer(MCPServer):
 # --- server-side records ------------------------------------------------------------------------
 
 _request_of_tag: dict[str, str] = {}  # tag -> request id of the blocked call
+_tag_started: dict[str, anyio.Event] = {}
 _cancel_reasons: dict[str, str] = {}  # request id -> reason from notifications/cancelled
 _cancel_seen: dict[str, anyio.Event] = {}
 _barriers: dict[str, list[anyio.Event]] = {}
@@ -149,6 +150,7 @@ def fail() -> str:
 @mcp.tool(description="Block until cancelled; the tag names the call for cancellations().")
 async def block(tag: str, ctx: Context) -> str:
     _request_of_tag[tag] = ctx.request_id
+    _tag_started.setdefault(tag, anyio.Event()).set()
     await anyio.sleep_forever()
     return "unreachable"
 
@@ -156,16 +158,15 @@ async def block(tag: str, ctx: Context) -> str:
 @mcp.tool(description="Wait until the blocked call with this tag is running on the server.")
 async def started(tag: str, timeout: float = 10.0) -> str:
     with anyio.fail_after(timeout):
-        while tag not in _request_of_tag:
-            await anyio.sleep(0.005)
+        await _tag_started.setdefault(tag, anyio.Event()).wait()
     return _request_of_tag[tag]
 
 
 @mcp.tool(description="Wait until the blocked call with this tag is cancelled; its cancel reason.")
 async def cancelled(tag: str, timeout: float = 10.0) -> str:
     with anyio.fail_after(timeout):
-        while tag not in _request_of_tag:  # the block call may not have reached the server yet
-            await anyio.sleep(0.005)
+        # The block call may not have reached the server yet.
+        await _tag_started.setdefault(tag, anyio.Event()).wait()
         await _event(_request_of_tag[tag]).wait()
     return _cancel_reasons[_request_of_tag[tag]]
 
@@ -307,14 +308,9 @@ async def _serve_http(kind: str, token: str | None, port: int) -> None:
     sock.bind(("127.0.0.1", port))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
-    port = sock.getsockname()[1]
-
-    async def announce() -> None:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        print(f"PORT {port}", flush=True)
-
-    asyncio.get_running_loop().create_task(announce())
+    # Listening before uvicorn starts lets clients connect (into the backlog) as soon as the port is out.
+    sock.listen(128)
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
     await server.serve(sockets=[sock])
 
 

@@ -58,9 +58,11 @@ async def test_first_call_starts_the_session() -> None:
 async def test_stdio_crash_raises_then_next_call_respawns(caplog: pytest.LogCaptureFixture) -> None:
     async with McpWorkbench(stdio()) as bench:
         before = (await bench.call_tool("pid")).to_text()
-        with caplog.at_level(logging.WARNING, logger="ext.tools.mcp"):
-            with pytest.raises(McpConnectionError, match=r"connection lost during tools/call 'crash'.*closed"):
-                await asyncio.wait_for(bench.call_tool("crash"), 10)
+        with (
+            caplog.at_level(logging.WARNING, logger="ext.tools.mcp"),
+            pytest.raises(McpConnectionError, match=r"connection lost during tools/call 'crash'.*closed"),
+        ):
+            await asyncio.wait_for(bench.call_tool("crash"), 10)
         after = (await asyncio.wait_for(bench.call_tool("pid"), 10)).to_text()
         assert after != before
         assert "closed the connection" in caplog.text
@@ -97,7 +99,9 @@ async def test_http_server_crash_raises_then_reconnects() -> None:
 
 async def test_missing_command() -> None:
     bench = McpWorkbench(StdioServerParams(command="/nonexistent/mcp-server", args=["--x"]))
-    with pytest.raises(McpConnectionError, match=r"'mcp-server --x' could not be started: command '/nonexistent/mcp-server'"):
+    with pytest.raises(
+        McpConnectionError, match=r"'mcp-server --x' could not be started: command '/nonexistent/mcp-server'"
+    ):
         await bench.start()
 
 
@@ -110,7 +114,9 @@ async def test_server_that_exits_at_once_names_the_cause() -> None:
 
 
 async def test_server_that_never_answers_times_out() -> None:
-    params = StdioServerParams(command=sys.executable, args=["-c", "import time; time.sleep(60)"], read_timeout_seconds=1)
+    params = StdioServerParams(
+        command=sys.executable, args=["-c", "import time; time.sleep(60)"], read_timeout_seconds=1
+    )
     started = time.monotonic()
     with pytest.raises(McpTimeoutError, match=r"did not start within 1.0 s"):
         await McpWorkbench(params).start()
@@ -129,19 +135,21 @@ async def test_wrong_url(kind: str) -> None:
 
 async def test_unauthorized(sdk_http_auth: str, sdk_sse_auth: str) -> None:
     with pytest.raises(McpConnectionError, match=r"answered HTTP 401 Unauthorized") as info:
-        await McpWorkbench(StreamableHttpServerParams(url=sdk_http_auth, headers={"Authorization": "Bearer wrong"})).start()
+        await McpWorkbench(
+            StreamableHttpServerParams(url=sdk_http_auth, headers={"Authorization": "Bearer wrong"})
+        ).start()
     assert "wrong" not in str(info.value)
     with pytest.raises(McpConnectionError, match=r"answered HTTP 401 Unauthorized"):
         await McpWorkbench(SseServerParams(url=sdk_sse_auth, api_key="wrong-key")).start()
 
 
 async def test_read_timeout_applies_to_calls_without_a_timeout() -> None:
-    async with McpWorkbench(stdio(read_timeout_seconds=1.5)) as bench:
-        with pytest.raises(McpTimeoutError, match=r"tool 'block' on MCP server .* did not answer within 1.5 s"):
+    async with McpWorkbench(stdio(read_timeout_seconds=1.0)) as bench:
+        with pytest.raises(McpTimeoutError, match=r"tool 'block' on MCP server .* did not answer within 1.0 s"):
             await bench.call_tool("block", {"tag": "read-timeout"})
-        assert (await bench.call_tool("cancelled", {"tag": "read-timeout"})).to_text() == "timed out after 1.5s"
+        assert (await bench.call_tool("cancelled", {"tag": "read-timeout"})).to_text() == "timed out after 1.0s"
         result = await bench.call_tool("block", {"tag": "read-timeout-2"}, timeout_as_error=True)
-        assert result.is_error is True and "did not answer within 1.5 s" in result.to_text()
+        assert result.is_error is True and "did not answer within 1.0 s" in result.to_text()
         # An explicit longer timeout wins over the read timeout.
         with pytest.raises(TimeoutError, match=r"did not finish within 1.6 s"):
             await bench.call_tool("block", {"tag": "explicit"}, timeout=1.6)

@@ -162,7 +162,12 @@ async def test_tool_errors_are_error_results(bench: McpWorkbench) -> None:
 
 async def test_resources_templates_and_reading(bench: McpWorkbench) -> None:
     resources = await bench.list_resources()
-    assert [r.uri for r in resources] == ["test://static/hello", "test://static/blob", "test://static/a", "test://static/b"]
+    assert [r.uri for r in resources] == [
+        "test://static/hello",
+        "test://static/blob",
+        "test://static/a",
+        "test://static/b",
+    ]
     assert resources[0].name == "hello" and resources[0].description == "A greeting."
     templates = await bench.list_resource_templates()
     assert [t.uri_template for t in templates] == ["test://items/{item_id}"]

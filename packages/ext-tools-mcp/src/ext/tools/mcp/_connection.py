@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx2
+
 from mcp import types as mt
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
@@ -351,7 +352,9 @@ class Connection:
 
     async def _on_log(self, params: mt.LoggingMessageNotificationParams) -> None:
         level = _LOG_LEVELS.get(params.level, logging.INFO)
-        logger.log(level, "MCP server %r%s: %s", self.label, f" [{params.logger}]" if params.logger else "", params.data)
+        logger.log(
+            level, "MCP server %r%s: %s", self.label, f" [{params.logger}]" if params.logger else "", params.data
+        )
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
@@ -477,9 +480,7 @@ class Connection:
 _MAX_PAGES = 10_000
 
 
-async def all_pages(
-    fetch: Callable[..., Awaitable[Any]], items: Callable[[Any], list[T]], label: str
-) -> list[T]:
+async def all_pages(fetch: Callable[..., Awaitable[Any]], items: Callable[[Any], list[T]], label: str) -> list[T]:
     """Every item of a paginated list, following `next_cursor` (a repeated cursor is an error)."""
     out: list[T] = []
     cursor: str | None = None

@@ -44,9 +44,7 @@ def _check_auth(value: Any) -> Any:
     )
 
 
-def _resolve_headers(
-    headers: Mapping[str, SecretStr], headers_env: Mapping[str, str], owner: str
-) -> dict[str, str]:
+def _resolve_headers(headers: Mapping[str, SecretStr], headers_env: Mapping[str, str], owner: str) -> dict[str, str]:
     out = {name: value.get_secret_value() for name, value in headers.items()}
     for name, var in headers_env.items():
         if name in out:
@@ -102,7 +100,9 @@ class StdioServerParams(_Params):
     )
     cwd: str | None = Field(default=None, description="Working directory of the process.")
     read_timeout_seconds: float = Field(
-        default=30.0, gt=0, description="Seconds to wait for each request's answer (and for start-up, unless startup_timeout_seconds)."
+        default=30.0,
+        gt=0,
+        description="Seconds to wait for each request's answer (and for start-up, unless startup_timeout_seconds).",
     )
 
     @field_validator("cwd", mode="before")
@@ -145,9 +145,7 @@ class SseServerParams(_Params):
     headers_env: dict[str, str] = Field(
         default_factory=dict, description="Header name -> environment variable holding its value."
     )
-    timeout: float = Field(
-        default=30.0, gt=0, description="Seconds for connecting and for each request's answer."
-    )
+    timeout: float = Field(default=30.0, gt=0, description="Seconds for connecting and for each request's answer.")
     sse_read_timeout: float = Field(
         default=300.0, gt=0, description="Seconds the event stream may stay silent before it is dropped."
     )
@@ -204,9 +202,7 @@ class StreamableHttpServerParams(_Params):
     headers_env: dict[str, str] = Field(
         default_factory=dict, description="Header name -> environment variable holding its value."
     )
-    timeout: float = Field(
-        default=30.0, gt=0, description="Seconds for connecting and for each request's answer."
-    )
+    timeout: float = Field(default=30.0, gt=0, description="Seconds for connecting and for each request's answer.")
     sse_read_timeout: float = Field(
         default=300.0, gt=0, description="Seconds a response event stream may stay silent before it is dropped."
     )

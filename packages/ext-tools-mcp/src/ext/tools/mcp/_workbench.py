@@ -8,8 +8,6 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, Union
 
-from mcp import types as mt
-from mcp.client.session import ClientRequestContext, ClientSession
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ext.core import (
@@ -26,6 +24,8 @@ from ext.core import (
     Workbench,
     load_component,
 )
+from mcp import types as mt
+from mcp.client.session import ClientRequestContext, ClientSession
 
 from ._connection import Connection, Handlers, all_pages
 from ._errors import McpError, McpTimeoutError
@@ -240,7 +240,9 @@ class McpWorkbench(Workbench):
                 timeout_as_error=timeout_as_error,
             )
         except _ReadTimeout:
-            message = f"tool {name!r} on MCP server {self._label!r} did not answer within {self._params.request_timeout} s"
+            message = (
+                f"tool {name!r} on MCP server {self._label!r} did not answer within {self._params.request_timeout} s"
+            )
             if timeout_as_error:
                 return error_result(name, message)
             raise McpTimeoutError(self._label, message) from None
