@@ -314,9 +314,11 @@ class AnthropicServer(LoopbackServer):
                 return self._invalid(problem)
         return None
 
-    def validate_body(self, body: dict[str, Any], *, count_only: bool = False) -> str | None:
+    def validate_body(
+        self, body: dict[str, Any], *, count_only: bool = False, require_model: bool = True
+    ) -> str | None:
         """The API's error message for a request body the real API would reject, or None."""
-        if not isinstance(body.get("model"), str) or not body["model"]:
+        if require_model and (not isinstance(body.get("model"), str) or not body["model"]):
             return "model: Field required"
         if not count_only and (not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1):
             return "max_tokens: Field required"

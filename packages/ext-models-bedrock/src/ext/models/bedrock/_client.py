@@ -1,0 +1,340 @@
+"""`AnthropicBedrockChatCompletionClient`: Claude on AWS Bedrock through InvokeModel and
+InvokeModelWithResponseStream, on aioboto3.
+
+The request body and the reading of responses and stream events are ext-models-anthropic's mapping (one
+mapping, two transports); this module adds the Bedrock framing (`anthropic_version`, the model id in the
+URL), AWS credentials and the botocore client. botocore's own retries are off: ext-core retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+import aioboto3
+import aiohttp
+import botocore.exceptions
+from botocore.config import Config
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from ext.core import (
+    BaseChatCompletionClient,
+    CancellationToken,
+    CancelScope,
+    ChatOptions,
+    ChatRequest,
+    ConfigurationError,
+    CreateResult,
+    LLMMessage,
+    ModelInfo,
+    RetryPolicy,
+    StreamChunk,
+    Tool,
+    ToolSchema,
+    estimate_tokens,
+)
+from ext.models.anthropic import (
+    ANTHROPIC_MODELS,
+    AnthropicSystemPolicy,
+    AnthropicWireSettings,
+    StreamState,
+    check_extra_args,
+    check_options,
+    default_options_of,
+    map_request,
+    map_response,
+    model_info_dict,
+    options_dict,
+)
+
+from ._config import BedrockClientConfig
+from ._retry import classify_bedrock_error
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["BEDROCK_ANTHROPIC_VERSION", "AnthropicBedrockChatCompletionClient"]
+
+BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
+"""The `anthropic_version` of every InvokeModel body for Anthropic models."""
+
+_CONTENT_TYPE = "application/json"
+
+
+def _validate(values: dict[str, Any], owner: str) -> BedrockClientConfig:
+    try:
+        return BedrockClientConfig.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigurationError(f"{owner}: {loc}: {msg}" if loc else f"{owner}: {msg}") from None
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
+    """A chat client for Anthropic models on AWS Bedrock (InvokeModel with the Anthropic Messages body).
+
+    Credentials: `aws_access_key` + `aws_secret_key` (+ `aws_session_token`), or `aws_profile`, or the
+    standard AWS chain (environment variables, shared credentials and config files, container and instance
+    roles), or a ready `session` (an `aioboto3.Session`, e.g. with an assumed role). Requests are SigV4-signed
+    by botocore. See the package README for every option.
+    """
+
+    provider_name = "bedrock"
+    model_table = ANTHROPIC_MODELS
+    component_config_schema: ClassVar[type[BaseModel]] = BedrockClientConfig
+    component_provider_override: ClassVar[str | None] = "ext.models.bedrock.AnthropicBedrockChatCompletionClient"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_tokens: int,
+        aws_region: str | None = None,
+        aws_access_key: str | SecretStr | None = None,
+        aws_secret_key: str | SecretStr | None = None,
+        aws_session_token: str | SecretStr | None = None,
+        aws_profile: str | None = None,
+        endpoint_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        max_pool_connections: int = 10,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        top_k: int | None = None,
+        stop_sequences: Sequence[str] | None = None,
+        thinking: Mapping[str, Any] | None = None,
+        system_policy: AnthropicSystemPolicy = "leading_then_user",
+        extra_body: Mapping[str, Any] | None = None,
+        model_info: ModelInfo | Mapping[str, Any] | None = None,
+        token_limit: int | None = None,
+        default_options: ChatOptions | Mapping[str, Any] | None = None,
+        session: aioboto3.Session | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        if isinstance(stop_sequences, str):
+            stop_sequences = [stop_sequences]
+        values: dict[str, Any] = {
+            "model": model,
+            "max_tokens": max_tokens,
+            "aws_region": aws_region,
+            "aws_access_key": aws_access_key,
+            "aws_secret_key": aws_secret_key,
+            "aws_session_token": aws_session_token,
+            "aws_profile": aws_profile,
+            "endpoint_url": endpoint_url,
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "max_pool_connections": max_pool_connections,
+            "temperature": temperature,
+            "top_p": top_p,
+            "top_k": top_k,
+            "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
+            "thinking": dict(thinking) if isinstance(thinking, Mapping) else thinking,
+            "system_policy": system_policy,
+            "extra_body": dict(extra_body) if extra_body is not None else None,
+            "model_info": model_info_dict(model_info),
+            "token_limit": token_limit,
+            "default_options": options_dict(default_options),
+        }
+        config = _validate(values, owner)
+        if config.extra_body:
+            check_extra_args(config.extra_body, config.max_tokens)
+            if "anthropic_version" in config.extra_body:
+                raise ConfigurationError(f"{owner}: extra_body must not set anthropic_version")
+        if session is not None:
+            if config.aws_access_key is not None or config.aws_profile is not None:
+                raise ConfigurationError(
+                    f"{owner}: pass either session or aws_access_key/aws_secret_key/aws_profile, not both"
+                )
+            if not isinstance(session, aioboto3.Session):
+                raise ConfigurationError(f"{owner}: session must be an aioboto3.Session, got {type(session).__name__}")
+        else:
+            try:
+                session = aioboto3.Session(
+                    aws_access_key_id=_secret(config.aws_access_key),
+                    aws_secret_access_key=_secret(config.aws_secret_key),
+                    aws_session_token=_secret(config.aws_session_token),
+                    region_name=config.aws_region,
+                    profile_name=config.aws_profile,
+                )
+            except botocore.exceptions.ProfileNotFound:
+                raise ConfigurationError(
+                    f"{owner}: aws_profile {config.aws_profile!r} is not in the AWS config or credentials files"
+                ) from None
+        region = config.aws_region or session.region_name
+        if not region:
+            raise ConfigurationError(
+                f"{owner}: no AWS region: pass aws_region=... or set AWS_REGION (or AWS_DEFAULT_REGION), or a "
+                "region in the AWS config profile"
+            )
+        super().__init__(
+            model=config.model,
+            model_info=config.model_info,
+            token_limit=config.token_limit,
+            default_options=default_options_of(
+                config.default_options,
+                temperature=config.temperature,
+                top_p=config.top_p,
+                top_k=config.top_k,
+                stop_sequences=config.stop_sequences,
+            ),
+            max_retries=config.max_retries,
+            retry_policy=retry_policy,
+        )
+        self._retry = self._retry.with_classifiers([classify_bedrock_error])
+        self._config = config
+        self._session = session
+        self._region = region
+        self._botocore_config = Config(
+            region_name=region,
+            connect_timeout=config.timeout,
+            read_timeout=config.timeout,
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            max_pool_connections=config.max_pool_connections,
+        )
+        self._wire = AnthropicWireSettings(
+            max_tokens=config.max_tokens,
+            thinking=config.thinking,
+            system_policy=config.system_policy,
+            extra_body=config.extra_body,
+        )
+        self._client: Any = None
+        self._client_cm: Any = None
+        self._client_lock: asyncio.Lock | None = None
+
+    @property
+    def region(self) -> str:
+        return self._region
+
+    @property
+    def max_tokens(self) -> int:
+        return self._config.max_tokens
+
+    async def _runtime(self) -> Any:
+        """The bedrock-runtime client, made on first use (aiobotocore binds it to the running loop)."""
+        if self._client is not None:
+            return self._client
+        if self._client_lock is None:
+            self._client_lock = asyncio.Lock()
+        async with self._client_lock:
+            if self._client is None:
+                credentials = await self._session.get_credentials()
+                if credentials is None:
+                    raise ConfigurationError(
+                        f"{type(self).__name__}: no AWS credentials: pass aws_access_key and aws_secret_key, "
+                        "aws_profile or session, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile "
+                        "in the AWS credentials file)"
+                    )
+                cm = self._session.client(
+                    "bedrock-runtime", endpoint_url=self._config.endpoint_url, config=self._botocore_config
+                )
+                self._client = await cm.__aenter__()
+                self._client_cm = cm
+        return self._client
+
+    # --- the provider's part ---------------------------------------------------------------------
+
+    def _check_request(self, request: ChatRequest) -> None:
+        check_options(request, self._wire)
+        if "anthropic_version" in request.extra:
+            raise ConfigurationError("extra_create_args must not set anthropic_version")
+
+    def _body(self, request: ChatRequest) -> bytes:
+        body = map_request(request, self.info_for(request.model), self._wire)
+        body["anthropic_version"] = BEDROCK_ANTHROPIC_VERSION
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def _create(self, request: ChatRequest) -> CreateResult:
+        body = self._body(request)
+        runtime = await self._runtime()
+        response = await runtime.invoke_model(
+            modelId=request.model, body=body, contentType=_CONTENT_TYPE, accept=_CONTENT_TYPE
+        )
+        stream = response["body"]
+        try:
+            raw = await stream.read()
+        finally:
+            stream.close()
+        return map_response(json.loads(raw))
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
+        body = self._body(request)
+        runtime = await self._runtime()
+        response = await runtime.invoke_model_with_response_stream(
+            modelId=request.model, body=body, contentType=_CONTENT_TYPE, accept=_CONTENT_TYPE
+        )
+        events = response["body"]
+        state = StreamState()
+        handle = state.handle
+        loads = json.loads
+        try:
+            next_event = events.__aiter__().__anext__
+            while True:
+                try:
+                    event = await next_event()
+                except StopAsyncIteration:
+                    break
+                except aiohttp.ClientError as exc:
+                    # aiohttp's error for a body cut short; botocore's own type for everything else.
+                    raise botocore.exceptions.ConnectionClosedError(
+                        endpoint_url=str(runtime.meta.endpoint_url), error=exc
+                    ) from exc
+                chunk = event.get("chunk")
+                if chunk is None:
+                    continue
+                item = handle(loads(chunk["bytes"]))
+                if item is not None:
+                    yield item
+            yield state.result()
+        finally:
+            # Closing before the end closes the connection, so the server sees the client go away.
+            events.close()
+
+    async def _close(self) -> None:
+        cm, self._client_cm, self._client = self._client_cm, None, None
+        if cm is not None:
+            await cm.__aexit__(None, None, None)
+
+    # --- tokens ----------------------------------------------------------------------------------
+
+    async def count_tokens_async(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = (),
+        cancellation_token: CancellationToken | None = None,
+    ) -> int:
+        """Prompt tokens as Bedrock counts them (the CountTokens API with the InvokeModel body a request would
+        send). Arguments are validated first (ConfigurationError). If the call fails (network, throttling, a
+        model or region without it), returns `ext.core.estimate_tokens` and logs a warning. The sync
+        `count_tokens` always returns that estimate."""
+        request = self.build_request(messages, cancellation_token, tools=tools)
+        body = self._body(request)
+        try:
+            with CancelScope(cancellation_token):
+                runtime = await self._runtime()
+                counted = await runtime.count_tokens(modelId=request.model, input={"invokeModel": {"body": body}})
+            return int(counted["inputTokens"])
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, aiohttp.ClientError) as exc:
+            logger.warning("CountTokens failed (%s); using the estimate", type(exc).__name__)
+            return estimate_tokens(request.messages, request.tools)
+
+    # --- components ------------------------------------------------------------------------------
+
+    def _to_config(self) -> BaseModel:
+        return self._config
+
+    @classmethod
+    def _from_config(cls, config: BedrockClientConfig) -> AnthropicBedrockChatCompletionClient:
+        return cls(**config.model_dump())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, region={self._region!r})"
