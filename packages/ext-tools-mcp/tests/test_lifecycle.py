@@ -22,9 +22,12 @@ from ext.tools.mcp import (
 )
 
 
-def stdio(*extra: str, **kwargs: float) -> StdioServerParams:
+def stdio(*extra: str, read_timeout_seconds: float = 30.0) -> StdioServerParams:
     return StdioServerParams(
-        command=sys.executable, args=[SDK_SERVER, "stdio", *extra], startup_timeout_seconds=20, **kwargs
+        command=sys.executable,
+        args=[SDK_SERVER, "stdio", *extra],
+        startup_timeout_seconds=20,
+        read_timeout_seconds=read_timeout_seconds,
     )
 
 

@@ -96,7 +96,7 @@ def test_workbench_rejects_bad_arguments_before_any_connection() -> None:
     with pytest.raises(ConfigurationError, match="model_client"):
         McpWorkbench(StdioServerParams(command="x"), model_client=object())  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="roots"):
-        McpWorkbench(StdioServerParams(command="x"), roots="file:///tmp")  # type: ignore[arg-type]
+        McpWorkbench(StdioServerParams(command="x"), roots="file:///tmp")
     with pytest.raises(ConfigurationError, match="roots"):
         McpWorkbench(StdioServerParams(command="x"), roots=["http://not-a-file"])
     with pytest.raises(ConfigurationError, match="both be presented"):

@@ -252,7 +252,7 @@ class Connection:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 session = ClientSession(
-                    _WatchedReadStream(read, self._ended.set),  # type: ignore[arg-type]
+                    _WatchedReadStream(read, self._ended.set),
                     write,
                     # Timeouts are per request: tool calls pass their own, other requests are bounded
                     # in `request()`, and the handshake by the start-up timeout.
@@ -470,11 +470,13 @@ class Connection:
         if self._tools is not None and not refresh:
             return self._tools
         async with self._tools_lock:
-            if self._tools is None or refresh:
-                self._tools = await self.request(
-                    "tools/list", lambda s: all_pages(s.list_tools, lambda r: r.tools, self.label)
-                )
-            return self._tools
+            if self._tools is not None and not refresh:
+                return self._tools
+            listed: list[mt.Tool] = await self.request(
+                "tools/list", lambda s: all_pages(s.list_tools, lambda r: r.tools, self.label)
+            )
+            self._tools = listed
+            return listed
 
 
 _MAX_PAGES = 10_000

@@ -64,10 +64,7 @@ def result_content(block: mt.ContentBlock) -> ResultContent:
         return AudioResultContent(data=_b64(block.data), mime_type=block.mime_type)
     if isinstance(block, mt.EmbeddedResource):
         return resource_content(block.resource)
-    if isinstance(block, mt.ResourceLink):
-        return ResourceResultContent(uri=str(block.uri), name=block.name, mime_type=block.mime_type)
-    # A content type newer than this mapping: keep it visible to the model as JSON.
-    return TextResultContent(content=json.dumps(block.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    return ResourceResultContent(uri=str(block.uri), name=block.name, mime_type=block.mime_type)
 
 
 def resource_content(contents: mt.TextResourceContents | mt.BlobResourceContents) -> ResourceResultContent:

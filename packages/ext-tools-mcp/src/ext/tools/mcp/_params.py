@@ -6,7 +6,7 @@ import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
@@ -105,6 +105,20 @@ class StdioServerParams(_Params):
         description="Seconds to wait for each request's answer (and for start-up, unless startup_timeout_seconds).",
     )
 
+    if TYPE_CHECKING:
+        # pydantic turns plain strings into SecretStr; this tells type checkers they are accepted.
+        def __init__(
+            self,
+            *,
+            command: str,
+            args: list[str] = ...,
+            env: Mapping[str, str | SecretStr] | None = None,
+            inherit_env: list[str] = ...,
+            cwd: str | Path | None = None,
+            read_timeout_seconds: float = 30.0,
+            startup_timeout_seconds: float | None = None,
+        ) -> None: ...
+
     @field_validator("cwd", mode="before")
     @classmethod
     def _path_to_str(cls, value: Any) -> Any:
@@ -152,6 +166,22 @@ class SseServerParams(_Params):
     auth: Any = Field(
         default=None, exclude=True, description="An httpx2.Auth (e.g. OAuth) or callable(request) -> request."
     )
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            url: str,
+            api_key: str | SecretStr | None = None,
+            api_key_env: str | None = None,
+            headers: Mapping[str, str | SecretStr] = ...,
+            headers_env: Mapping[str, str] = ...,
+            timeout: float = 30.0,
+            sse_read_timeout: float = 300.0,
+            auth: Any = None,
+            startup_timeout_seconds: float | None = None,
+        ) -> None: ...
 
     @field_validator("url")
     @classmethod
@@ -210,6 +240,21 @@ class StreamableHttpServerParams(_Params):
     auth: Any = Field(
         default=None, exclude=True, description="An httpx2.Auth (e.g. OAuth) or callable(request) -> request."
     )
+
+    if TYPE_CHECKING:
+
+        def __init__(
+            self,
+            *,
+            url: str,
+            headers: Mapping[str, str | SecretStr] = ...,
+            headers_env: Mapping[str, str] = ...,
+            timeout: float = 30.0,
+            sse_read_timeout: float = 300.0,
+            terminate_on_close: bool = True,
+            auth: Any = None,
+            startup_timeout_seconds: float | None = None,
+        ) -> None: ...
 
     @field_validator("url")
     @classmethod

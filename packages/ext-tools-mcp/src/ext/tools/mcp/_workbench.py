@@ -393,7 +393,7 @@ class McpWorkbench(Workbench):
 
     @classmethod
     def _from_config(cls, config: McpWorkbenchConfig) -> McpWorkbench:
-        model_client = None
+        model_client: ChatCompletionClient | None = None
         if config.model_client is not None:
             model_client = load_component(config.model_client)
         return cls(config.server_params, config.tool_overrides, model_client=model_client, roots=config.roots)
