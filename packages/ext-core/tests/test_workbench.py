@@ -145,3 +145,26 @@ def test_result_text_of_every_part() -> None:
 def test_function_tools_cannot_be_dumped() -> None:
     with pytest.raises(Exception, match="cannot be dumped"):
         _bench().dump_component()
+
+
+async def test_close_tools_closes_owned_tools() -> None:
+    closed: list[str] = []
+
+    class Closable(FunctionTool):
+        async def close(self) -> None:
+            closed.append(self.name)
+
+    owned = StaticWorkbench([Closable(add)], close_tools=True)
+    async with owned:
+        assert (await owned.call_tool("add", {"a": 1, "b": 2})).to_text() == "3"
+    assert closed == ["add"]
+    shared = StaticWorkbench([Closable(add)])
+    async with shared:
+        pass
+    assert closed == ["add"]
+
+
+def test_static_workbench_is_a_registered_component() -> None:
+    from ext.core import registered_components
+
+    assert registered_components().get("ext.core.StaticWorkbench") == "ext.core:StaticWorkbench"

@@ -276,10 +276,15 @@ class StaticWorkbenchConfig(BaseModel):
 
     tools: list[ComponentModel]
     tool_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+    close_tools: bool = False
 
 
 class StaticWorkbench(Workbench):
-    """A workbench over plain `Tool`s. A failing tool gives an error result naming the exception."""
+    """A workbench over plain `Tool`s. A failing tool gives an error result naming the exception.
+
+    With `close_tools=True` the workbench owns its tools: `stop()` awaits each tool's `close()`
+    (for tools holding connections, such as `HttpTool`).
+    """
 
     component_config_schema = StaticWorkbenchConfig
     component_provider_override = "ext.core.StaticWorkbench"
@@ -288,8 +293,11 @@ class StaticWorkbench(Workbench):
         self,
         tools: Sequence[Tool],
         tool_overrides: Mapping[str, ToolOverride | Mapping[str, Any]] | None = None,
+        *,
+        close_tools: bool = False,
     ) -> None:
         super().__init__(tool_overrides)
+        self._close_tools = close_tools
         by_name: dict[str, Tool] = {}
         for tool in tools:
             if not isinstance(tool, Tool):
@@ -299,6 +307,14 @@ class StaticWorkbench(Workbench):
             by_name[tool.name] = tool
         self._tools = by_name
         self._overrides.check_names(list(by_name))
+
+    async def stop(self) -> None:
+        if not self._close_tools:
+            return
+        for tool in self._tools.values():
+            close = getattr(tool, "close", None)
+            if close is not None:
+                await close()
 
     async def _list_tools(self) -> list[ToolSchema]:
         return [tool.schema for tool in self._tools.values()]
@@ -327,9 +343,11 @@ class StaticWorkbench(Workbench):
             if dump is None:
                 raise ConfigurationError(f"tool {tool.name!r} is not a component and cannot be dumped")
             dumps.append(dump())
-        return StaticWorkbenchConfig(tools=dumps, tool_overrides=dict(self._overrides.items()))
+        return StaticWorkbenchConfig(
+            tools=dumps, tool_overrides=dict(self._overrides.items()), close_tools=self._close_tools
+        )
 
     @classmethod
     def _from_config(cls, config: StaticWorkbenchConfig) -> StaticWorkbench:
         tools: list[Tool] = [load_component(t) for t in config.tools]
-        return cls(tools, config.tool_overrides)
+        return cls(tools, config.tool_overrides, close_tools=config.close_tools)
