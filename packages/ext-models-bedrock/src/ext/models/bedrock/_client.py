@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -149,6 +150,7 @@ class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
             check_extra_args(config.extra_body, config.max_tokens)
             if "anthropic_version" in config.extra_body:
                 raise ConfigurationError(f"{owner}: extra_body must not set anthropic_version")
+        session_given = session is not None
         if session is not None:
             if config.aws_access_key is not None or config.aws_profile is not None:
                 raise ConfigurationError(
@@ -169,7 +171,12 @@ class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
                 raise ConfigurationError(
                     f"{owner}: aws_profile {config.aws_profile!r} is not in the AWS config or credentials files"
                 ) from None
-        region = config.aws_region or session.region_name
+        # AWS_REGION is what the other AWS SDKs (and Lambda, ECS) set; botocore reads only AWS_DEFAULT_REGION.
+        # A session the caller built keeps its own region.
+        if session_given:
+            region = config.aws_region or session.region_name or os.environ.get("AWS_REGION")
+        else:
+            region = config.aws_region or os.environ.get("AWS_REGION") or session.region_name
         if not region:
             raise ConfigurationError(
                 f"{owner}: no AWS region: pass aws_region=... or set AWS_REGION (or AWS_DEFAULT_REGION), or a "
