@@ -1,0 +1,181 @@
+"""ext-models-bedrock vs raw aioboto3, against one loopback BedrockServer (SigV4-verifying) in the same run.
+
+Run (in the ext-models-bedrock environment):
+``hatch run ext-models-bedrock:python tools/bench/bench_bedrock.py [--iterations N]``.
+
+The server runs in a child process, so the CPU column measures the client alone. Cases: one
+create (sequential and 64 concurrent), a 500-chunk stream (chunks/s after the first, time to
+first chunk), and cold import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+# Script-dir import: `python tools/bench/bench_bedrock.py` puts tools/bench on sys.path.
+from _harness import Result, Row, StreamResult, compare, import_time, measure, measure_stream, print_table
+
+MODEL = "us.anthropic.claude-sonnet-5-5-v1:0"
+KEY = "AKIDBENCH0000000001"
+SECRET = "bench-secret"
+REGION = "us-east-1"
+STREAM_CHUNKS = 500
+
+_SERVER = """
+import asyncio, sys
+from ext.testing.script import Reply
+from ext.testing.servers.bedrock import BedrockServer
+
+async def main():
+    auth = dict(access_key=sys.argv[1], secret_key=sys.argv[3], region="us-east-1")
+    text = BedrockServer(**auth, default=Reply(text="Hello! How can I help you today?"), record=False)
+    stream = BedrockServer(**auth, default=Reply(chunks=[f"w{i} " for i in range(int(sys.argv[2]))]), record=False)
+    async with text, stream:
+        print(text.port, stream.port, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+asyncio.run(main())
+"""
+
+
+def _median_round(results: list[Result]) -> Result:
+    return sorted(results, key=lambda r: r.p50_ms)[len(results) // 2]
+
+
+async def run(iterations: int, rounds: int) -> None:
+    import json
+
+    import aioboto3
+    from botocore.config import Config
+
+    from ext.core import LLMMessage, UserMessage
+    from ext.models.bedrock import AnthropicBedrockChatCompletionClient
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _SERVER,
+        KEY,
+        str(STREAM_CHUNKS),
+        SECRET,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        text_port, stream_port = (int(p) for p in (await proc.stdout.readline()).split())
+        text_url, stream_url = f"http://127.0.0.1:{text_port}", f"http://127.0.0.1:{stream_port}"
+        session = aioboto3.Session(aws_access_key_id=KEY, aws_secret_access_key=SECRET, region_name=REGION)
+        config = Config(retries={"total_max_attempts": 1}, read_timeout=60, connect_timeout=60)
+        raw = await session.client("bedrock-runtime", endpoint_url=text_url, config=config).__aenter__()
+        raw_stream_sdk = await session.client("bedrock-runtime", endpoint_url=stream_url, config=config).__aenter__()
+        common: dict[str, Any] = {
+            "max_tokens": 1024,
+            "aws_region": REGION,
+            "aws_access_key": KEY,
+            "aws_secret_key": SECRET,
+        }
+        ours = AnthropicBedrockChatCompletionClient(MODEL, endpoint_url=text_url, **common)
+        ours_stream = AnthropicBedrockChatCompletionClient(MODEL, endpoint_url=stream_url, **common)
+        raw_body = json.dumps(
+            {
+                "anthropic_version": "bedrock-2023-05-31",
+                "max_tokens": 1024,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+            }
+        ).encode()
+        messages: list[LLMMessage] = [UserMessage(content="Hi")]
+        notes: list[str] = []
+
+        async def raw_call() -> Any:
+            response = await raw.invoke_model(
+                modelId=MODEL, body=raw_body, contentType="application/json", accept="application/json"
+            )
+            return json.loads(await response["body"].read())
+
+        async def ext_call() -> Any:
+            return await ours.create(messages)
+
+        rows: list[Row] = []
+        warmup = max(20, iterations // 10)
+        for concurrency in (1, 64):
+            case = "create" if concurrency == 1 else "create x64"
+            raws: list[Result] = []
+            exts: list[Result] = []
+            # Alternate raw and ext over several rounds and keep each side's median round, so a burst of
+            # load on a shared machine does not land on one side only.
+            for _ in range(rounds):
+                raws.append(
+                    await measure("raw", raw_call, iterations=iterations, warmup=warmup, concurrency=concurrency)
+                )
+                exts.append(
+                    await measure("ext", ext_call, iterations=iterations, warmup=warmup, concurrency=concurrency)
+                )
+            r, o = _median_round(raws), _median_round(exts)
+            rows += [Row(case, r), Row(case, o, baseline=r)]
+            ratios = compare(r, o)
+            notes.append(f"{case}: ext/raw p50 {ratios.p50:.3f}, CPU/op {ratios.cpu:.3f}, ops/s {ratios.ops_per_s:.3f}")
+        print_table(rows)
+        print("\n".join(notes))
+
+        async def raw_events() -> AsyncIterator[Any]:
+            response = await raw_stream_sdk.invoke_model_with_response_stream(
+                modelId=MODEL, body=raw_body, contentType="application/json", accept="application/json"
+            )
+            async for event in response["body"]:
+                payload = json.loads(event["chunk"]["bytes"])
+                if payload["type"] == "content_block_delta":
+                    yield payload
+
+        async def ext_chunks() -> AsyncIterator[Any]:
+            async for item in ours_stream.create_stream(messages):
+                yield item
+
+        runs = 5
+        raw_runs: list[StreamResult] = []
+        ext_runs: list[StreamResult] = []
+        for _ in range(rounds):
+            raw_runs.append(await measure_stream("raw", raw_events, runs=runs, warmup=1))
+            ext_runs.append(await measure_stream("ext", ext_chunks, runs=runs, warmup=1))
+        raw_s = sorted(raw_runs, key=lambda r: r.median_items_per_s)[rounds // 2]
+        ext_s = sorted(ext_runs, key=lambda r: r.median_items_per_s)[rounds // 2]
+        print()
+        for res in (raw_s, ext_s):
+            print(
+                f"stream {res.name:<4} ttfc {res.ttfi_ms:.3f} ms  {res.median_items_per_s:,.0f} chunks/s  "
+                f"({res.items} items, median round of {rounds} x {runs} runs)"
+            )
+        print(f"stream throughput ext/raw: {ext_s.median_items_per_s / raw_s.median_items_per_s:.3f}")
+        await raw.__aexit__(None, None, None)
+        await raw_stream_sdk.__aexit__(None, None, None)
+        await ours.close()
+        await ours_stream.close()
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        await asyncio.wait_for(proc.wait(), 30)
+
+    sdk = import_time("aioboto3", runs=9)
+    ext = import_time("ext.models.bedrock._client", runs=9)
+    core = import_time("ext.core", runs=9)
+    print(
+        f"\ncold import (median of 9): aioboto3 {sdk * 1e3:.0f} ms; ext client {ext * 1e3:.0f} ms "
+        f"(+{(ext - sdk) * 1e3:.0f} ms); of which ext.core (pydantic included) alone {core * 1e3:.0f} ms"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    asyncio.run(run(args.iterations, args.rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
