@@ -475,7 +475,7 @@ def map_usage(usage: Any) -> RequestUsage:
 
 
 def _join(parts: Sequence[str]) -> str | None:
-    text = "\n".join(p for p in parts if p)
+    text = "\n".join([p for p in parts if p])
     return text or None
 
 
@@ -576,15 +576,21 @@ class StreamState:
         return self._done
 
     def handle(self, event: Any) -> StreamChunk | None:
-        kind = _get(event, "type")
+        as_dict = type(event) is dict
+        kind = event.get("type") if as_dict else getattr(event, "type", None)
         if kind == "content_block_delta":
-            delta = _get(event, "delta")
-            delta_kind = _get(delta, "type")
-            block = self._blocks.get(_get(event, "index"))
+            # The hot path (one call per streamed token): plain attribute and key access, no helper calls.
+            if as_dict:
+                delta, index = event["delta"], event["index"]
+                delta_kind = delta.get("type")
+            else:
+                delta, index = event.delta, event.index
+                delta_kind = delta.type
+            block = self._blocks.get(index)
             if block is None:
                 raise IncompleteStreamError("a content_block_delta arrived for a block that was never started")
             if delta_kind == "text_delta":
-                text = _get(delta, "text")
+                text = delta["text"] if as_dict else delta.text
                 block.text.append(text)
                 return StreamChunk(content=text)
             if delta_kind == "input_json_delta":
