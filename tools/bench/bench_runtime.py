@@ -53,6 +53,7 @@ async def serve_relay() -> None:
     async def open_stream(request_iterator: Any, context: Any) -> None:
         name = (await context.read())[:1]
         streams[name], locks[name] = context, asyncio.Lock()
+        await context.write(b"!")  # registered: the client may start sending
         while True:
             frame = await context.read()
             if frame is grpc.aio.EOF:  # type: ignore[attr-defined]
@@ -90,6 +91,7 @@ class RawClient:
 
     async def start(self) -> None:
         await self.call.write(self.name)
+        assert await asyncio.wait_for(self.call.read(), 10) == b"!"
         self.reader = asyncio.get_running_loop().create_task(self._read())
 
     async def _send(self, frame: bytes) -> None:

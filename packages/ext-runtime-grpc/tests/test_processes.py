@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -184,10 +185,10 @@ async def test_graceful_shutdown_on_sigterm() -> None:
     runtime = worker(process.address, reconnect_backoff=5)
     try:
         await runtime.start()
-        await host_echo(runtime)
+        journal = await host_echo(runtime)
         call = asyncio.ensure_future(runtime.send_and_await_response(Slow(seconds=0.5), AgentId("echo", "slow")))
-        await asyncio.sleep(0.2)  # let the RPC reach the agent before the signal; its outcome is what we assert
-        process.process.send_signal(__import__("signal").SIGTERM)
+        await asyncio.wait_for(journal.slow_started.wait(), 10)
+        process.process.send_signal(signal.SIGTERM)
         reply = await asyncio.wait_for(call, 10)  # the in-flight RPC finished during the grace period
         assert reply.text == "slow"
         assert await asyncio.to_thread(process.process.wait, 15) == 0
@@ -263,13 +264,22 @@ def far_worker(gateway: GatewayProcess) -> Iterator[subprocess.Popen[str]]:
         process.wait(timeout=10)
 
 
+def _read_line(process: subprocess.Popen[str], timeout: float) -> str:
+    assert process.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    ready = selector.select(timeout=timeout)
+    selector.close()
+    return process.stdout.readline().strip() if ready else ""
+
+
 async def test_dead_worker_answers_the_caller_at_once(
     gateway: GatewayProcess, far_worker: subprocess.Popen[str]
 ) -> None:
     async with worker(gateway.address) as caller:
         assert (await caller.send_and_await_response(Ping(text="up"), AgentId("far", "x"), 10)).text == "up"
         call = asyncio.ensure_future(caller.send_and_await_response(Slow(seconds=30), AgentId("far", "x"), 30))
-        await asyncio.sleep(0.2)  # the RPC is in flight on the far worker when it dies
+        assert await asyncio.to_thread(_read_line, far_worker, 10) == "slow started"
         started = time.monotonic()
         far_worker.kill()
         with pytest.raises(UndeliverableError, match="far/x"):

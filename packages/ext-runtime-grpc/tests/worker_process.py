@@ -1,6 +1,7 @@
 """A worker in its own process, for tests that kill it: hosts agent type `far` (answers Ping, sleeps on Slow).
 
-Usage: python worker_process.py HOST:PORT   (prints "ready" once registered, then serves until killed)
+Usage: python worker_process.py HOST:PORT   (prints "ready" once registered and "slow started" when a Slow
+handler begins, then serves until killed)
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ async def main(address: str) -> None:
     async with runtime:
         await runtime.register_agent_factory("far", lambda aid, rt: EchoAgent(aid, rt, journal))
         print("ready", flush=True)
+        await journal.slow_started.wait()
+        print("slow started", flush=True)  # the test kills this process while that handler runs
         await asyncio.Event().wait()
 
 

@@ -137,3 +137,63 @@ async def test_argument_validation() -> None:
         await rt.start()
     with pytest.raises(RuntimeClosedError):
         await rt.register_agent_factory("y", lambda i, r: Sleeper(i, r, []))
+
+
+class Replies:
+    """Collects `reply(result, error)` calls; `wait(n)` returns once n have arrived."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[object, str | None]] = []
+        self.changed = asyncio.Event()
+
+    async def __call__(self, result: object, error: BaseException | None) -> None:
+        self.items.append((result, None if error is None else type(error).__name__))
+        self.changed.set()
+
+    async def wait(self, count: int) -> list[tuple[object, str | None]]:
+        while len(self.items) < count:
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), 5)
+        return self.items
+
+
+async def test_hosting_hooks_deliver_in_order_and_reply() -> None:
+    log: list[str] = []
+    replies = Replies()
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+        target = AgentId("s", "h")
+        first = rt.deliver("0", target, rpc=True, reply=replies)
+        second = rt.deliver("0.01", target, rpc=True, reply=replies)
+        assert not first.done and not second.done
+        # deliver_here while the agent is busy: queued behind, nothing to run in this task.
+        third, run_here = rt.deliver_here("0", target, rpc=True, reply=replies)
+        assert run_here is None
+        assert await replies.wait(3) == [("0", None), ("0.01", None), ("0", None)]
+        assert third.done
+        assert log == ["slept 0", "slept 0.01", "slept 0"]
+
+
+async def test_deliver_here_runs_in_the_calling_task_and_cancel_delivery() -> None:
+    log: list[str] = []
+    replies = Replies()
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+        target = AgentId("s", "here")
+        delivery, run_here = rt.deliver_here("0", target, rpc=True, reply=replies)
+        assert run_here is not None
+        await run_here
+        assert delivery.done and replies.items == [("0", None)]
+        agent = await rt.get_agent(target)
+        assert isinstance(agent, Sleeper)
+        agent.started.clear()
+        running = rt.deliver("30", target, rpc=True, reply=replies)
+        queued = rt.deliver("0", target, rpc=True, reply=replies)
+        await asyncio.wait_for(agent.started.wait(), 5)
+        rt.cancel_delivery(queued)  # cancelled before it started: skipped, the reply says so
+        rt.cancel_delivery(running)  # cancelled while running: the handler sees its token cancelled
+        assert await replies.wait(3) == [("0", None), (None, "CancelledError"), (None, "CancelledError")]
+        assert running.done and queued.done
+        assert log == ["slept 0", "cancelled token=True"]
+        assert rt.broadcast_now("0", "s", sender=target) == 0
+        assert rt.broadcast_now("0", "nobody") == 0

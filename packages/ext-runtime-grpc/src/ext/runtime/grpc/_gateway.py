@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hmac
 import itertools
 import logging
@@ -30,6 +31,10 @@ _EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-s
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
+# Set while a serve loop handles the items of a batch: what they produce is queued and written as batches
+# too, instead of one stream write per item.
+_coalescing: contextvars.ContextVar[bool] = contextvars.ContextVar("ext_gateway_coalescing", default=False)
+
 
 def _error(kind: int, message: str, error_type: str = "") -> pb.Error:
     return pb.Error(kind=kind, error_type=error_type, message=message)  # type: ignore[arg-type]
@@ -51,7 +56,11 @@ class _Conn:
         self.inflight: dict[str, AgentId] = {}
 
     async def send(self, message: pb.Message) -> None:
-        await self.outbox.send(message)
+        if _coalescing.get():
+            self.outbox.post(message)
+            await self.outbox.wait_drained()
+        else:
+            await self.outbox.send(message)
 
 
 @dataclass(slots=True)
@@ -209,11 +218,15 @@ class Gateway:
                 message = await context.read()
                 if message is _EOF:
                     break
-                for item in message.batch.messages if message.WhichOneof("body") == "batch" else (message,):
-                    try:
-                        await self._dispatch(conn, item)
-                    except Exception:
-                        logger.exception("gateway failed to handle a message from worker %s", conn.worker_id)
+                if message.WhichOneof("body") != "batch":
+                    await self._dispatch_safely(conn, message)
+                    continue
+                token = _coalescing.set(True)
+                try:
+                    for item in message.batch.messages:
+                        await self._dispatch_safely(conn, item)
+                finally:
+                    _coalescing.reset(token)
         finally:
             await self._drop(conn)
 
@@ -239,6 +252,12 @@ class Gateway:
             self._idle.set()
 
     # --- routing ---------------------------------------------------------------------------------------
+
+    async def _dispatch_safely(self, conn: _Conn, message: pb.Message) -> None:
+        try:
+            await self._dispatch(conn, message)
+        except Exception:
+            logger.exception("gateway failed to handle a message from worker %s", conn.worker_id)
 
     async def _dispatch(self, conn: _Conn, message: pb.Message) -> None:
         body = message.WhichOneof("body")

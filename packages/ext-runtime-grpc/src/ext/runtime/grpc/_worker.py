@@ -337,7 +337,12 @@ class GrpcAgentRuntime:
             raise UndeliverableError("not connected to the gateway (reconnecting)")
         return outbox
 
-    async def _write(self, message: pb.Message) -> None:
+    async def _write(self, message: pb.Message, coalesce: bool = False) -> None:
+        """Write now when the stream is idle; with `coalesce` (other traffic in flight), queue it so that
+        concurrent requests and replies share stream writes."""
+        if coalesce:
+            await self._post(message)
+            return
         outbox = self._current_outbox()
         try:
             await outbox.send(message)
@@ -388,9 +393,14 @@ class GrpcAgentRuntime:
         elif body == "delivery":
             try:
                 return await self._on_delivery(message.delivery, may_run_here)
-            except Exception:
-                # A bad delivery must not take the stream (and every other agent's traffic) down.
+            except Exception as exc:
+                # A bad delivery must not take the stream (and every other agent's traffic) down, and an RPC
+                # caller hears about it now rather than at its deadline.
                 logger.exception("worker %s failed to take a delivery", self._worker_id)
+                delivery = message.delivery
+                if delivery.kind == pb.DELIVERY_KIND_RPC:
+                    error = pb.Error(kind=pb.ERROR_KIND_UNDELIVERABLE, error_type=type(exc).__name__, message=str(exc))
+                    await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
         elif body == "cancel":
             handle = self._hosted.pop(message.cancel.request_id, None)
             if handle is not None:
@@ -482,7 +492,7 @@ class GrpcAgentRuntime:
                 error = exc
             else:
                 try:
-                    await self._write(envelope)
+                    await self._write(envelope, coalesce=bool(self._hosted))
                 except (UndeliverableError, RuntimeClosedError) as exc:
                     logger.info("could not answer request %s: %s", request_id, exc)
                 return
@@ -622,7 +632,7 @@ class GrpcAgentRuntime:
         # A timer on the future itself rather than wait_for: one less task hop on the hot path.
         timer = loop.call_later(timeout, _expire, future) if timeout is not None else None
         try:
-            await self._write(envelope)
+            await self._write(envelope, coalesce=len(self._pending) > 1)
             response = await future
         except _Expired:
             await self._cancel_remote(request_id)

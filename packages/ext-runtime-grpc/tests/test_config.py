@@ -1,0 +1,91 @@
+"""Bad configuration fails at construction with an error naming the argument; nothing is sent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from pydantic import SecretStr
+
+from ext.core import AgentId
+from ext.runtime.grpc import Gateway, GrpcAgentRuntime, RedisRegistry
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"port": 70000}, "port"),
+        ({"port": True}, "port"),
+        ({"host": ""}, "host"),
+        ({"max_message_bytes": 10}, "max_message_bytes"),
+        ({"tls_cert_file": "c.pem"}, "tls_cert_file and tls_key_file"),
+        ({"shutdown_grace": -1}, "shutdown_grace"),
+        ({"token": ""}, "token"),
+    ],
+)
+def test_gateway_arguments(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        Gateway(**kwargs)  # type: ignore[arg-type]
+
+
+def test_gateway_repr_hides_the_token() -> None:
+    gateway = Gateway(token=SecretStr("hunter2"))
+    assert "hunter2" not in repr(gateway)
+    assert "127.0.0.1:0" in repr(gateway)
+
+
+@pytest.mark.parametrize(
+    ("address", "kwargs", "error", "match"),
+    [
+        ("nohost", {}, ValueError, "host:port"),
+        ("localhost:abc", {}, ValueError, "host:port"),
+        (42, {}, TypeError, "address"),
+        ("127.0.0.1:1", {"max_message_bytes": 0}, ValueError, "max_message_bytes"),
+        ("127.0.0.1:1", {"connect_timeout": 0}, ValueError, "connect_timeout"),
+        ("127.0.0.1:1", {"reconnect_backoff": -1}, ValueError, "reconnect_backoff"),
+        ("127.0.0.1:1", {"root_certificates": "pem"}, TypeError, "root_certificates"),
+    ],
+)
+def test_worker_arguments(address: object, kwargs: dict[str, object], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        GrpcAgentRuntime(address, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_worker_must_be_started_and_a_dead_address_fails_promptly() -> None:
+    runtime = GrpcAgentRuntime("127.0.0.1:1", token_env=None, connect_timeout=1)
+    with pytest.raises(RuntimeError, match="not started"):
+        await runtime.send_message("x", AgentId("a", "b"))
+    with pytest.raises(Exception, match="gateway"):
+        await runtime.start()
+    await runtime.stop()
+    assert "127.0.0.1:1" in repr(runtime)
+
+
+def test_worker_token_never_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EXT_GRPC_TOKEN", "env-secret")
+    runtime = GrpcAgentRuntime("127.0.0.1:1")
+    assert "env-secret" not in repr(runtime)
+
+
+def test_redis_registry_arguments() -> None:
+    with pytest.raises(ValueError, match="url"):
+        RedisRegistry("http://localhost")
+    with pytest.raises(ValueError, match="lease_seconds"):
+        RedisRegistry("redis://127.0.0.1:1", lease_seconds=0)
+
+
+def test_cli_usage_and_argument_errors() -> None:
+    usage = subprocess.run([sys.executable, "-m", "ext.runtime.grpc"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "gateway" in usage.stderr
+    tls = subprocess.run(
+        [sys.executable, "-m", "ext.runtime.grpc", "gateway", "--tls-cert", "c.pem"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert tls.returncode == 2 and "--tls-key" in tls.stderr
+    helped = subprocess.run(
+        [sys.executable, "-m", "ext.runtime.grpc", "gateway", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert helped.returncode == 0 and "--redis-url" in helped.stdout
