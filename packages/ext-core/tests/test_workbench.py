@@ -168,3 +168,23 @@ def test_static_workbench_is_a_registered_component() -> None:
     from ext.core import registered_components
 
     assert registered_components().get("ext.core.StaticWorkbench") == "ext.core:StaticWorkbench"
+
+
+async def test_a_tools_own_timeout_is_not_rewritten() -> None:
+    async def times_out() -> str:
+        """Raises its own TimeoutError."""
+        raise TimeoutError("upstream took too long")
+
+    bench = StaticWorkbench([FunctionTool(times_out)])
+
+    class Raising(StaticWorkbench):
+        async def _call_tool(self, name, arguments, cancellation_token, call_id):  # type: ignore[no-untyped-def]
+            raise TimeoutError("transport timeout")
+
+    raising = Raising([FunctionTool(times_out)])
+    with pytest.raises(TimeoutError, match="transport timeout"):
+        await raising.call_tool("times_out")
+    with pytest.raises(TimeoutError, match="transport timeout"):
+        await raising.call_tool("times_out", timeout=5)
+    result = await bench.call_tool("times_out", timeout=5)
+    assert result.is_error and "upstream took too long" in result.to_text()

@@ -29,6 +29,7 @@ class ToolSchema(_ToolSchemaRequired, total=False):
     description: str
     parameters: dict[str, Any]
     strict: bool
+    output_schema: dict[str, Any]
 
 
 @runtime_checkable

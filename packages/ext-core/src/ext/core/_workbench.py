@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, Union
 
@@ -68,7 +68,7 @@ class ToolResult(BaseModel):
     name: str
     result: list[ResultContent] = Field(default_factory=list)
     is_error: bool = False
-    structured_content: dict[str, Any] | None = None
+    structured_content: Any = None
 
     def to_text(self, image_placeholder: str = "[image]") -> str:
         """The result as text for a model: text parts joined, other parts named."""
@@ -228,15 +228,18 @@ class Workbench(ABC, Component[BaseModel]):
         except KeyError:
             return ToolResult(name=name, result=[TextResultContent(content=f"unknown tool {name!r}")], is_error=True)
         work = self._call_tool(original, dict(arguments or {}), cancellation_token, call_id)
-        if timeout is not None:
-            work = asyncio.wait_for(work, timeout)
-        try:
+        if timeout is None:
             result = await run_cancellable(work, cancellation_token)
-        except asyncio.TimeoutError:  # builtin TimeoutError on 3.11+, distinct on 3.10
-            message = f"tool {name!r} did not finish within {timeout} s"
-            if timeout_as_error:
-                return ToolResult(name=name, result=[TextResultContent(content=message)], is_error=True)
-            raise TimeoutError(message) from None
+        else:
+            try:
+                result = await run_cancellable(asyncio.wait_for(_own_timeouts(work), timeout), cancellation_token)
+            except asyncio.TimeoutError:  # builtin TimeoutError on 3.11+, distinct on 3.10
+                message = f"tool {name!r} did not finish within {timeout} s"
+                if timeout_as_error:
+                    return ToolResult(name=name, result=[TextResultContent(content=message)], is_error=True)
+                raise TimeoutError(message) from None
+            except _InnerTimeout as inner:
+                raise inner.error from None
         if result.name != name:
             result = result.model_copy(update={"name": name})
         return result
@@ -250,6 +253,21 @@ class Workbench(ABC, Component[BaseModel]):
         self, name: str, arguments: dict[str, Any], cancellation_token: CancellationToken | None, call_id: str | None
     ) -> ToolResult:
         """Call the tool with its original name."""
+
+
+class _InnerTimeout(Exception):
+    """Carries a TimeoutError raised by the tool itself past the workbench's own deadline handling."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _own_timeouts(work: Awaitable[ToolResult]) -> ToolResult:
+    try:
+        return await work
+    except asyncio.TimeoutError as exc:
+        raise _InnerTimeout(exc) from exc
 
 
 def result_from_value(name: str, value: Any, tool: Tool | None = None) -> ToolResult:
