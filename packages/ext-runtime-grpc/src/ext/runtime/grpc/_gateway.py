@@ -218,8 +218,19 @@ class Gateway:
                 message = await context.read()
                 if message is _EOF:
                     break
-                if message.WhichOneof("body") != "batch":
-                    await self._dispatch_safely(conn, message)
+                body = message.WhichOneof("body")
+                if body != "batch":
+                    try:
+                        # The two hot bodies first, without the generic dispatch.
+                        if body == "delivery":
+                            await self._on_delivery(conn, message)
+                        elif body == "response":
+                            conn.inflight.pop(message.response.request_id, None)
+                            await self._route_response(message)
+                        else:
+                            await self._dispatch(conn, message)
+                    except Exception:
+                        logger.exception("gateway failed to handle a message from worker %s", conn.worker_id)
                     continue
                 token = _coalescing.set(True)
                 try:

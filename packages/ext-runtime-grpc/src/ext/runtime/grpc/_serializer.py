@@ -232,17 +232,26 @@ class ProtobufMessageSerializer:
         """The message inside a CloudEvent. `type` (class or type name) defaults to the event's own type name."""
         if not isinstance(event, CloudEvent):
             raise TypeError(f"event must be a CloudEvent (protobuf), got {builtins.type(event).__name__}")
+        which = event.WhichOneof("data")
+        attributes = event.attributes
         target: str | builtins.type[Any]
         if type is not None:
             target = type
-        elif "exttype" in event.attributes:
-            target = event.attributes["exttype"].ce_string
-        elif event.WhichOneof("data") == "proto_data":
+        elif attributes and "exttype" in attributes:
+            target = attributes["exttype"].ce_string
+        elif which == "proto_data":
             target = event.proto_data.type_url.rpartition("/")[2] or event.type
         else:
             target = event.type
-        which = event.WhichOneof("data")
         if which == "proto_data":
+            if builtins.type(target) is str:
+                # The hot path: a known protobuf type, parsed without the generic checks.
+                cls = self._by_name.get(target)
+                if cls is not None and issubclass(cls, ProtoMessage):
+                    try:
+                        return cls.FromString(event.proto_data.value)
+                    except DecodeError as exc:
+                        raise SerializationError(f"payload is not a valid {cls.__qualname__}: {exc}") from None
             return self.deserialize(event.proto_data.value, target)
         if which == "text_data":
             return self.deserialize(event.text_data.encode(), target)
