@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import statistics
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -82,19 +83,22 @@ async def run(iterations: int, rounds: int) -> None:
         }
         ours = AnthropicBedrockChatCompletionClient(MODEL, endpoint_url=text_url, **common)
         ours_stream = AnthropicBedrockChatCompletionClient(MODEL, endpoint_url=stream_url, **common)
-        raw_body = json.dumps(
-            {
+
+        def raw_body() -> bytes:
+            # Built per call, as code on the raw SDK does (it has a new conversation each time).
+            request = {
                 "anthropic_version": "bedrock-2023-05-31",
                 "max_tokens": 1024,
                 "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
             }
-        ).encode()
+            return json.dumps(request).encode()
+
         messages: list[LLMMessage] = [UserMessage(content="Hi")]
         notes: list[str] = []
 
         async def raw_call() -> Any:
             response = await raw.invoke_model(
-                modelId=MODEL, body=raw_body, contentType="application/json", accept="application/json"
+                modelId=MODEL, body=raw_body(), contentType="application/json", accept="application/json"
             )
             return json.loads(await response["body"].read())
 
@@ -131,7 +135,7 @@ async def run(iterations: int, rounds: int) -> None:
 
         async def raw_events() -> AsyncIterator[Any]:
             response = await raw_stream_sdk.invoke_model_with_response_stream(
-                modelId=MODEL, body=raw_body, contentType="application/json", accept="application/json"
+                modelId=MODEL, body=raw_body(), contentType="application/json", accept="application/json"
             )
             async for event in response["body"]:
                 payload = json.loads(event["chunk"]["bytes"])
@@ -145,9 +149,18 @@ async def run(iterations: int, rounds: int) -> None:
         runs = 5
         raw_runs: list[StreamResult] = []
         ext_runs: list[StreamResult] = []
+        raw_cpu: list[float] = []
+        ext_cpu: list[float] = []
         for _ in range(rounds):
-            raw_runs.append(await measure_stream("raw", raw_events, runs=runs, warmup=1))
-            ext_runs.append(await measure_stream("ext", ext_chunks, runs=runs, warmup=1))
+            # CPU per chunk (the client process only) is steadier than wall-clock rates on a busy machine.
+            for runs_list, cpu_list, name, source in (
+                (raw_runs, raw_cpu, "raw", raw_events),
+                (ext_runs, ext_cpu, "ext", ext_chunks),
+            ):
+                cpu0 = time.process_time_ns()
+                result = await measure_stream(name, source, runs=runs, warmup=1)
+                cpu_list.append((time.process_time_ns() - cpu0) / 1e3 / ((runs + 1) * result.items))
+                runs_list.append(result)
         raw_s = sorted(raw_runs, key=lambda r: r.median_items_per_s)[rounds // 2]
         ext_s = sorted(ext_runs, key=lambda r: r.median_items_per_s)[rounds // 2]
         stream_ratio = statistics.median(
@@ -160,6 +173,11 @@ async def run(iterations: int, rounds: int) -> None:
                 f"({res.items} items, median round of {rounds} x {runs} runs)"
             )
         print(f"stream throughput ext/raw: median over {rounds} paired rounds {stream_ratio:.3f}")
+        cpu_ratio = statistics.median(b / a for a, b in zip(raw_cpu, ext_cpu, strict=True))
+        print(
+            f"stream CPU per chunk: raw {statistics.median(raw_cpu):.1f} µs, ext {statistics.median(ext_cpu):.1f} µs "
+            f"(paired ext/raw {cpu_ratio:.3f})"
+        )
         await raw.__aexit__(None, None, None)
         await raw_stream_sdk.__aexit__(None, None, None)
         await ours.close()
