@@ -1,7 +1,39 @@
-"""Conformance suites: base test classes that every `ChatCompletionClient` and `Workbench`
-implementation subclasses in its own tests. A new provider is done when its subclass passes."""
+"""Conformance suites: base test classes that every `ChatCompletionClient`, `Workbench` and agent
+runtime implementation subclasses in its own tests. A new provider is done when its subclass passes."""
 
 from ext.testing.conformance._chat import FEATURES, ChatClientConformance
+from ext.testing.conformance._runtime import (
+    MESSAGE_TYPES,
+    EchoAgent,
+    Fail,
+    GetNotes,
+    Journal,
+    Note,
+    Notes,
+    Ping,
+    Pong,
+    Relay,
+    RuntimeConformance,
+    Slow,
+    Unhandled,
+)
 from ext.testing.conformance._workbench import WorkbenchConformance
 
-__all__ = ["FEATURES", "ChatClientConformance", "WorkbenchConformance"]
+__all__ = [
+    "FEATURES",
+    "MESSAGE_TYPES",
+    "ChatClientConformance",
+    "EchoAgent",
+    "Fail",
+    "GetNotes",
+    "Journal",
+    "Note",
+    "Notes",
+    "Ping",
+    "Pong",
+    "Relay",
+    "RuntimeConformance",
+    "Slow",
+    "Unhandled",
+    "WorkbenchConformance",
+]
