@@ -30,7 +30,8 @@ def get_weather(city: str, unit: str = "celsius") -> str:
 
 def answer_from_tool_result(request: RecordedRequest) -> Reply:
     # The scripted "model" reads the tool result the client put on the wire and answers with it.
-    tool_messages = [m for m in request.json["messages"] if m["role"] == "tool"]
+    body = request.json if isinstance(request.json, dict) else {}
+    tool_messages = [m for m in body.get("messages", []) if m.get("role") == "tool"]
     return Reply(text=f"According to the weather tool: {tool_messages[-1]['content']}.")
 
 

@@ -155,7 +155,9 @@ async def run(iterations: int, startups: int) -> None:
         print()
         for kind in ("stdio", "http"):
             raw_s, ext_s = await startup(kind, url, startups)
-            print(f"start-up {kind:<6} raw {raw_s * 1e3:8.1f} ms   ext {ext_s * 1e3:8.1f} ms   ({startups} runs, median)")
+            print(
+                f"start-up {kind:<6} raw {raw_s * 1e3:8.1f} ms   ext {ext_s * 1e3:8.1f} ms   ({startups} runs, median)"
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

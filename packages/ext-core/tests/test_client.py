@@ -321,3 +321,11 @@ async def test_assistant_function_calls_pass_through() -> None:
     client = Fake([result()])
     await client.create([*USER, AssistantMessage(content=calls)])
     assert client.requests[0].messages[1] == AssistantMessage(content=calls)
+
+
+async def test_count_tokens_async_defaults_to_the_sync_count() -> None:
+    client = Fake()
+    assert await client.count_tokens_async(USER, tools=[ADD_TOOL]) == client.count_tokens(USER, tools=[ADD_TOOL])
+
+
+ADD_TOOL = FunctionTool(add)

@@ -120,3 +120,9 @@ async def test_custom_classifier_wins() -> None:
         [lambda e: RetryDecision(True, 0.0) if isinstance(e, Flaky) else None]
     )
     assert await policy.run(op) == 2
+
+
+def test_retryable_statuses_are_public() -> None:
+    from ext.core import RETRYABLE_STATUS
+
+    assert {429, 500, 503, 529} <= RETRYABLE_STATUS and 400 not in RETRYABLE_STATUS

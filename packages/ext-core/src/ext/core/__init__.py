@@ -53,7 +53,7 @@ from ._model_info import (
     resolve_model_info,
 )
 from ._options import AIClientOptions, ChatMessage, ChatOptions, VectorStoreOptions
-from ._retry import RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
+from ._retry import RETRYABLE_STATUS, RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
 from ._runtime import (
     DEFAULT_RPC_TIMEOUT,
     Agent,
@@ -88,6 +88,7 @@ from ._workbench import (
 )
 
 __all__ = [
+    "RETRYABLE_STATUS",
     "AIClientOptions",
     "Agent",
     "AgentFactory",

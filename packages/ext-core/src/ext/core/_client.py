@@ -136,10 +136,11 @@ _MESSAGE_TYPES = frozenset({"SystemMessage", "UserMessage", "AssistantMessage", 
 
 def tool_schema_of(tool: Tool | ToolSchema | Mapping[str, Any]) -> ToolSchema:
     """A tool's schema with provider-ready parameters."""
-    if isinstance(tool, Tool):
+    # Mapping first: isinstance against a runtime-checkable Protocol is slow.
+    if isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
+        schema = tool
+    elif isinstance(tool, Tool):
         schema = tool.schema
-    elif isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
-        schema = tool  # type: ignore[assignment]
     else:
         raise ConfigurationError(
             f"tools entries must be Tools or tool schemas with a 'name', got {type(tool).__name__}"
@@ -320,7 +321,8 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
 
     @staticmethod
     def _tool_choice(tool_choice: ToolChoice, names: list[str]) -> str:
-        if isinstance(tool_choice, Tool):
+        # str first: isinstance against a runtime-checkable Protocol is slow, and this runs every call.
+        if not isinstance(tool_choice, str) and isinstance(tool_choice, Tool):
             tool_choice = tool_choice.name
         if not isinstance(tool_choice, str):
             raise ConfigurationError(f"tool_choice must be 'auto', 'none', 'required' or a tool, got {tool_choice!r}")
@@ -422,6 +424,13 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         """Tokens the messages and tools take. The base gives a provider-free estimate (see `estimate_tokens`)."""
         return estimate_tokens(_coerce_messages(messages), [tool_schema_of(t) for t in tools])
+
+    async def count_tokens_async(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()
+    ) -> int:
+        """Tokens the messages and tools take, asking the provider where it has a counting endpoint.
+        The base uses `count_tokens`."""
+        return self.count_tokens(messages, tools=tools)
 
     def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         """Context window left after the messages and tools. Never raises for an unknown model."""

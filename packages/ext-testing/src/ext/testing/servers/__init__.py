@@ -22,9 +22,13 @@ from ext.testing.servers._base import (
     ndjson_frame,
     sse_frame,
 )
+from ext.testing.servers.anthropic import AnthropicServer
+from ext.testing.servers.bedrock import BedrockServer
 from ext.testing.servers.openai import OpenAIServer
 
 __all__ = [
+    "AnthropicServer",
+    "BedrockServer",
     "Fault",
     "Headers",
     "LoopbackServer",

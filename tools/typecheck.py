@@ -1,0 +1,34 @@
+"""mypy --strict over the whole workspace.
+
+Test files of different distributions share module names (tests/test_client.py), which one mypy run
+rejects, so this checks every distribution's sources and the tools together once, then each
+distribution's tests (and tests-integration) in a run of their own. Exits non-zero on any error.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    packages = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
+    runs = [[str(p / "src") for p in packages] + [str(ROOT / "tools")]]
+    runs += [[str(p / "tests")] for p in packages if (p / "tests").is_dir()]
+    runs.append([str(ROOT / "tests-integration")])
+    failed = 0
+    for targets in runs:
+        label = ", ".join(Path(t).relative_to(ROOT).as_posix() for t in targets[-1:])
+        done = subprocess.run([sys.executable, "-m", "mypy", *targets], cwd=ROOT, check=False)
+        if done.returncode != 0:
+            print(f"typecheck: mypy failed for {label}", file=sys.stderr)
+            failed += 1
+    print(f"typecheck: {len(runs)} mypy runs, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
