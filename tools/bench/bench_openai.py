@@ -177,7 +177,8 @@ async def run(iterations: int, rounds: int, chunks: int, stream_runs: int, impor
     )
 
 
-_SDK_CLIENT = "import openai\nopenai.AsyncOpenAI(api_key='sk-bench', max_retries=0)\n"
+# `.chat.completions` is imported lazily by the SDK; ext's constructor touches it, a first raw call would too.
+_SDK_CLIENT = "import openai\nopenai.AsyncOpenAI(api_key='sk-bench', max_retries=0).chat.completions\n"
 _EXT_CLIENT = (
     "from ext.models.openai import OpenAIChatCompletionClient\n"
     "OpenAIChatCompletionClient('gpt-4o', api_key='sk-bench')\n"

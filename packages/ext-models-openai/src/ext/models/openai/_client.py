@@ -235,12 +235,16 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
         if self._encoder is _UNSET:
             config = self._config
             name = encoding_name_for_model(self.model)
-            self._encoder = load_encoding(
-                name,
-                cache_dir=config.tiktoken_cache_dir,
-                bundled=config.bundled_encodings,
-                allow_download=config.allow_encoding_download,
-            )
+            try:
+                self._encoder = load_encoding(
+                    name,
+                    cache_dir=config.tiktoken_cache_dir,
+                    bundled=config.bundled_encodings,
+                    allow_download=config.allow_encoding_download,
+                )
+            except Exception:  # a broken file or tiktoken build must not break counting
+                logger.warning("could not load the %s encoding", name, exc_info=True)
+                self._encoder = None
             if self._encoder is None:
                 logger.info(
                     "no %s tiktoken file found (TIKTOKEN_CACHE_DIR, tiktoken_cache_dir or the bpe-openai wheel); "
