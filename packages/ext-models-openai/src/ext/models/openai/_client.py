@@ -169,14 +169,6 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
         )
         self._encoder: Encoder | None = _UNSET
 
-    @staticmethod
-    def _tool_choice(tool_choice: Any, names: list[str]) -> str:
-        # The common case first: the base checks isinstance(tool_choice, Tool) up front, and an
-        # isinstance on a runtime-checkable Protocol costs tens of microseconds per call.
-        if tool_choice == "auto" and type(tool_choice) is str:
-            return "auto"
-        return BaseChatCompletionClient._tool_choice(tool_choice, names)
-
     # --- the provider's part ---------------------------------------------------------------------
 
     def _check_request(self, request: ChatRequest) -> None:
