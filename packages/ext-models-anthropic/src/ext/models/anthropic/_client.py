@@ -11,10 +11,10 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, ClassVar
 
+import anthropic
 import httpx2
 from pydantic import BaseModel, SecretStr, ValidationError
 
-import anthropic
 from ext.core import (
     BaseChatCompletionClient,
     CancellationToken,

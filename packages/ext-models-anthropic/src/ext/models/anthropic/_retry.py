@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anthropic
+
 from ext.core import RetryDecision, parse_retry_after
 
 # Error types the API sends in a 200 stream's `error` event: the HTTP status says nothing there.

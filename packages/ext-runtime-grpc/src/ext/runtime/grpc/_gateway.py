@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 from pydantic import SecretStr
 
-import grpc
 from ext.core import AgentId
 
 from ._outbox import Outbox

@@ -13,9 +13,9 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any
 
+import grpc
 from pydantic import SecretStr
 
-import grpc
 from ext.core import AgentId, AgentType, CancellationToken, ExtError
 from ext.core._runtime import (
     DEFAULT_RPC_TIMEOUT,

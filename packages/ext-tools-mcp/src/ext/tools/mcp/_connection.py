@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx2
-
 from mcp import types as mt
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client

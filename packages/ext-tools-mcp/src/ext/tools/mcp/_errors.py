@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ext.core import ExtError
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from ext.core import ExtError
 
 
 class McpError(ExtError, MCPError):

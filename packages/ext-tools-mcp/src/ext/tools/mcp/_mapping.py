@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from mcp import types as mt
 from pydantic import BaseModel, Field
 
 from ext.core import (
@@ -30,7 +31,6 @@ from ext.core import (
     UserMessage,
     normalize_parameters,
 )
-from mcp import types as mt
 
 # --- tools ----------------------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, Union
 
+from mcp import types as mt
+from mcp.client.session import ClientRequestContext, ClientSession
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ext.core import (
@@ -24,8 +26,6 @@ from ext.core import (
     Workbench,
     load_component,
 )
-from mcp import types as mt
-from mcp.client.session import ClientRequestContext, ClientSession
 
 from ._connection import Connection, Handlers, all_pages
 from ._errors import McpError, McpTimeoutError
