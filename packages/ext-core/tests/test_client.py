@@ -329,3 +329,17 @@ async def test_count_tokens_async_defaults_to_the_sync_count() -> None:
 
 
 ADD_TOOL = FunctionTool(add)
+
+
+def test_config_dict_helpers() -> None:
+    from ext.core import ModelInfo, model_info_dict, options_dict
+
+    assert model_info_dict(None) is None
+    assert model_info_dict({"vision": True}) == {"vision": True}
+    assert model_info_dict(ModelInfo(family="x"))["family"] == "x"  # type: ignore[index]
+    assert options_dict(ChatOptions(temperature=0.1)) == {"temperature": 0.1}
+    assert options_dict({"seed": 1}) == {"seed": 1}
+    with pytest.raises(ConfigurationError, match="model_info"):
+        model_info_dict(3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="default_options"):
+        options_dict("x")  # type: ignore[arg-type]

@@ -3,7 +3,16 @@
 from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
-from ._client import BaseChatCompletionClient, ChatCompletionClient, ChatRequest, JsonOutput, ToolChoice, tool_schema_of
+from ._client import (
+    BaseChatCompletionClient,
+    ChatCompletionClient,
+    ChatRequest,
+    JsonOutput,
+    ToolChoice,
+    model_info_dict,
+    options_dict,
+    tool_schema_of,
+)
 from ._component import Component, ComponentModel, load_component, registered_components, resolve_secret
 from ._errors import (
     ClientClosedError,
@@ -88,6 +97,8 @@ from ._workbench import (
 )
 
 __all__ = [
+    "model_info_dict",
+    "options_dict",
     "RETRYABLE_STATUS",
     "AIClientOptions",
     "Agent",

@@ -155,6 +155,28 @@ def tool_schema_of(tool: Tool | ToolSchema | Mapping[str, Any]) -> ToolSchema:
     return out
 
 
+def model_info_dict(model_info: ModelInfo | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`model_info` as the plain dict a component config holds."""
+    if model_info is None:
+        return None
+    if isinstance(model_info, ModelInfo):
+        return model_info.model_dump()
+    if not isinstance(model_info, Mapping):
+        raise ConfigurationError(f"model_info must be a ModelInfo or a mapping, got {type(model_info).__name__}")
+    return dict(model_info)
+
+
+def options_dict(options: ChatOptions | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`default_options` as the plain dict a component config holds (only the fields that were set)."""
+    if options is None:
+        return None
+    if isinstance(options, ChatOptions):
+        return options.set_fields()
+    if not isinstance(options, Mapping):
+        raise ConfigurationError(f"default_options must be ChatOptions or a mapping, got {type(options).__name__}")
+    return dict(options)
+
+
 def _has_images(messages: Sequence[LLMMessage]) -> bool:
     return any(
         isinstance(m, UserMessage) and not isinstance(m.content, str) and any(isinstance(p, Image) for p in m.content)

@@ -12,7 +12,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from ext.core import ChatOptions, ConfigurationError, ModelInfo
+from ext.core import ChatOptions, ConfigurationError
+from ext.core import model_info_dict as model_info_dict  # re-exported: shared with ext-models-bedrock
+from ext.core import options_dict as options_dict
 
 from ._mapping import check_sampling, check_thinking
 
@@ -76,28 +78,6 @@ class AnthropicClientConfig(BaseModel):
         thinking = check_thinking(self.thinking, self.max_tokens)
         check_sampling(self.temperature, self.top_p, self.top_k, thinking)
         return self
-
-
-def model_info_dict(model_info: ModelInfo | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """`model_info` as the plain dict a config holds."""
-    if model_info is None:
-        return None
-    if isinstance(model_info, ModelInfo):
-        return model_info.model_dump()
-    if not isinstance(model_info, Mapping):
-        raise ConfigurationError(f"model_info must be a ModelInfo or a mapping, got {type(model_info).__name__}")
-    return dict(model_info)
-
-
-def options_dict(options: ChatOptions | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """`default_options` as the plain dict a config holds."""
-    if options is None:
-        return None
-    if isinstance(options, ChatOptions):
-        return options.set_fields()
-    if not isinstance(options, Mapping):
-        raise ConfigurationError(f"default_options must be ChatOptions or a mapping, got {type(options).__name__}")
-    return dict(options)
 
 
 def default_options_of(

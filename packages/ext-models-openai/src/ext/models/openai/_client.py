@@ -28,6 +28,8 @@ from ext.core import (
     ToolSchema,
     UnsupportedOptionError,
     estimate_tokens,
+    model_info_dict,
+    options_dict,
     resolve_secret,
     tool_schema_of,
 )
@@ -78,26 +80,6 @@ def _validate(config_cls: type[BaseModel], owner: str, values: dict[str, Any]) -
         loc = ".".join(str(p) for p in first["loc"]) or "<config>"
         msg = str(first["msg"]).removeprefix("Value error, ")
         raise ConfigurationError(f"{owner}: {loc}: {msg}") from None
-
-
-def _model_info_dict(model_info: ModelInfo | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if model_info is None:
-        return None
-    if isinstance(model_info, ModelInfo):
-        return model_info.model_dump()
-    if not isinstance(model_info, Mapping):
-        raise ConfigurationError(f"model_info must be a ModelInfo or a mapping, got {type(model_info).__name__}")
-    return dict(model_info)
-
-
-def _options_dict(options: ChatOptions | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if options is None:
-        return None
-    if isinstance(options, ChatOptions):
-        return options.set_fields()
-    if not isinstance(options, Mapping):
-        raise ConfigurationError(f"default_options must be ChatOptions or a mapping, got {type(options).__name__}")
-    return dict(options)
 
 
 def _default_options(config: _CommonConfig) -> ChatOptions | None:
@@ -336,9 +318,9 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
             "system_role": system_role,
             "default_headers": dict(default_headers) if default_headers is not None else None,
             "extra_body": dict(extra_body) if extra_body is not None else None,
-            "model_info": _model_info_dict(model_info),
+            "model_info": model_info_dict(model_info),
             "token_limit": token_limit,
-            "default_options": _options_dict(default_options),
+            "default_options": options_dict(default_options),
             "tiktoken_cache_dir": os.fspath(tiktoken_cache_dir) if tiktoken_cache_dir is not None else None,
             "bundled_encodings": bundled_encodings,
             "allow_encoding_download": allow_encoding_download,
@@ -480,9 +462,9 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
             "system_role": system_role,
             "default_headers": dict(default_headers) if default_headers is not None else None,
             "extra_body": dict(extra_body) if extra_body is not None else None,
-            "model_info": _model_info_dict(model_info),
+            "model_info": model_info_dict(model_info),
             "token_limit": token_limit,
-            "default_options": _options_dict(default_options),
+            "default_options": options_dict(default_options),
             "tiktoken_cache_dir": os.fspath(tiktoken_cache_dir) if tiktoken_cache_dir is not None else None,
             "bundled_encodings": bundled_encodings,
             "allow_encoding_download": allow_encoding_download,
