@@ -121,3 +121,12 @@ def test_resolve_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     assert secret is not None and secret.get_secret_value() == "v" and env == "K"
     secret, env = resolve_secret(SecretStr("given"), "K", {"K": "v"})
     assert secret is not None and secret.get_secret_value() == "given" and env is None
+
+
+def test_validate_config_names_owner_and_field_without_the_value() -> None:
+    from ext.core import ConfigurationError, validate_config
+
+    assert validate_config(GreeterConfig, {"greeting": "hi"}, "Greeter").greeting == "hi"
+    with pytest.raises(ConfigurationError, match=r"^Greeter: retries: ") as info:
+        validate_config(GreeterConfig, {"greeting": "hi", "retries": "sk-leak-000"}, "Greeter")
+    assert "sk-leak-000" not in str(info.value)

@@ -87,3 +87,14 @@ def test_vector_store_options() -> None:
         VectorStoreOptions(endpoint="http://h", collection_name="docs", vector_size=0)
     with pytest.raises(ValidationError, match="collection_name"):
         VectorStoreOptions(endpoint="http://h", collection_name="", vector_size=3)
+
+
+def test_merge_default_options() -> None:
+    from ext.core import ConfigurationError, merge_default_options
+
+    assert merge_default_options(None, temperature=None) is None
+    assert merge_default_options({"seed": 3}) == ChatOptions(seed=3)
+    merged = merge_default_options({"temperature": 0.2, "seed": 3}, temperature=0.7, top_p=None)
+    assert merged == ChatOptions(temperature=0.7, seed=3)
+    with pytest.raises(ConfigurationError, match=r"default_options\.temperature"):
+        merge_default_options({"temperature": 9})

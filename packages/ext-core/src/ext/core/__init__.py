@@ -13,7 +13,14 @@ from ._client import (
     options_dict,
     tool_schema_of,
 )
-from ._component import Component, ComponentModel, load_component, registered_components, resolve_secret
+from ._component import (
+    Component,
+    ComponentModel,
+    load_component,
+    registered_components,
+    resolve_secret,
+    validate_config,
+)
 from ._errors import (
     ClientClosedError,
     ComponentError,
@@ -61,7 +68,7 @@ from ._model_info import (
     normalize_model_name,
     resolve_model_info,
 )
-from ._options import AIClientOptions, ChatMessage, ChatOptions, VectorStoreOptions
+from ._options import AIClientOptions, ChatMessage, ChatOptions, VectorStoreOptions, merge_default_options
 from ._retry import RETRYABLE_STATUS, RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
 from ._runtime import (
     DEFAULT_RPC_TIMEOUT,
@@ -97,6 +104,8 @@ from ._workbench import (
 )
 
 __all__ = [
+    "merge_default_options",
+    "validate_config",
     "model_info_dict",
     "options_dict",
     "RETRYABLE_STATUS",

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_core import to_jsonable_python
 
-from ._errors import ComponentError
+from ._errors import ComponentError, ConfigurationError
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 T = TypeVar("T")
@@ -164,6 +164,18 @@ def load_component(
     except ValidationError as exc:
         raise ComponentError(f"invalid config for {provider!r}: {_errors_text(exc)}") from None
     return cast("T", cls._from_config(config))
+
+
+def validate_config(config_cls: type[ConfigT], values: Mapping[str, Any], owner: str) -> ConfigT:
+    """`values` validated as `config_cls`; the first problem becomes a `ConfigurationError` naming
+    `owner` and the field, never echoing the input (it may be a secret)."""
+    try:
+        return config_cls.model_validate(dict(values))
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigurationError(f"{owner}: {loc}: {msg}" if loc else f"{owner}: {msg}") from None
 
 
 def _errors_text(exc: ValidationError) -> str:

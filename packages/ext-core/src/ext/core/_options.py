@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 
 class ChatOptions(BaseModel):
@@ -43,6 +43,23 @@ class ChatOptions(BaseModel):
     def set_fields(self) -> dict[str, object]:
         """Only the options that were given."""
         return self.model_dump(exclude_none=True)
+
+
+def merge_default_options(default_options: Mapping[str, object] | None, **fields: object) -> ChatOptions | None:
+    """A client's `default_options` with its own option arguments (`temperature=...`, None = not given)
+    laid over them; None when neither gives anything. Errors name the field."""
+    from ._errors import ConfigurationError
+
+    given = {k: v for k, v in fields.items() if v is not None}
+    try:
+        base = ChatOptions.model_validate(default_options) if default_options else None
+    except ValidationError as exc:
+        first = exc.errors(include_input=False, include_url=False)[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ConfigurationError(f"default_options.{loc}: {first['msg']}") from None
+    if not given:
+        return base
+    return ChatOptions.model_validate(given).merged_over(base)
 
 
 class ChatMessage(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import anthropic
 import httpx2
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr
 
 from ext.core import (
     BaseChatCompletionClient,
@@ -31,6 +31,7 @@ from ext.core import (
     ToolSchema,
     estimate_tokens,
     resolve_secret,
+    validate_config,
 )
 
 from ._config import AnthropicClientConfig, AnthropicSystemPolicy, default_options_of, model_info_dict, options_dict
@@ -53,13 +54,7 @@ _COUNT_KEYS = ("system", "tools", "tool_choice", "thinking", "output_config")
 
 
 def _validate(values: dict[str, Any], owner: str) -> AnthropicClientConfig:
-    try:
-        return AnthropicClientConfig.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigurationError(f"{owner}: {loc}: {msg}" if loc else f"{owner}: {msg}") from None
+    return validate_config(AnthropicClientConfig, values, owner)
 
 
 class AnthropicChatCompletionClient(BaseChatCompletionClient):

@@ -10,9 +10,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from ext.core import ChatOptions, ConfigurationError
+from ext.core import ChatOptions, merge_default_options
 from ext.core import model_info_dict as model_info_dict  # re-exported: shared with ext-models-bedrock
 from ext.core import options_dict as options_dict
 
@@ -89,22 +89,10 @@ def default_options_of(
     stop_sequences: Sequence[str] | None,
 ) -> ChatOptions | None:
     """`default_options` with the client's own sampling fields laid over them."""
-    given = {
-        k: v
-        for k, v in (
-            ("temperature", temperature),
-            ("top_p", top_p),
-            ("top_k", top_k),
-            ("stop_sequences", list(stop_sequences) if stop_sequences is not None else None),
-        )
-        if v is not None
-    }
-    try:
-        base = ChatOptions.model_validate(default_options) if default_options else None
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ConfigurationError(f"default_options.{loc}: {first['msg']}") from None
-    if not given:
-        return base
-    return ChatOptions.model_validate(given).merged_over(base)
+    return merge_default_options(
+        default_options,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        stop_sequences=list(stop_sequences) if stop_sequences is not None else None,
+    )

@@ -19,7 +19,7 @@ import aioboto3
 import aiohttp
 import botocore.exceptions
 from botocore.config import Config
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr
 
 from ext.core import (
     BaseChatCompletionClient,
@@ -36,6 +36,7 @@ from ext.core import (
     Tool,
     ToolSchema,
     estimate_tokens,
+    validate_config,
 )
 from ext.models.anthropic import (
     ANTHROPIC_MODELS,
@@ -65,13 +66,7 @@ _CONTENT_TYPE = "application/json"
 
 
 def _validate(values: dict[str, Any], owner: str) -> BedrockClientConfig:
-    try:
-        return BedrockClientConfig.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigurationError(f"{owner}: {loc}: {msg}" if loc else f"{owner}: {msg}") from None
+    return validate_config(BedrockClientConfig, values, owner)
 
 
 def _secret(value: SecretStr | None) -> str | None:

@@ -28,10 +28,12 @@ from ext.core import (
     ToolSchema,
     UnsupportedOptionError,
     estimate_tokens,
+    merge_default_options,
     model_info_dict,
     options_dict,
     resolve_secret,
     tool_schema_of,
+    validate_config,
 )
 
 from ._config import AzureOpenAIClientConfig, OpenAIClientConfig, ReasoningEffort, _CommonConfig
@@ -73,13 +75,7 @@ _UNSET: Any = object()
 
 
 def _validate(config_cls: type[BaseModel], owner: str, values: dict[str, Any]) -> Any:
-    try:
-        return config_cls.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "<config>"
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise ConfigurationError(f"{owner}: {loc}: {msg}") from None
+    return validate_config(config_cls, values, owner)
 
 
 def _default_options(config: _CommonConfig) -> ChatOptions | None:
@@ -93,16 +89,7 @@ def _default_options(config: _CommonConfig) -> ChatOptions | None:
         "seed": config.seed,
         "stop_sequences": config.stop,
     }
-    given = {k: v for k, v in fields.items() if v is not None}
-    try:
-        base = ChatOptions.model_validate(config.default_options) if config.default_options else None
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ConfigurationError(f"default_options.{loc}: {first['msg']}") from None
-    if not given:
-        return base
-    return ChatOptions.model_validate(given).merged_over(base)
+    return merge_default_options(config.default_options, **fields)
 
 
 def _headers(config: _CommonConfig) -> dict[str, str] | None:
