@@ -24,12 +24,16 @@ logger = logging.getLogger(__name__)
 class TextResultContent(BaseModel):
     """Text a tool returned."""
 
+    model_config = ConfigDict(defer_build=True)
+
     type: Literal["TextResultContent"] = "TextResultContent"
     content: str
 
 
 class ImageResultContent(BaseModel):
     """An image a tool returned."""
+
+    model_config = ConfigDict(defer_build=True)
 
     type: Literal["ImageResultContent"] = "ImageResultContent"
     content: Image
@@ -63,6 +67,8 @@ ResultContent = Union[TextResultContent, ImageResultContent, AudioResultContent,
 
 class ToolResult(BaseModel):
     """What a workbench tool call gave back. `is_error` marks a failed call the model should see."""
+
+    model_config = ConfigDict(defer_build=True)
 
     type: Literal["ToolResult"] = "ToolResult"
     name: str
