@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from ext.core import (
     DEFAULT_MODEL_INFO,
@@ -56,3 +57,44 @@ def test_table_extend_replaces_same_prefix() -> None:
 def test_model_info_rejects_unknown_fields() -> None:
     with pytest.raises(ValueError, match="visoin"):
         ModelInfo(visoin=True)  # type: ignore[call-arg]
+
+
+def test_every_rule_of_the_known_table_is_a_valid_model_info() -> None:
+    # Rules written in code skip validation at import (ModelRule.of); this is where they get it.
+    KNOWN_MODELS.validate()
+    rules = list(KNOWN_MODELS)
+    assert len(rules) == len(KNOWN_MODELS) > 10
+    for rule in rules:
+        assert ModelInfo.model_validate(rule.info.model_dump()) == rule.info
+
+
+def test_validate_catches_a_bad_rule_written_in_code() -> None:
+    table = KNOWN_MODELS.extend([ModelRule.of("broken", context_window=0)])
+    with pytest.raises(ValidationError) as excinfo:
+        table.validate()
+    assert excinfo.value.errors()[0]["loc"] == ("context_window",)
+    with pytest.raises(TypeError, match=r"unknown ModelInfo fields \['visoin'\]"):
+        ModelRule.of("typo", visoin=True)
+
+
+def test_rule_of_fills_defaults_like_validation_does() -> None:
+    rule = ModelRule.of("x-model", vision=True, context_window=1000)
+    assert rule.prefix == "x-model"
+    assert rule.info == ModelInfo(vision=True, context_window=1000)
+    assert rule.info.function_calling is True and rule.info.family == "unknown"
+
+
+def test_importing_ext_core_builds_no_schema() -> None:
+    # Import time is a budget every provider package pays; schemas are built on first use instead.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pydantic, ext.core\n"
+        "built = sorted({f'{m.__name__}.{v.__name__}' for m in list(sys.modules.values())"
+        " if getattr(m, '__name__', '').startswith('ext.') for v in vars(m).values()"
+        " if isinstance(v, type) and issubclass(v, pydantic.BaseModel) and v.__dict__.get('__pydantic_complete__')})\n"
+        "print(built)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"

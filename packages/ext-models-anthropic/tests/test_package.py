@@ -31,3 +31,10 @@ def test_registered_as_a_component() -> None:
     assert registered_components()["AnthropicChatCompletionClient"] == (
         "ext.models.anthropic:AnthropicChatCompletionClient"
     )
+
+
+def test_every_rule_of_the_anthropic_table_is_a_valid_model_info() -> None:
+    # The rules are written in code (ModelRule.of, unvalidated at import); they are validated here.
+    package.ANTHROPIC_MODELS.validate()
+    assert package.ANTHROPIC_MODELS.lookup("claude-2.1").context_window == 100_000
+    assert package.ANTHROPIC_MODELS.lookup("some-proxy-name").family == "claude"

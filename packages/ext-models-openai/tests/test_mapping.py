@@ -512,3 +512,10 @@ def test_stream_refusal() -> None:
         map_stream_chunk(c, state)
     result = state.result()
     assert (result.content, result.finish_reason) == ("No.", "content_filter")
+
+
+def test_every_rule_of_the_openai_table_is_a_valid_model_info() -> None:
+    # The rules are written in code (ModelRule.of, unvalidated at import); they are validated here.
+    OPENAI_MODELS.validate()
+    assert OPENAI_MODELS.lookup("o1-mini-2024").json_output is False
+    assert OPENAI_MODELS.lookup("my-vllm-model").structured_output is True

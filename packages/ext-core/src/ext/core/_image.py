@@ -36,7 +36,7 @@ class Image(BaseModel):
     read from the bytes when not given. In JSON the bytes are base64.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     type: Literal["Image"] = "Image"
     data: bytes

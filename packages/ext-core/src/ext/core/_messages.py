@@ -12,11 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ._image import Image
 
+# Schemas are built on first use, not at import: `import ext.core` stays cheap for every provider package.
+_DEFERRED = ConfigDict(defer_build=True)
+
 FinishReason = Literal["stop", "length", "function_calls", "content_filter", "unknown"]
 
 
 class FunctionCall(BaseModel):
     """A tool call the model asked for. `arguments` is the JSON text the model produced."""
+
+    model_config = _DEFERRED
 
     id: str
     name: str
@@ -30,6 +35,8 @@ class ReasoningBlock(BaseModel):
     provider values; `provider` names who produced them, so other providers can drop them.
     """
 
+    model_config = _DEFERRED
+
     text: str = ""
     signature: str | None = None
     redacted_data: str | None = None
@@ -39,12 +46,16 @@ class ReasoningBlock(BaseModel):
 class SystemMessage(BaseModel):
     """Instructions for the model."""
 
+    model_config = _DEFERRED
+
     type: Literal["SystemMessage"] = "SystemMessage"
     content: str
 
 
 class UserMessage(BaseModel):
     """Input from a user: text, or a list of text and images."""
+
+    model_config = _DEFERRED
 
     type: Literal["UserMessage"] = "UserMessage"
     content: Union[str, list[Union[str, Image]]]
@@ -53,6 +64,8 @@ class UserMessage(BaseModel):
 
 class AssistantMessage(BaseModel):
     """A model's earlier turn: text, or the tool calls it made, plus any reasoning."""
+
+    model_config = _DEFERRED
 
     type: Literal["AssistantMessage"] = "AssistantMessage"
     content: Union[str, list[FunctionCall]]
@@ -64,6 +77,8 @@ class AssistantMessage(BaseModel):
 class FunctionExecutionResult(BaseModel):
     """The outcome of one tool call, sent back to the model."""
 
+    model_config = _DEFERRED
+
     call_id: str
     name: str
     content: str
@@ -72,6 +87,8 @@ class FunctionExecutionResult(BaseModel):
 
 class FunctionExecutionResultMessage(BaseModel):
     """The results of the tool calls of the previous assistant turn."""
+
+    model_config = _DEFERRED
 
     type: Literal["FunctionExecutionResultMessage"] = "FunctionExecutionResultMessage"
     content: list[FunctionExecutionResult]
@@ -114,6 +131,8 @@ def load_messages(data: str | bytes | list[Any]) -> list[LLMMessage]:
 class RequestUsage(BaseModel):
     """Tokens a request used. Cached and reasoning counts are None when the provider does not report them."""
 
+    model_config = _DEFERRED
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int | None = None
@@ -141,7 +160,7 @@ class CreateResult(BaseModel):
     the validated object (an instance of the pydantic model asked for, or the decoded JSON).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, defer_build=True)
 
     type: Literal["CreateResult"] = "CreateResult"
     finish_reason: FinishReason
@@ -159,6 +178,8 @@ class CreateResult(BaseModel):
 
 class StreamChunk(BaseModel):
     """A piece of a streamed response. `content` is the new text (possibly empty)."""
+
+    model_config = _DEFERRED
 
     type: Literal["StreamChunk"] = "StreamChunk"
     content: str = ""

@@ -6,7 +6,7 @@ no vision, a context window of `DEFAULT_TOKEN_LIMIT`), and every client takes an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ DEFAULT_TOKEN_LIMIT = 8192
 class ModelInfo(BaseModel):
     """Capabilities and limits of a model. `vision`, `function_calling` and `json_output` gate requests."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     vision: bool = False
     function_calling: bool = True
@@ -31,7 +31,8 @@ class ModelInfo(BaseModel):
     reasoning: bool = False
 
 
-DEFAULT_MODEL_INFO = ModelInfo()
+# Constants are built unvalidated, so importing ext.core builds no schema; a test validates every one.
+DEFAULT_MODEL_INFO = ModelInfo.model_construct()
 
 
 @dataclass(frozen=True)
@@ -41,46 +42,47 @@ class ModelRule:
     prefix: str
     info: ModelInfo
 
-
-def _info(**kwargs: Any) -> ModelInfo:
-    return ModelInfo(**kwargs)
+    @classmethod
+    def of(cls, prefix: str, **info: Any) -> ModelRule:
+        """A rule for a table written in code: `info` fields are taken as given (no validation at import, so
+        no schema is built when the table is defined). Tables from user input should pass a validated
+        `ModelInfo`; `ModelTable.validate()` checks a whole table (call it in a test)."""
+        unknown = info.keys() - ModelInfo.model_fields.keys()
+        if unknown:
+            raise TypeError(f"ModelRule.of({prefix!r}): unknown ModelInfo fields {sorted(unknown)}")
+        return cls(prefix, ModelInfo.model_construct(**info))
 
 
 # Longest prefix wins, so specific entries (gpt-4o-mini) can sit next to general ones (gpt-4o).
 _KNOWN: tuple[ModelRule, ...] = (
     # OpenAI
-    ModelRule(
-        "gpt-5", _info(vision=True, structured_output=True, family="gpt-5", context_window=400_000, reasoning=True)
-    ),
-    ModelRule("gpt-4.1", _info(vision=True, structured_output=True, family="gpt-4.1", context_window=1_047_576)),
-    ModelRule("gpt-4o", _info(vision=True, structured_output=True, family="gpt-4o", context_window=128_000)),
-    ModelRule("gpt-4-turbo", _info(vision=True, family="gpt-4", context_window=128_000)),
-    ModelRule("gpt-4", _info(family="gpt-4", context_window=8_192)),
-    ModelRule("gpt-3.5-turbo", _info(family="gpt-35", context_window=16_385)),
-    ModelRule("o1", _info(vision=True, structured_output=True, family="o1", context_window=200_000, reasoning=True)),
-    ModelRule("o3", _info(vision=True, structured_output=True, family="o3", context_window=200_000, reasoning=True)),
-    ModelRule(
-        "o4-mini", _info(vision=True, structured_output=True, family="o4", context_window=200_000, reasoning=True)
-    ),
+    ModelRule.of("gpt-5", vision=True, structured_output=True, family="gpt-5", context_window=400_000, reasoning=True),
+    ModelRule.of("gpt-4.1", vision=True, structured_output=True, family="gpt-4.1", context_window=1_047_576),
+    ModelRule.of("gpt-4o", vision=True, structured_output=True, family="gpt-4o", context_window=128_000),
+    ModelRule.of("gpt-4-turbo", vision=True, family="gpt-4", context_window=128_000),
+    ModelRule.of("gpt-4", family="gpt-4", context_window=8_192),
+    ModelRule.of("gpt-3.5-turbo", family="gpt-35", context_window=16_385),
+    ModelRule.of("o1", vision=True, structured_output=True, family="o1", context_window=200_000, reasoning=True),
+    ModelRule.of("o3", vision=True, structured_output=True, family="o3", context_window=200_000, reasoning=True),
+    ModelRule.of("o4-mini", vision=True, structured_output=True, family="o4", context_window=200_000, reasoning=True),
     # Anthropic (direct and Bedrock ids are normalised to the same names)
-    ModelRule("claude-3-haiku", _info(vision=True, family="claude-3-haiku", context_window=200_000)),
-    ModelRule("claude-3-5", _info(vision=True, family="claude-3-5", context_window=200_000)),
-    ModelRule("claude-3-7", _info(vision=True, family="claude-3-7", context_window=200_000, reasoning=True)),
-    ModelRule(
-        "claude",
-        _info(vision=True, structured_output=True, family="claude-4", context_window=200_000, reasoning=True),
+    ModelRule.of("claude-3-haiku", vision=True, family="claude-3-haiku", context_window=200_000),
+    ModelRule.of("claude-3-5", vision=True, family="claude-3-5", context_window=200_000),
+    ModelRule.of("claude-3-7", vision=True, family="claude-3-7", context_window=200_000, reasoning=True),
+    ModelRule.of(
+        "claude", vision=True, structured_output=True, family="claude-4", context_window=200_000, reasoning=True
     ),
     # Open-weight families commonly served by Ollama, llama.cpp and Azure AI
-    ModelRule("llama3.2-vision", _info(vision=True, family="llama-3", context_window=128_000)),
-    ModelRule("llama3", _info(family="llama-3", context_window=128_000)),
-    ModelRule("llama-3", _info(family="llama-3", context_window=128_000)),
-    ModelRule("meta-llama-3", _info(family="llama-3", context_window=128_000)),
-    ModelRule("qwen", _info(family="qwen", context_window=32_768)),
-    ModelRule("mistral", _info(family="mistral", context_window=32_768)),
-    ModelRule("phi-4", _info(family="phi-4", context_window=16_384)),
-    ModelRule("phi4", _info(family="phi-4", context_window=16_384)),
-    ModelRule("deepseek-r1", _info(family="deepseek-r1", context_window=128_000, reasoning=True)),
-    ModelRule("gemma", _info(family="gemma", context_window=8_192, function_calling=False)),
+    ModelRule.of("llama3.2-vision", vision=True, family="llama-3", context_window=128_000),
+    ModelRule.of("llama3", family="llama-3", context_window=128_000),
+    ModelRule.of("llama-3", family="llama-3", context_window=128_000),
+    ModelRule.of("meta-llama-3", family="llama-3", context_window=128_000),
+    ModelRule.of("qwen", family="qwen", context_window=32_768),
+    ModelRule.of("mistral", family="mistral", context_window=32_768),
+    ModelRule.of("phi-4", family="phi-4", context_window=16_384),
+    ModelRule.of("phi4", family="phi-4", context_window=16_384),
+    ModelRule.of("deepseek-r1", family="deepseek-r1", context_window=128_000, reasoning=True),
+    ModelRule.of("gemma", family="gemma", context_window=8_192, function_calling=False),
 )
 
 _VENDOR_PREFIXES = ("us.", "eu.", "apac.", "global.", "anthropic.", "meta.", "openai/", "azure/")
@@ -127,6 +129,14 @@ class ModelTable:
 
     def __len__(self) -> int:
         return len(self._rules)
+
+    def __iter__(self) -> Iterator[ModelRule]:
+        return iter(self._rules)
+
+    def validate(self) -> None:
+        """Raise pydantic's `ValidationError` if any rule's info breaks `ModelInfo`'s constraints or fields."""
+        for rule in self._rules:
+            ModelInfo.model_validate(rule.info.model_dump(exclude_unset=True))
 
 
 KNOWN_MODELS = ModelTable(_KNOWN)

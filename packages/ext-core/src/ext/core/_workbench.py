@@ -235,7 +235,8 @@ class Workbench(ABC, Component[BaseModel]):
             return ToolResult(name=name, result=[TextResultContent(content=f"unknown tool {name!r}")], is_error=True)
         work = self._call_tool(original, dict(arguments or {}), cancellation_token, call_id)
         if timeout is None:
-            result = await run_cancellable(work, cancellation_token)
+            # Without a token or timeout the work is awaited here, with no wrapper in between.
+            result = await work if cancellation_token is None else await run_cancellable(work, cancellation_token)
         else:
             try:
                 result = await run_cancellable(asyncio.wait_for(_own_timeouts(work), timeout), cancellation_token)

@@ -91,18 +91,14 @@ _STRUCTURED_FALLBACK = (
 _RESERVED_EXTRA = frozenset({"model", "messages", "stream", "system"})
 
 
-def _info(**kwargs: Any) -> ModelInfo:
-    return ModelInfo.model_validate(kwargs)
-
-
 _ANTHROPIC_RULES = (
     # An unknown name behind the Anthropic API (or a proxy speaking it) is most likely a current Claude model:
     # images and tools, but no structured output until told (model_info={"structured_output": True}).
-    ModelRule("", _info(vision=True, family="claude", context_window=200_000)),
-    ModelRule("claude-2", _info(family="claude-2", context_window=100_000)),
-    ModelRule("claude-instant", _info(family="claude-2", context_window=100_000)),
-    ModelRule("claude-3", _info(vision=True, family="claude-3", context_window=200_000)),
-    ModelRule("claude-3-5-haiku", _info(family="claude-3-5", context_window=200_000)),
+    ModelRule.of("", vision=True, family="claude", context_window=200_000),
+    ModelRule.of("claude-2", family="claude-2", context_window=100_000),
+    ModelRule.of("claude-instant", family="claude-2", context_window=100_000),
+    ModelRule.of("claude-3", vision=True, family="claude-3", context_window=200_000),
+    ModelRule.of("claude-3-5-haiku", family="claude-3-5", context_window=200_000),
 )
 
 ANTHROPIC_MODELS: ModelTable = KNOWN_MODELS.extend(_ANTHROPIC_RULES)

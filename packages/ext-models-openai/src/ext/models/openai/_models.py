@@ -18,24 +18,20 @@ OPENAI_REASONING_FAMILIES = frozenset({"o1", "o1-mini", "o3", "o4", "gpt-5"})
 _USER_ROLE_FAMILIES = frozenset({"o1-mini"})
 
 
-def _info(**kwargs: object) -> ModelInfo:
-    return ModelInfo.model_validate(kwargs)
-
-
 _OPENAI_RULES = (
     # An unknown name behind an OpenAI-compatible server: text, tools, JSON mode and json_schema
     # structured output (vLLM, SGLang, llama.cpp server, Ollama and LM Studio all take it), no vision.
-    ModelRule("", _info(structured_output=True)),
-    ModelRule("gpt-5-chat", _info(vision=True, structured_output=True, family="gpt-5-chat", context_window=128_000)),
-    ModelRule("gpt-4.5", _info(vision=True, structured_output=True, family="gpt-4.5", context_window=128_000)),
-    ModelRule("chatgpt-4o", _info(vision=True, family="gpt-4o", context_window=128_000)),
-    ModelRule("gpt-4o-mini", _info(vision=True, structured_output=True, family="gpt-4o", context_window=128_000)),
-    ModelRule("gpt-35-turbo", _info(family="gpt-35", context_window=16_385)),
-    ModelRule("o1-mini", _info(family="o1-mini", context_window=128_000, reasoning=True, json_output=False)),
-    ModelRule("o1-preview", _info(family="o1-mini", context_window=128_000, reasoning=True, json_output=False)),
-    ModelRule("o3-mini", _info(structured_output=True, family="o3", context_window=200_000, reasoning=True)),
-    ModelRule("o4", _info(vision=True, structured_output=True, family="o4", context_window=200_000, reasoning=True)),
-    ModelRule("gpt-oss", _info(structured_output=True, family="gpt-oss", context_window=131_072, reasoning=True)),
+    ModelRule.of("", structured_output=True),
+    ModelRule.of("gpt-5-chat", vision=True, structured_output=True, family="gpt-5-chat", context_window=128_000),
+    ModelRule.of("gpt-4.5", vision=True, structured_output=True, family="gpt-4.5", context_window=128_000),
+    ModelRule.of("chatgpt-4o", vision=True, family="gpt-4o", context_window=128_000),
+    ModelRule.of("gpt-4o-mini", vision=True, structured_output=True, family="gpt-4o", context_window=128_000),
+    ModelRule.of("gpt-35-turbo", family="gpt-35", context_window=16_385),
+    ModelRule.of("o1-mini", family="o1-mini", context_window=128_000, reasoning=True, json_output=False),
+    ModelRule.of("o1-preview", family="o1-mini", context_window=128_000, reasoning=True, json_output=False),
+    ModelRule.of("o3-mini", structured_output=True, family="o3", context_window=200_000, reasoning=True),
+    ModelRule.of("o4", vision=True, structured_output=True, family="o4", context_window=200_000, reasoning=True),
+    ModelRule.of("gpt-oss", structured_output=True, family="gpt-oss", context_window=131_072, reasoning=True),
 )
 
 OPENAI_MODELS: ModelTable = KNOWN_MODELS.extend(_OPENAI_RULES)
