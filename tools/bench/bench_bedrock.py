@@ -1,31 +1,25 @@
 """ext-models-bedrock vs raw aioboto3, against one loopback BedrockServer (SigV4-verifying) in the same run.
 
 Run (in the ext-models-bedrock environment):
-``hatch run ext-models-bedrock:python tools/bench/bench_bedrock.py [--iterations N]``.
+``hatch run ext-models-bedrock:python tools/bench/bench_bedrock.py [--iterations N] [--rounds R]``.
 
-The server runs in a child process, so the CPU column measures the client alone. Cases: one
-create (sequential and 64 concurrent), a 500-chunk stream (chunks/s after the first, time to
-first chunk), and cold import time.
+Cases (see `_chat_bench`): one create (sequential and 64 concurrent), a 500-chunk stream (chunks/s after
+the first, time to first chunk, CPU per chunk), and cold import time.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import statistics
-import sys
-import time
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 # Script-dir import: `python tools/bench/bench_bedrock.py` puts tools/bench on sys.path.
-from _harness import Result, Row, StreamResult, compare, import_time, measure, measure_stream, print_table
+from _chat_bench import STREAM_CHUNKS, ChatSides, chat_main, compare_chat, compare_imports, loopback_servers
 
 MODEL = "us.anthropic.claude-sonnet-5-5-v1:0"
 KEY = "AKIDBENCH0000000001"
 SECRET = "bench-secret"
 REGION = "us-east-1"
-STREAM_CHUNKS = 500
 
 _SERVER = """
 import asyncio, sys
@@ -44,55 +38,31 @@ asyncio.run(main())
 """
 
 
-def _import_on_top(sdk: str, module: str, runs: int = 9) -> float:
-    """Median seconds to import `module` in a fresh interpreter that already imported `sdk`: what ext adds."""
-    import subprocess
-
-    code = (
-        "import importlib, sys, time\n"
-        "importlib.import_module(sys.argv[1])\n"
-        "t = time.perf_counter_ns()\n"
-        "importlib.import_module(sys.argv[2])\n"
-        "print(time.perf_counter_ns() - t)\n"
-    )
-    samples = []
-    for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", code, sdk, module], capture_output=True, text=True, check=True)
-        samples.append(int(out.stdout.split()[-1]))
-    return statistics.median(samples) / 1e9
-
-
-def _median_round(results: list[Result]) -> Result:
-    return sorted(results, key=lambda r: r.p50_ms)[len(results) // 2]
+def raw_body() -> bytes:
+    # Built per call, as code on the raw SDK does (it has a new conversation each time).
+    request = {
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+    }
+    return json.dumps(request).encode()
 
 
 async def run(iterations: int, rounds: int) -> None:
-    import json
-
     import aioboto3
     from botocore.config import Config
 
     from ext.core import LLMMessage, UserMessage
     from ext.models.bedrock import AnthropicBedrockChatCompletionClient
 
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _SERVER,
-        KEY,
-        str(STREAM_CHUNKS),
-        SECRET,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        text_port, stream_port = (int(p) for p in (await proc.stdout.readline()).split())
+    async with loopback_servers(_SERVER, KEY, str(STREAM_CHUNKS), SECRET) as (text_port, stream_port):
         text_url, stream_url = f"http://127.0.0.1:{text_port}", f"http://127.0.0.1:{stream_port}"
         session = aioboto3.Session(aws_access_key_id=KEY, aws_secret_access_key=SECRET, region_name=REGION)
         config = Config(retries={"total_max_attempts": 1}, read_timeout=60, connect_timeout=60)
-        raw = await session.client("bedrock-runtime", endpoint_url=text_url, config=config).__aenter__()
-        raw_stream_sdk = await session.client("bedrock-runtime", endpoint_url=stream_url, config=config).__aenter__()
+        raw_cm = session.client("bedrock-runtime", endpoint_url=text_url, config=config)
+        raw_stream_cm = session.client("bedrock-runtime", endpoint_url=stream_url, config=config)
+        raw = await raw_cm.__aenter__()
+        raw_stream_sdk = await raw_stream_cm.__aenter__()
         common: dict[str, Any] = {
             "max_tokens": 1024,
             "aws_region": REGION,
@@ -101,18 +71,7 @@ async def run(iterations: int, rounds: int) -> None:
         }
         ours = AnthropicBedrockChatCompletionClient(MODEL, endpoint_url=text_url, **common)
         ours_stream = AnthropicBedrockChatCompletionClient(MODEL, endpoint_url=stream_url, **common)
-
-        def raw_body() -> bytes:
-            # Built per call, as code on the raw SDK does (it has a new conversation each time).
-            request = {
-                "anthropic_version": "bedrock-2023-05-31",
-                "max_tokens": 1024,
-                "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
-            }
-            return json.dumps(request).encode()
-
         messages: list[LLMMessage] = [UserMessage(content="Hi")]
-        notes: list[str] = []
 
         async def raw_call() -> Any:
             response = await raw.invoke_model(
@@ -122,34 +81,6 @@ async def run(iterations: int, rounds: int) -> None:
 
         async def ext_call() -> Any:
             return await ours.create(messages)
-
-        rows: list[Row] = []
-        warmup = max(20, iterations // 10)
-        for concurrency in (1, 64):
-            case = "create" if concurrency == 1 else "create x64"
-            raws: list[Result] = []
-            exts: list[Result] = []
-            # Alternate raw and ext over several rounds and keep each side's median round, so a burst of
-            # load on a shared machine does not land on one side only.
-            for _ in range(rounds):
-                raws.append(
-                    await measure("raw", raw_call, iterations=iterations, warmup=warmup, concurrency=concurrency)
-                )
-                exts.append(
-                    await measure("ext", ext_call, iterations=iterations, warmup=warmup, concurrency=concurrency)
-                )
-            r, o = _median_round(raws), _median_round(exts)
-            rows += [Row(case, r), Row(case, o, baseline=r)]
-            # Each round's ext/raw ratio, then the median: pairs measured moments apart see the same load.
-            paired = [compare(a, b) for a, b in zip(raws, exts, strict=True)]
-            p50 = statistics.median(x.p50 for x in paired)
-            cpu = statistics.median(x.cpu for x in paired)
-            ops = statistics.median(x.ops_per_s for x in paired)
-            notes.append(
-                f"{case}: median of {rounds} paired rounds, ext/raw: p50 {p50:.3f}, CPU/op {cpu:.3f}, ops/s {ops:.3f}"
-            )
-        print_table(rows)
-        print("\n".join(notes))
 
         async def raw_events() -> AsyncIterator[Any]:
             response = await raw_stream_sdk.invoke_model_with_response_stream(
@@ -164,65 +95,21 @@ async def run(iterations: int, rounds: int) -> None:
             async for item in ours_stream.create_stream(messages):
                 yield item
 
-        runs = 5
-        raw_runs: list[StreamResult] = []
-        ext_runs: list[StreamResult] = []
-        raw_cpu: list[float] = []
-        ext_cpu: list[float] = []
-        for _ in range(rounds):
-            # CPU per chunk (the client process only) is steadier than wall-clock rates on a busy machine.
-            for runs_list, cpu_list, name, source in (
-                (raw_runs, raw_cpu, "raw", raw_events),
-                (ext_runs, ext_cpu, "ext", ext_chunks),
-            ):
-                cpu0 = time.process_time_ns()
-                result = await measure_stream(name, source, runs=runs, warmup=1)
-                cpu_list.append((time.process_time_ns() - cpu0) / 1e3 / ((runs + 1) * result.items))
-                runs_list.append(result)
-        raw_s = sorted(raw_runs, key=lambda r: r.median_items_per_s)[rounds // 2]
-        ext_s = sorted(ext_runs, key=lambda r: r.median_items_per_s)[rounds // 2]
-        stream_ratio = statistics.median(
-            b.median_items_per_s / a.median_items_per_s for a, b in zip(raw_runs, ext_runs, strict=True)
-        )
-        print()
-        for res in (raw_s, ext_s):
-            print(
-                f"stream {res.name:<4} ttfc {res.ttfi_ms:.3f} ms  {res.median_items_per_s:,.0f} chunks/s  "
-                f"({res.items} items, median round of {rounds} x {runs} runs)"
-            )
-        print(f"stream throughput ext/raw: median over {rounds} paired rounds {stream_ratio:.3f}")
-        cpu_ratio = statistics.median(b / a for a, b in zip(raw_cpu, ext_cpu, strict=True))
-        print(
-            f"stream CPU per chunk: raw {statistics.median(raw_cpu):.1f} µs, ext {statistics.median(ext_cpu):.1f} µs "
-            f"(paired ext/raw {cpu_ratio:.3f})"
-        )
-        await raw.__aexit__(None, None, None)
-        await raw_stream_sdk.__aexit__(None, None, None)
+        await compare_chat(ChatSides(raw_call, ext_call, raw_events, ext_chunks), iterations=iterations, rounds=rounds)
+        await raw_cm.__aexit__(None, None, None)
+        await raw_stream_cm.__aexit__(None, None, None)
         await ours.close()
         await ours_stream.close()
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        await asyncio.wait_for(proc.wait(), 30)
 
-    sdk = import_time("aioboto3", runs=9)
-    ext = import_time("ext.models.bedrock._client", runs=9)
-    core = import_time("ext.core", runs=9)
-    on_top = _import_on_top("aioboto3", "ext.models.bedrock._client")
-    print(f"\nimporting the ext client after aioboto3 is loaded adds {on_top * 1e3:.0f} ms (median of 9)")
-    print(
-        f"cold import (median of 9): aioboto3 {sdk * 1e3:.0f} ms; ext client {ext * 1e3:.0f} ms "
-        f"(+{(ext - sdk) * 1e3:.0f} ms); of which ext.core (pydantic included) alone {core * 1e3:.0f} ms"
+    compare_imports(
+        "aioboto3",
+        "ext.models.bedrock._client",
+        also=[("pydantic (which aioboto3 does not use; ext-core is built on it)", "pydantic.main")],
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--iterations", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args(argv)
-    asyncio.run(run(args.iterations, args.rounds))
-    return 0
+    return chat_main(run, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -176,3 +176,12 @@ def test_example_bench_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ratio vs raw" in out
     assert "sleep(0)" in out
     assert "items/s" in out
+
+
+def test_import_time_after_measures_only_what_the_module_adds() -> None:
+    # json.decoder is part of json: on top of json it costs nothing (well under the cold import of json).
+    cold = import_time("json", runs=3)
+    on_top = import_time("json.decoder", runs=3, after=["json"])
+    assert on_top < cold
+    with pytest.raises(RuntimeError, match="no_such_base_xyz"):
+        import_time("json", runs=1, after=["no_such_base_xyz"])

@@ -343,3 +343,43 @@ def test_config_dict_helpers() -> None:
         model_info_dict(3)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="default_options"):
         options_dict("x")  # type: ignore[arg-type]
+
+
+def test_config_from_arguments_takes_the_fields_and_plain_values() -> None:
+    from pathlib import Path
+    from types import MappingProxyType
+
+    from pydantic import BaseModel, ConfigDict, SecretStr
+
+    from ext.core import ModelInfo, config_from_arguments
+
+    class Config(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        model: str
+        api_key: SecretStr | None = None
+        stop: str | list[str] | None = None
+        headers: dict[str, str] | None = None
+        cache_dir: str | None = None
+        model_info: dict[str, object] | None = None
+        default_options: dict[str, object] | None = None
+
+    arguments = {
+        "self": object(),  # not a field: ignored
+        "http_client": object(),
+        "model": "m",
+        "api_key": "sk-secret",
+        "stop": ("a", "b"),
+        "headers": MappingProxyType({"x": "1"}),
+        "cache_dir": Path("/tmp/cache"),
+        "model_info": ModelInfo(vision=True),
+        "default_options": ChatOptions(temperature=0.5),
+    }
+    config = config_from_arguments(Config, arguments, "Owner")
+    assert config.stop == ["a", "b"] and config.headers == {"x": "1"} and config.cache_dir == "/tmp/cache"
+    assert config.model_info is not None and config.model_info["vision"] is True
+    assert config.default_options == {"temperature": 0.5}
+    assert config.api_key is not None and config.api_key.get_secret_value() == "sk-secret"
+    assert config_from_arguments(Config, {"model": "m", "stop": "end"}, "Owner").stop == "end"
+    with pytest.raises(ConfigurationError, match=r"^Owner: model: ") as excinfo:
+        config_from_arguments(Config, {"model": 3, "api_key": "sk-secret"}, "Owner")
+    assert "sk-secret" not in str(excinfo.value)

@@ -9,6 +9,7 @@ from ._client import (
     ChatRequest,
     JsonOutput,
     ToolChoice,
+    config_from_arguments,
     model_info_dict,
     options_dict,
     tool_schema_of,
@@ -106,6 +107,7 @@ from ._workbench import (
 __all__ = [
     "merge_default_options",
     "validate_config",
+    "config_from_arguments",
     "model_info_dict",
     "options_dict",
     "RETRYABLE_STATUS",

@@ -7,6 +7,7 @@ A provider implements `_create`, `_stream`, and optionally `count_tokens`, `_che
 from __future__ import annotations
 
 import logging
+import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ._cancellation import CancellationToken, CancelScope
-from ._component import Component
+from ._component import Component, ConfigT, validate_config
 from ._errors import ClientClosedError, ConfigurationError, ExtError, UnsupportedOptionError
 from ._image import Image
 from ._mapping import check_tool_name, estimate_tokens, normalize_parameters, parse_json_output
@@ -175,6 +176,32 @@ def options_dict(options: ChatOptions | Mapping[str, Any] | None) -> dict[str, A
     if not isinstance(options, Mapping):
         raise ConfigurationError(f"default_options must be ChatOptions or a mapping, got {type(options).__name__}")
     return dict(options)
+
+
+def config_from_arguments(config_cls: type[ConfigT], arguments: Mapping[str, Any], owner: str) -> ConfigT:
+    """A constructor's arguments (pass `locals()`) validated as its component config, via `validate_config`.
+
+    Only `config_cls`'s fields are taken. Values become what a config holds: `model_info` and
+    `default_options` their dump form (`model_info_dict`, `options_dict`), other mappings plain dicts,
+    lists and tuples lists, paths strings. A string stays a string.
+    """
+    values: dict[str, Any] = {}
+    for name in config_cls.model_fields:
+        if name not in arguments:
+            continue
+        value = arguments[name]
+        if name == "model_info":
+            value = model_info_dict(value)
+        elif name == "default_options":
+            value = options_dict(value)
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        elif isinstance(value, (list, tuple)):
+            value = list(value)
+        elif isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        values[name] = value
+    return validate_config(config_cls, values, owner)
 
 
 def _has_images(messages: Sequence[LLMMessage]) -> bool:

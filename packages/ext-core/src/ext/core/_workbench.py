@@ -225,7 +225,7 @@ class Workbench(ABC, Component[BaseModel]):
         timeout_as_error: bool = False,
     ) -> ToolResult:
         """Call a tool by its presented name."""
-        if arguments is not None and not isinstance(arguments, Mapping):
+        if arguments is not None and type(arguments) is not dict and not isinstance(arguments, Mapping):
             raise ToolArgumentsError(f"arguments for tool {name!r} must be a mapping, got {type(arguments).__name__}")
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {timeout}")

@@ -14,7 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .__about__ import __version__
-from ._config import AnthropicClientConfig, AnthropicSystemPolicy, default_options_of, model_info_dict, options_dict
+from ._base import AnthropicMessagesClient
+from ._config import (
+    AnthropicClientConfig,
+    AnthropicMessagesConfig,
+    AnthropicSystemPolicy,
+)
 from ._mapping import (
     ANTHROPIC_MODELS,
     IMAGE_TYPES,
@@ -51,6 +56,8 @@ __all__ = [
     "THINKING_TYPES",
     "AnthropicChatCompletionClient",
     "AnthropicClientConfig",
+    "AnthropicMessagesClient",
+    "AnthropicMessagesConfig",
     "AnthropicSystemPolicy",
     "AnthropicWireSettings",
     "IncompleteStreamError",
@@ -61,7 +68,6 @@ __all__ = [
     "check_sampling",
     "check_thinking",
     "classify_anthropic_error",
-    "default_options_of",
     "map_messages",
     "map_output",
     "map_request",
@@ -69,8 +75,6 @@ __all__ = [
     "map_tool_choice",
     "map_tools",
     "map_usage",
-    "model_info_dict",
-    "options_dict",
     "structured_output_schema",
     "thinking_enabled",
 ]

@@ -16,7 +16,6 @@ import httpx2
 from pydantic import BaseModel, SecretStr
 
 from ext.core import (
-    BaseChatCompletionClient,
     CancellationToken,
     CancelScope,
     ChatOptions,
@@ -29,21 +28,14 @@ from ext.core import (
     StreamChunk,
     Tool,
     ToolSchema,
+    config_from_arguments,
     estimate_tokens,
     resolve_secret,
-    validate_config,
 )
 
-from ._config import AnthropicClientConfig, AnthropicSystemPolicy, default_options_of, model_info_dict, options_dict
-from ._mapping import (
-    ANTHROPIC_MODELS,
-    AnthropicWireSettings,
-    StreamState,
-    check_extra_args,
-    check_options,
-    map_request,
-    map_response,
-)
+from ._base import AnthropicMessagesClient
+from ._config import AnthropicClientConfig, AnthropicSystemPolicy
+from ._mapping import StreamState, map_request, map_response
 from ._retry import classify_anthropic_error
 
 logger = logging.getLogger(__name__)
@@ -53,11 +45,7 @@ __all__ = ["AnthropicChatCompletionClient"]
 _COUNT_KEYS = ("system", "tools", "tool_choice", "thinking", "output_config")
 
 
-def _validate(values: dict[str, Any], owner: str) -> AnthropicClientConfig:
-    return validate_config(AnthropicClientConfig, values, owner)
-
-
-class AnthropicChatCompletionClient(BaseChatCompletionClient):
+class AnthropicChatCompletionClient(AnthropicMessagesClient):
     """A chat client for Anthropic's Messages API (Claude models).
 
     The key comes from `api_key` or the environment variable named by `api_key_env` (ANTHROPIC_API_KEY);
@@ -67,9 +55,9 @@ class AnthropicChatCompletionClient(BaseChatCompletionClient):
     """
 
     provider_name = "anthropic"
-    model_table = ANTHROPIC_MODELS
     component_config_schema: ClassVar[type[BaseModel]] = AnthropicClientConfig
     component_provider_override: ClassVar[str | None] = "ext.models.anthropic.AnthropicChatCompletionClient"
+    _config: AnthropicClientConfig
 
     def __init__(
         self,
@@ -98,51 +86,14 @@ class AnthropicChatCompletionClient(BaseChatCompletionClient):
         owner = type(self).__name__
         if isinstance(stop_sequences, str):
             stop_sequences = [stop_sequences]
-        values: dict[str, Any] = {
-            "model": model,
-            "max_tokens": max_tokens,
-            "api_key": api_key,
-            "api_key_env": api_key_env,
-            "base_url": base_url,
-            "timeout": timeout,
-            "max_retries": max_retries,
-            "temperature": temperature,
-            "top_p": top_p,
-            "top_k": top_k,
-            "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
-            "thinking": dict(thinking) if isinstance(thinking, Mapping) else thinking,
-            "system_policy": system_policy,
-            "default_headers": dict(default_headers) if default_headers is not None else None,
-            "extra_body": dict(extra_body) if extra_body is not None else None,
-            "model_info": model_info_dict(model_info),
-            "token_limit": token_limit,
-            "default_options": options_dict(default_options),
-        }
-        config = _validate(values, owner)
-        if config.extra_body:
-            check_extra_args(config.extra_body, config.max_tokens)
+        config = config_from_arguments(AnthropicClientConfig, locals(), owner)
         key, _ = resolve_secret(config.api_key, config.api_key_env)
         if key is None or not key.get_secret_value():
             where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
             raise ConfigurationError(
                 f"{owner}: no API key: pass api_key=...{where} (a local server that needs no key takes any placeholder)"
             )
-        super().__init__(
-            model=config.model,
-            model_info=config.model_info,
-            token_limit=config.token_limit,
-            default_options=default_options_of(
-                config.default_options,
-                temperature=config.temperature,
-                top_p=config.top_p,
-                top_k=config.top_k,
-                stop_sequences=config.stop_sequences,
-            ),
-            max_retries=config.max_retries,
-            retry_policy=retry_policy,
-        )
-        self._retry = self._retry.with_classifiers([classify_anthropic_error])
-        self._config = config
+        self._setup(config, retry_policy=retry_policy, classifier=classify_anthropic_error)
         headers = (
             {name: value.get_secret_value() for name, value in config.default_headers.items()}
             if config.default_headers
@@ -158,26 +109,13 @@ class AnthropicChatCompletionClient(BaseChatCompletionClient):
         )
         self._messages = self._sdk.messages
         self._owns_http_client = http_client is None
-        self._wire = AnthropicWireSettings(
-            max_tokens=config.max_tokens,
-            thinking=config.thinking,
-            system_policy=config.system_policy,
-            extra_body=config.extra_body,
-        )
 
     @property
     def base_url(self) -> str:
         """Where requests go (the SDK's base URL)."""
         return str(self._sdk.base_url)
 
-    @property
-    def max_tokens(self) -> int:
-        return self._config.max_tokens
-
     # --- the provider's part ---------------------------------------------------------------------
-
-    def _check_request(self, request: ChatRequest) -> None:
-        check_options(request, self._wire)
 
     def _body(self, request: ChatRequest) -> tuple[int, Any, dict[str, Any]]:
         body = map_request(request, self.info_for(request.model), self._wire)
@@ -253,9 +191,6 @@ class AnthropicChatCompletionClient(BaseChatCompletionClient):
             return estimate_tokens(request.messages, request.tools)
 
     # --- components ------------------------------------------------------------------------------
-
-    def _to_config(self) -> BaseModel:
-        return self._config
 
     @classmethod
     def _from_config(cls, config: AnthropicClientConfig) -> AnthropicChatCompletionClient:

@@ -7,14 +7,11 @@ environment variable a loaded client reads it from.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from ext.core import ChatOptions, merge_default_options
-from ext.core import model_info_dict as model_info_dict  # re-exported: shared with ext-models-bedrock
-from ext.core import options_dict as options_dict
 
 from ._mapping import check_sampling, check_thinking
 
@@ -25,17 +22,14 @@ AnthropicSystemPolicy = Literal["leading_then_user", "hoist"]
 """How system messages after the first non-system message are sent (see `ext.core.SystemPolicy`)."""
 
 
-class AnthropicClientConfig(BaseModel):
-    """`AnthropicChatCompletionClient` configuration."""
+class AnthropicMessagesConfig(BaseModel):
+    """The settings of the Anthropic Messages body, shared by every client that sends it (the Anthropic API,
+    Bedrock); each client's config adds its transport's fields."""
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
 
-    model: str = Field(min_length=1, description="Model name, e.g. claude-sonnet-4-5.")
+    model: str = Field(min_length=1, description="Model name, e.g. claude-sonnet-4-5 (on Bedrock: the model id).")
     max_tokens: int = Field(gt=0, description="Most tokens to generate (the API requires it on every request).")
-    api_key: Optional[SecretStr] = Field(None, description="API key; default from the api_key_env variable.")
-    api_key_env: Optional[str] = Field("ANTHROPIC_API_KEY", description="Environment variable holding the key.")
-    base_url: Optional[str] = Field(None, description="API base URL (default: ANTHROPIC_BASE_URL, then the API's).")
-    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds before one HTTP attempt fails.")
     max_retries: int = Field(DEFAULT_MAX_RETRIES, ge=0, description="Retries of rate limits and transient errors.")
     temperature: Optional[float] = Field(
         None, ge=0.0, le=1.0, description="0.0 to 1.0. None sends nothing: the API default (1.0) applies."
@@ -51,20 +45,10 @@ class AnthropicClientConfig(BaseModel):
     system_policy: AnthropicSystemPolicy = Field(
         "leading_then_user", description="Where system messages after the conversation started go."
     )
-    default_headers: Optional[dict[str, SecretStr]] = Field(
-        None, description="Headers sent with every request (treated as secrets: not dumped)."
-    )
     extra_body: Optional[dict[str, Any]] = Field(None, description="Extra JSON fields sent with every request.")
     model_info: Optional[dict[str, Any]] = Field(None, description="Capability overrides (ModelInfo fields).")
     token_limit: Optional[int] = Field(None, gt=0, description="Context window override.")
     default_options: Optional[dict[str, Any]] = Field(None, description="Default ChatOptions for every call.")
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("base_url must be an http:// or https:// URL")
-        return value
 
     @field_validator("stop_sequences")
     @classmethod
@@ -74,25 +58,36 @@ class AnthropicClientConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _thinking(self) -> AnthropicClientConfig:
+    def _thinking(self) -> AnthropicMessagesConfig:
         thinking = check_thinking(self.thinking, self.max_tokens)
         check_sampling(self.temperature, self.top_p, self.top_k, thinking)
         return self
 
+    def default_chat_options(self) -> ChatOptions | None:
+        """`default_options` with the client's own sampling fields laid over them."""
+        return merge_default_options(
+            self.default_options,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            stop_sequences=self.stop_sequences,
+        )
 
-def default_options_of(
-    default_options: Mapping[str, Any] | None,
-    *,
-    temperature: float | None,
-    top_p: float | None,
-    top_k: int | None,
-    stop_sequences: Sequence[str] | None,
-) -> ChatOptions | None:
-    """`default_options` with the client's own sampling fields laid over them."""
-    return merge_default_options(
-        default_options,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        stop_sequences=list(stop_sequences) if stop_sequences is not None else None,
+
+class AnthropicClientConfig(AnthropicMessagesConfig):
+    """`AnthropicChatCompletionClient` configuration."""
+
+    api_key: Optional[SecretStr] = Field(None, description="API key; default from the api_key_env variable.")
+    api_key_env: Optional[str] = Field("ANTHROPIC_API_KEY", description="Environment variable holding the key.")
+    base_url: Optional[str] = Field(None, description="API base URL (default: ANTHROPIC_BASE_URL, then the API's).")
+    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds before one HTTP attempt fails.")
+    default_headers: Optional[dict[str, SecretStr]] = Field(
+        None, description="Headers sent with every request (treated as secrets: not dumped)."
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError("base_url must be an http:// or https:// URL")
+        return value

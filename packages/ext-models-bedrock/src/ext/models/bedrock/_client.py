@@ -22,7 +22,6 @@ from botocore.config import Config
 from pydantic import BaseModel, SecretStr
 
 from ext.core import (
-    BaseChatCompletionClient,
     CancellationToken,
     CancelScope,
     ChatOptions,
@@ -35,21 +34,15 @@ from ext.core import (
     StreamChunk,
     Tool,
     ToolSchema,
+    config_from_arguments,
     estimate_tokens,
-    validate_config,
 )
 from ext.models.anthropic import (
-    ANTHROPIC_MODELS,
+    AnthropicMessagesClient,
     AnthropicSystemPolicy,
-    AnthropicWireSettings,
     StreamState,
-    check_extra_args,
-    check_options,
-    default_options_of,
     map_request,
     map_response,
-    model_info_dict,
-    options_dict,
 )
 
 from ._config import BedrockClientConfig
@@ -65,15 +58,11 @@ BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 _CONTENT_TYPE = "application/json"
 
 
-def _validate(values: dict[str, Any], owner: str) -> BedrockClientConfig:
-    return validate_config(BedrockClientConfig, values, owner)
-
-
 def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
-class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
+class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
     """A chat client for Anthropic models on AWS Bedrock (InvokeModel with the Anthropic Messages body).
 
     Credentials: `aws_access_key` + `aws_secret_key` (+ `aws_session_token`), or `aws_profile`, or the
@@ -83,9 +72,9 @@ class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
     """
 
     provider_name = "bedrock"
-    model_table = ANTHROPIC_MODELS
     component_config_schema: ClassVar[type[BaseModel]] = BedrockClientConfig
     component_provider_override: ClassVar[str | None] = "ext.models.bedrock.AnthropicBedrockChatCompletionClient"
+    _config: BedrockClientConfig
 
     def __init__(
         self,
@@ -117,34 +106,9 @@ class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
         owner = type(self).__name__
         if isinstance(stop_sequences, str):
             stop_sequences = [stop_sequences]
-        values: dict[str, Any] = {
-            "model": model,
-            "max_tokens": max_tokens,
-            "aws_region": aws_region,
-            "aws_access_key": aws_access_key,
-            "aws_secret_key": aws_secret_key,
-            "aws_session_token": aws_session_token,
-            "aws_profile": aws_profile,
-            "endpoint_url": endpoint_url,
-            "timeout": timeout,
-            "max_retries": max_retries,
-            "max_pool_connections": max_pool_connections,
-            "temperature": temperature,
-            "top_p": top_p,
-            "top_k": top_k,
-            "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
-            "thinking": dict(thinking) if isinstance(thinking, Mapping) else thinking,
-            "system_policy": system_policy,
-            "extra_body": dict(extra_body) if extra_body is not None else None,
-            "model_info": model_info_dict(model_info),
-            "token_limit": token_limit,
-            "default_options": options_dict(default_options),
-        }
-        config = _validate(values, owner)
-        if config.extra_body:
-            check_extra_args(config.extra_body, config.max_tokens)
-            if "anthropic_version" in config.extra_body:
-                raise ConfigurationError(f"{owner}: extra_body must not set anthropic_version")
+        config = config_from_arguments(BedrockClientConfig, locals(), owner)
+        if config.extra_body and "anthropic_version" in config.extra_body:
+            raise ConfigurationError(f"{owner}: extra_body must not set anthropic_version")
         session_given = session is not None
         if session is not None:
             if config.aws_access_key is not None or config.aws_profile is not None:
@@ -177,22 +141,7 @@ class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
                 f"{owner}: no AWS region: pass aws_region=... or set AWS_REGION (or AWS_DEFAULT_REGION), or a "
                 "region in the AWS config profile"
             )
-        super().__init__(
-            model=config.model,
-            model_info=config.model_info,
-            token_limit=config.token_limit,
-            default_options=default_options_of(
-                config.default_options,
-                temperature=config.temperature,
-                top_p=config.top_p,
-                top_k=config.top_k,
-                stop_sequences=config.stop_sequences,
-            ),
-            max_retries=config.max_retries,
-            retry_policy=retry_policy,
-        )
-        self._retry = self._retry.with_classifiers([classify_bedrock_error])
-        self._config = config
+        self._setup(config, retry_policy=retry_policy, classifier=classify_bedrock_error)
         self._session = session
         self._region = region
         self._botocore_config = Config(
@@ -202,12 +151,6 @@ class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
             retries={"total_max_attempts": 1, "mode": "standard"},
             max_pool_connections=config.max_pool_connections,
         )
-        self._wire = AnthropicWireSettings(
-            max_tokens=config.max_tokens,
-            thinking=config.thinking,
-            system_policy=config.system_policy,
-            extra_body=config.extra_body,
-        )
         self._client: Any = None
         self._client_cm: Any = None
         self._client_lock: asyncio.Lock | None = None
@@ -215,10 +158,6 @@ class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
     @property
     def region(self) -> str:
         return self._region
-
-    @property
-    def max_tokens(self) -> int:
-        return self._config.max_tokens
 
     async def _runtime(self) -> Any:
         """The bedrock-runtime client, made on first use (aiobotocore binds it to the running loop)."""
@@ -245,7 +184,7 @@ class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
     # --- the provider's part ---------------------------------------------------------------------
 
     def _check_request(self, request: ChatRequest) -> None:
-        check_options(request, self._wire)
+        super()._check_request(request)
         if "anthropic_version" in request.extra:
             raise ConfigurationError("extra_create_args must not set anthropic_version")
 
@@ -330,9 +269,6 @@ class AnthropicBedrockChatCompletionClient(BaseChatCompletionClient):
             return estimate_tokens(request.messages, request.tools)
 
     # --- components ------------------------------------------------------------------------------
-
-    def _to_config(self) -> BaseModel:
-        return self._config
 
     @classmethod
     def _from_config(cls, config: BedrockClientConfig) -> AnthropicBedrockChatCompletionClient:

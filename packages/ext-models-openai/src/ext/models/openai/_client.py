@@ -27,13 +27,11 @@ from ext.core import (
     Tool,
     ToolSchema,
     UnsupportedOptionError,
+    config_from_arguments,
     estimate_tokens,
     merge_default_options,
-    model_info_dict,
-    options_dict,
     resolve_secret,
     tool_schema_of,
-    validate_config,
 )
 
 from ._config import AzureOpenAIClientConfig, OpenAIClientConfig, ReasoningEffort, _CommonConfig
@@ -72,10 +70,6 @@ def _coerce_messages(messages: Sequence[LLMMessage]) -> list[LLMMessage]:
 
 
 _UNSET: Any = object()
-
-
-def _validate(config_cls: type[BaseModel], owner: str, values: dict[str, Any]) -> Any:
-    return validate_config(config_cls, values, owner)
 
 
 def _default_options(config: _CommonConfig) -> ChatOptions | None:
@@ -282,37 +276,7 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         http_client: Any = None,
         retry_policy: RetryPolicy | None = None,
     ) -> None:
-        values: dict[str, Any] = {
-            "model": model,
-            "api_key": api_key,
-            "api_key_env": api_key_env,
-            "organization": organization,
-            "project": project,
-            "base_url": base_url,
-            "timeout": timeout,
-            "max_retries": max_retries,
-            "temperature": temperature,
-            "top_p": top_p,
-            "max_tokens": max_tokens,
-            "frequency_penalty": frequency_penalty,
-            "presence_penalty": presence_penalty,
-            "seed": seed,
-            "stop": list(stop) if stop is not None and not isinstance(stop, str) else stop,
-            "user": user,
-            "reasoning_effort": reasoning_effort,
-            "parallel_tool_calls": parallel_tool_calls,
-            "include_usage": include_usage,
-            "system_role": system_role,
-            "default_headers": dict(default_headers) if default_headers is not None else None,
-            "extra_body": dict(extra_body) if extra_body is not None else None,
-            "model_info": model_info_dict(model_info),
-            "token_limit": token_limit,
-            "default_options": options_dict(default_options),
-            "tiktoken_cache_dir": os.fspath(tiktoken_cache_dir) if tiktoken_cache_dir is not None else None,
-            "bundled_encodings": bundled_encodings,
-            "allow_encoding_download": allow_encoding_download,
-        }
-        config: OpenAIClientConfig = _validate(OpenAIClientConfig, type(self).__name__, values)
+        config = config_from_arguments(OpenAIClientConfig, locals(), type(self).__name__)
         key, _ = resolve_secret(config.api_key, config.api_key_env)
         if key is None or not key.get_secret_value():
             where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
@@ -424,39 +388,7 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
             raise ConfigurationError(f"{owner}: pass only one of api_key, azure_ad_token, azure_ad_token_provider")
         if azure_ad_token_provider is not None and not callable(azure_ad_token_provider):
             raise ConfigurationError(f"{owner}: azure_ad_token_provider must be a callable returning a token")
-        values: dict[str, Any] = {
-            "azure_deployment": azure_deployment,
-            "api_version": api_version,
-            "azure_endpoint": azure_endpoint,
-            "model": model,
-            "api_key": api_key,
-            "api_key_env": api_key_env,
-            "azure_ad_token": azure_ad_token,
-            "azure_ad_token_env": azure_ad_token_env,
-            "timeout": timeout,
-            "max_retries": max_retries,
-            "temperature": temperature,
-            "top_p": top_p,
-            "max_tokens": max_tokens,
-            "frequency_penalty": frequency_penalty,
-            "presence_penalty": presence_penalty,
-            "seed": seed,
-            "stop": list(stop) if stop is not None and not isinstance(stop, str) else stop,
-            "user": user,
-            "reasoning_effort": reasoning_effort,
-            "parallel_tool_calls": parallel_tool_calls,
-            "include_usage": include_usage,
-            "system_role": system_role,
-            "default_headers": dict(default_headers) if default_headers is not None else None,
-            "extra_body": dict(extra_body) if extra_body is not None else None,
-            "model_info": model_info_dict(model_info),
-            "token_limit": token_limit,
-            "default_options": options_dict(default_options),
-            "tiktoken_cache_dir": os.fspath(tiktoken_cache_dir) if tiktoken_cache_dir is not None else None,
-            "bundled_encodings": bundled_encodings,
-            "allow_encoding_download": allow_encoding_download,
-        }
-        config: AzureOpenAIClientConfig = _validate(AzureOpenAIClientConfig, owner, values)
+        config = config_from_arguments(AzureOpenAIClientConfig, locals(), owner)
 
         credentials: dict[str, Any] = {}
         if azure_ad_token_provider is not None:
