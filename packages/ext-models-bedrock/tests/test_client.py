@@ -367,3 +367,35 @@ async def test_count_tokens_async(server: BedrockServer, client: AnthropicBedroc
     server.enqueue_count(Fault("rate_limit"))
     fallback = await client.count_tokens_async(HELLO, tools=[ADD])
     assert fallback == estimate_tokens(HELLO, [tool_schema_of(ADD)])
+
+
+def test_a_second_event_loop_gets_a_clear_error() -> None:
+    # aiobotocore binds a client's connections to the loop that opened them; a second asyncio.run must not
+    # reach them (an obscure aiohttp failure, or a hang), but say what to do.
+    import asyncio
+    import threading
+
+    from ext.core import ExtError
+
+    server_loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=server_loop.run_forever, daemon=True)
+    thread.start()
+    server = BedrockServer(access_key=ACCESS, secret_key=SECRET, region=REGION, default=Reply(text="hello"))
+    try:
+        asyncio.run_coroutine_threadsafe(server.start(), server_loop).result(10)
+        client = make(server)
+        first_loop = asyncio.new_event_loop()
+        try:
+            assert first_loop.run_until_complete(client.create(HELLO)).content == "hello"
+            with pytest.raises(ExtError, match=r"first used on another event loop.*one client per event loop"):
+                asyncio.run(client.create(HELLO))
+            assert len(server.requests) == 1
+            assert first_loop.run_until_complete(client.create(HELLO)).content == "hello"
+            first_loop.run_until_complete(client.close())
+        finally:
+            first_loop.close()
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), server_loop).result(10)
+        server_loop.call_soon_threadsafe(server_loop.stop)
+        thread.join(10)
+        server_loop.close()

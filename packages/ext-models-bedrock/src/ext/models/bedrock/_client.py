@@ -28,6 +28,7 @@ from ext.core import (
     ChatRequest,
     ConfigurationError,
     CreateResult,
+    ExtError,
     LLMMessage,
     ModelInfo,
     RetryPolicy,
@@ -154,6 +155,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
         self._client: Any = None
         self._client_cm: Any = None
         self._client_lock: asyncio.Lock | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def region(self) -> str:
@@ -162,6 +164,11 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
     async def _runtime(self) -> Any:
         """The bedrock-runtime client, made on first use (aiobotocore binds it to the running loop)."""
         if self._client is not None:
+            if self._client_loop is not asyncio.get_running_loop():
+                raise ExtError(
+                    f"{type(self).__name__} was first used on another event loop, and aiobotocore binds its "
+                    "connections to that loop: make one client per event loop (e.g. per asyncio.run)"
+                )
             return self._client
         if self._client_lock is None:
             self._client_lock = asyncio.Lock()
@@ -179,6 +186,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
                 )
                 self._client = await cm.__aenter__()
                 self._client_cm = cm
+                self._client_loop = asyncio.get_running_loop()
         return self._client
 
     # --- the provider's part ---------------------------------------------------------------------
