@@ -1,12 +1,22 @@
-"""McpWorkbench vs the raw mcp `ClientSession`, on the same server in the same run.
+"""McpWorkbench vs the raw mcp `ClientSession`, on the same server program in the same run.
 
-Run: ``python tools/bench/bench_mcp.py [--iterations N] [--startups N]`` in an environment with
-ext-tools-mcp installed (``hatch run ext-tools-mcp:python tools/bench/bench_mcp.py``).
+Run: ``python tools/bench/bench_mcp.py [--iterations N] [--rounds R] [--startups N]`` in an environment with
+ext-tools-mcp installed (``hatch run ext-tools-mcp:python tools/bench/bench_mcp.py``; about 1.5 minutes).
 
-The server is this script itself (``--serve stdio|http``): an mcp-SDK server with one `echo` tool,
-over stdio and over streamable HTTP on 127.0.0.1. Both clients list the tools once before timing
-(the SDK validates results against the listed output schemas), then call `echo`, sequentially and
-with 32 calls in flight. Start-up is spawn (stdio) or connect (HTTP) plus the handshake.
+The server is this script itself (``--serve stdio|http``): an mcp-SDK server with one `echo` tool, over
+stdio (each client spawns its own copy) and over streamable HTTP on 127.0.0.1 (one process both clients
+talk to). Both clients list the tools once before timing (the SDK validates results against the listed
+output schemas), then call `echo`, sequentially and with 32 calls in flight on the one session.
+
+Like for like: McpWorkbench bounds every request by its params' request timeout (30 s by default), which
+the SDK applies per request with a timer. The raw session gets the same `read_timeout_seconds`, so both
+sides do the same work; ``raw-no-timeout`` (the SDK's default, no bound) is also measured at c=1 to show
+what that timer itself costs.
+
+Each case runs ``--rounds`` paired rounds, the sides in alternating order, and reports the median of the
+per-round ext/raw ratios (pairs measured moments apart see the same load). The table shows each side's
+median round. CPU is the client process's CPU time per call (servers run in other processes).
+Start-up is spawn (stdio) or connect (HTTP) plus the initialize handshake, paired the same way.
 """
 
 from __future__ import annotations
@@ -19,10 +29,14 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
+# Script-dir import: `python tools/bench/bench_mcp.py` puts tools/bench on sys.path.
+from _harness import Result, Row, compare, measure, print_table
+
 CONCURRENCY = 32
+READ_TIMEOUT = 30.0  # McpWorkbench's default request timeout (StdioServerParams / StreamableHttpServerParams)
 
 
 def serve(transport: str) -> None:
@@ -64,7 +78,7 @@ def http_server() -> Any:
 
 
 @contextlib.asynccontextmanager
-async def raw_session(kind: str, url: str) -> AsyncIterator[Any]:
+async def raw_session(kind: str, url: str, read_timeout: float | None = READ_TIMEOUT) -> AsyncIterator[Any]:
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
     from mcp.client.streamable_http import streamable_http_client
@@ -74,7 +88,7 @@ async def raw_session(kind: str, url: str) -> AsyncIterator[Any]:
         transport = stdio_client(StdioServerParameters(command=sys.executable, args=[__file__, "--serve", "stdio"]))
     else:
         transport = streamable_http_client(url)
-    async with transport as (read, write), ClientSession(read, write) as session:
+    async with transport as (read, write), ClientSession(read, write, read_timeout_seconds=read_timeout) as session:
         await session.initialize()
         yield session
 
@@ -83,17 +97,51 @@ def workbench(kind: str, url: str) -> Any:
     from ext.tools.mcp import McpWorkbench, StdioServerParams, StreamableHttpServerParams
 
     if kind == "stdio":
-        return McpWorkbench(StdioServerParams(command=sys.executable, args=[__file__, "--serve", "stdio"]))
-    return McpWorkbench(StreamableHttpServerParams(url=url))
+        params: Any = StdioServerParams(
+            command=sys.executable, args=[__file__, "--serve", "stdio"], read_timeout_seconds=READ_TIMEOUT
+        )
+    else:
+        params = StreamableHttpServerParams(url=url, timeout=READ_TIMEOUT)
+    return McpWorkbench(params)
 
 
-async def calls(kind: str, url: str, iterations: int) -> list[Any]:
-    from _harness import Row, measure
+def _median_round(results: list[Result]) -> Result:
+    return sorted(results, key=lambda r: r.p50_ms)[len(results) // 2]
 
+
+async def paired(
+    sides: dict[str, Callable[[], Awaitable[Any]]], rounds: int, iterations: int, concurrency: int
+) -> dict[str, list[Result]]:
+    """`rounds` rounds of every side, the order rotating each round so neither side always goes first."""
+    names = list(sides)
+    out: dict[str, list[Result]] = {name: [] for name in names}
+    for i in range(rounds):
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            out[name].append(
+                await measure(name, sides[name], iterations=iterations, warmup=10, concurrency=concurrency)
+            )
+    return out
+
+
+def summary(case: str, raw: list[Result], ours: list[Result]) -> str:
+    ratios = [compare(a, b) for a, b in zip(raw, ours, strict=True)]
+    p50 = statistics.median(r.p50 for r in ratios)
+    cpu = statistics.median(r.cpu for r in ratios)
+    ops = statistics.median(r.ops_per_s for r in ratios)
+    return (
+        f"{case:<12} ext/raw, median of {len(ratios)} paired rounds: p50 {100 * (p50 - 1):+5.1f} %   "
+        f"CPU/call {100 * (cpu - 1):+5.1f} %   calls/s {100 * ops:5.1f} % of raw"
+    )
+
+
+async def calls(kind: str, url: str, iterations: int, rounds: int) -> tuple[list[Row], list[str]]:
     args = {"text": "hello"}
-    rows = []
-    async with raw_session(kind, url) as session:
+    rows: list[Row] = []
+    notes: list[str] = []
+    async with raw_session(kind, url) as session, raw_session(kind, url, read_timeout=None) as untimed:
         await session.list_tools()
+        await untimed.list_tools()
         bench = workbench(kind, url)
         async with bench:
             await bench.list_tools()
@@ -101,75 +149,90 @@ async def calls(kind: str, url: str, iterations: int) -> list[Any]:
             async def raw_call() -> None:
                 await session.call_tool("echo", args)
 
+            async def untimed_call() -> None:
+                await untimed.call_tool("echo", args)
+
             async def ext_call() -> None:
                 await bench.call_tool("echo", args)
 
+            for fn in (raw_call, untimed_call, ext_call):
+                for _ in range(100):
+                    await fn()
             for concurrency in (1, CONCURRENCY):
-                count = iterations if concurrency == 1 else iterations * 2
-                warmup = max(10, count // 10)
-                # Interleave the two so drift on a busy machine hits both alike.
-                raw_runs, ext_runs = [], []
-                for _ in range(3):
-                    raw_runs.append(
-                        await measure("raw", raw_call, iterations=count, warmup=warmup, concurrency=concurrency)
-                    )
-                    ext_runs.append(
-                        await measure("ext", ext_call, iterations=count, warmup=warmup, concurrency=concurrency)
-                    )
-                raw = min(raw_runs, key=lambda r: r.p50_ms)
-                ours = min(ext_runs, key=lambda r: r.p50_ms)
                 case = f"{kind} c={concurrency}"
-                rows += [Row(case, raw), Row(case, ours, baseline=raw)]
-    return rows
+                sides: dict[str, Callable[[], Awaitable[Any]]] = {"raw": raw_call, "ext": ext_call}
+                if concurrency == 1:
+                    sides["raw-no-timeout"] = untimed_call
+                results = await paired(sides, rounds, iterations, concurrency)
+                raw, ours = results["raw"], results["ext"]
+                base = _median_round(raw)
+                rows += [Row(case, base), Row(case, _median_round(ours), baseline=base)]
+                notes.append(summary(case, raw, ours))
+                if "raw-no-timeout" in results:
+                    untimed_runs = results["raw-no-timeout"]
+                    rows.append(Row(case, _median_round(untimed_runs), baseline=base))
+                    notes.append(summary(f"{case} vs raw-no-timeout", untimed_runs, ours))
+    return rows, notes
 
 
-async def startup(kind: str, url: str, runs: int) -> tuple[float, float]:
-    raw_times, ext_times = [], []
-    for _ in range(runs):
+async def startup(kind: str, url: str, runs: int) -> str:
+    raw_times: list[float] = []
+    ext_times: list[float] = []
+
+    async def raw_start() -> None:
         start = time.perf_counter()
         async with raw_session(kind, url):
             raw_times.append(time.perf_counter() - start)
+
+    async def ext_start() -> None:
         bench = workbench(kind, url)
         start = time.perf_counter()
         await bench.start()
         ext_times.append(time.perf_counter() - start)
         await bench.stop()
-    return statistics.median(raw_times), statistics.median(ext_times)
+
+    await raw_start()  # untimed: first connection, imports
+    await ext_start()
+    raw_times.clear()
+    ext_times.clear()
+    for i in range(runs):
+        for fn in (raw_start, ext_start) if i % 2 == 0 else (ext_start, raw_start):
+            await fn()
+    ratio = statistics.median(b / a for a, b in zip(raw_times, ext_times, strict=True))
+    return (
+        f"start-up {kind:<6} raw {statistics.median(raw_times) * 1e3:7.1f} ms   "
+        f"ext {statistics.median(ext_times) * 1e3:7.1f} ms   ext/raw {100 * (ratio - 1):+5.1f} % "
+        f"(median of {runs} paired runs)"
+    )
 
 
-async def run(iterations: int, startups: int) -> None:
-    from _harness import print_table
-
+async def run(iterations: int, rounds: int, startups: int) -> None:
     with http_server() as url:
-        rows = []
+        rows: list[Row] = []
+        notes: list[str] = []
         for kind in ("stdio", "http"):
-            rows += await calls(kind, url, iterations)
+            more_rows, more_notes = await calls(kind, url, iterations, rounds)
+            rows += more_rows
+            notes += more_notes
         print_table(rows)
         print()
-        for i in range(0, len(rows), 2):
-            raw, ours = rows[i].result, rows[i + 1].result
-            print(
-                f"{rows[i].case:<12} overhead p50 {100 * (ours.p50_ms / raw.p50_ms - 1):+.1f} %   "
-                f"throughput {100 * ours.ops_per_s / raw.ops_per_s:.1f} % of raw"
-            )
+        print("\n".join(notes))
         print()
         for kind in ("stdio", "http"):
-            raw_s, ext_s = await startup(kind, url, startups)
-            print(
-                f"start-up {kind:<6} raw {raw_s * 1e3:8.1f} ms   ext {ext_s * 1e3:8.1f} ms   ({startups} runs, median)"
-            )
+            print(await startup(kind, url, startups if kind == "stdio" else 3 * startups))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--iterations", type=int, default=2000)
-    parser.add_argument("--startups", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=400, help="calls per side per round")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--startups", type=int, default=7, help="paired stdio start-ups (HTTP: three times as many)")
     parser.add_argument("--serve", choices=["stdio", "http"])
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
         return 0
-    asyncio.run(run(args.iterations, args.startups))
+    asyncio.run(run(args.iterations, args.rounds, args.startups))
     return 0
 
 

@@ -110,23 +110,30 @@ class _StderrTail:
 
 
 class _WatchedReadStream:
-    """The transport's read stream, reporting end of stream (the server went away) to the owner."""
+    """The transport's read stream, reporting end of stream (the server went away) to the owner.
+
+    The SDK reads it with `async for` and then looks up `last_context`; `__anext__` receives from the
+    inner stream directly, so watching costs no extra frame per message over the bare stream.
+    """
+
+    __slots__ = ("_has_context", "_inner", "_on_end", "last_context")
 
     def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
         self._inner = inner
         self._on_end = on_end
-
-    @property
-    def last_context(self) -> Any:
-        # The SDK reads the sender's contextvars from context-aware streams through this attribute.
-        return getattr(self._inner, "last_context", None)
+        # Context-aware streams (the HTTP transports) carry the sender's contextvars with each message.
+        self._has_context = hasattr(inner, "last_context")
+        self.last_context: Any = None
 
     async def receive(self) -> Any:
         try:
-            return await self._inner.receive()
+            item = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_end()
             raise
+        if self._has_context:
+            self.last_context = self._inner.last_context
+        return item
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -136,9 +143,16 @@ class _WatchedReadStream:
 
     async def __anext__(self) -> Any:
         try:
-            return await self.receive()
+            item = await self._inner.receive()
         except anyio.EndOfStream:
+            self._on_end()
             raise StopAsyncIteration from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+        if self._has_context:
+            self.last_context = self._inner.last_context
+        return item
 
     async def __aenter__(self) -> _WatchedReadStream:
         return self
@@ -181,6 +195,9 @@ class Connection:
         self.label = label
         self._handlers = handlers
         self.session: ClientSession | None = None
+        # True from the end of the handshake until the connection ends or `close()` starts: a plain
+        # attribute, so the per-call check costs one attribute read.
+        self.alive = False
         self.init_result: mt.InitializeResult | None = None
         self.failure: str | None = None
         self.closing = False
@@ -191,14 +208,20 @@ class Connection:
         self._ready: asyncio.Future[None] | None = None
         self._stderr: _StderrTail | None = None
         self._http_status: tuple[int, str] | None = None
+        self._status_hook: tuple[httpx2.AsyncClient, Callable[[httpx2.Response], Awaitable[None]]] | None = None
         self._tools: list[mt.Tool] | None = None
         self._tools_lock = asyncio.Lock()
 
     # --- lifetime ---------------------------------------------------------------------------------
 
     @property
-    def alive(self) -> bool:
-        return self.session is not None and not self._ended.is_set() and not self.closing
+    def tools_listed(self) -> bool:
+        """Whether the tool list is cached (a call lists tools first, which fills the SDK's schema cache)."""
+        return self._tools is not None
+
+    def _mark_ended(self) -> None:
+        self.alive = False
+        self._ended.set()
 
     async def open(self) -> None:
         """Start the owner task and wait for the handshake (bounded by the request timeout)."""
@@ -232,6 +255,7 @@ class Connection:
     async def close(self) -> None:
         """End the session and the transport (stdio: the process). Idempotent, bounded."""
         self.closing = True
+        self.alive = False
         self._stop.set()
         task = self._task
         if task is None or task.done():
@@ -251,7 +275,7 @@ class Connection:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 session = ClientSession(
-                    _WatchedReadStream(read, self._ended.set),
+                    _WatchedReadStream(read, self._mark_ended),
                     write,
                     # Timeouts are per request: tool calls pass their own, other requests are bounded
                     # in `request()`, and the handshake by the start-up timeout.
@@ -266,6 +290,8 @@ class Connection:
                 await stack.enter_async_context(session)
                 self.init_result = await session.initialize()
                 self.session = session
+                self.alive = not self._ended.is_set() and not self.closing
+                self._started()
                 assert self._ready is not None
                 self._ready.set_result(None)
                 logger.debug("MCP server %r started (%s)", self.label, self.init_result.server_info.name)
@@ -290,11 +316,20 @@ class Connection:
             if not self._stop.is_set() and self.session is not None:
                 logger.warning("MCP session %r ended: %s", self.label, error)
         finally:
-            self._ended.set()
+            self._mark_ended()
             if self._stderr is not None:
                 self._stderr.close_writer()
             if self._ready is not None and not self._ready.done():
                 self._ready.set_exception(McpConnectionError(self.label, f"MCP server {self.label!r} was stopped"))
+
+    def _started(self) -> None:
+        # The recorded HTTP status only explains a failed start-up (`_describe`); once the session is up,
+        # responses no longer go through the hook.
+        if self._status_hook is not None:
+            client, hook = self._status_hook
+            self._status_hook = None
+            with contextlib.suppress(ValueError):
+                client.event_hooks["response"].remove(hook)
 
     def _transport(self) -> Any:
         params = self.params
@@ -344,6 +379,7 @@ class Connection:
         client = httpx2.AsyncClient(
             headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [record_status]}
         )
+        self._status_hook = (client, record_status)
         async with client, streamable_http_client(url, http_client=client, terminate_on_close=terminate) as streams:
             yield streams
 
@@ -448,9 +484,13 @@ class Connection:
                 self.label, f"MCP server {self.label!r} did not answer {what} within {timeout} s"
             ) from None
         except MCPError as exc:
-            if exc.code == mt.CONNECTION_CLOSED and not self.closing:
-                await self._settle()
-            raise self.map_error(exc, what) from exc
+            raise await self.failed(exc, what) from exc
+
+    async def failed(self, exc: MCPError, what: str) -> McpError:
+        """`map_error`, after letting a lost connection record why it ended."""
+        if exc.code == mt.CONNECTION_CLOSED and not self.closing:
+            await self._settle()
+        return self.map_error(exc, what)
 
     async def _settle(self) -> None:
         """Let the owner task record why the connection ended before the caller reports it."""

@@ -83,12 +83,13 @@ def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
     structured = result.structured_content
     if structured is not None and not isinstance(structured, dict):
         structured = {"result": structured}
-    return ToolResult(
-        name=name,
-        result=[result_content(block) for block in result.content],
-        is_error=result.is_error,
-        structured_content=structured,
-    )
+    blocks = result.content
+    if len(blocks) == 1 and type(blocks[0]) is mt.TextContent:
+        # The common single text answer, without the per-block dispatch.
+        parts: list[ResultContent] = [TextResultContent(content=blocks[0].text)]
+    else:
+        parts = [result_content(block) for block in blocks]
+    return ToolResult(name=name, result=parts, is_error=result.is_error, structured_content=structured)
 
 
 def error_result(name: str, message: str) -> ToolResult:

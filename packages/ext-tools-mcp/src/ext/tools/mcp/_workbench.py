@@ -10,6 +10,7 @@ from typing import Annotated, Any, Union
 
 from mcp import types as mt
 from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ext.core import (
@@ -28,7 +29,7 @@ from ext.core import (
 )
 
 from ._connection import Connection, Handlers, all_pages
-from ._errors import McpError, McpTimeoutError
+from ._errors import McpTimeoutError
 from ._mapping import (
     PromptResult,
     SamplingMappingError,
@@ -117,6 +118,7 @@ class McpWorkbench(Workbench):
         self._elicitation_callback = elicitation_callback
         self._roots = roots
         self._label = self._params.describe()
+        self._read_timeout = self._params.request_timeout  # the params are frozen
         self._conn: Connection | None = None
         self._lock = asyncio.Lock()
         self._stopped = False
@@ -252,25 +254,28 @@ class McpWorkbench(Workbench):
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], cancellation_token: CancellationToken | None, call_id: str | None
     ) -> ToolResult:
-        conn = await self._connect()
-        await conn.tools()
+        # The per-call path: plain attribute checks, and the SDK's call awaited here directly.
+        conn = self._conn
+        if conn is None or not conn.alive or conn.loop is not asyncio.get_running_loop():
+            conn = await self._connect()
+        if not conn.tools_listed:
+            await conn.tools()
+        session = conn.session
+        assert session is not None  # set before the connection is alive
+        read_timeout = self._read_timeout
         explicit = _CALL_TIMEOUT.get()
-        read_timeout = self._params.request_timeout
         if explicit is not None:
             read_timeout = max(explicit, read_timeout or 0.0) + 1.0
         try:
-            result = await conn.request(
-                f"tools/call {name!r}",
-                lambda s: s.call_tool(name, arguments, read_timeout_seconds=read_timeout),
-                bounded=False,
-            )
-        except McpTimeoutError:
-            raise _ReadTimeout from None
-        except McpError as exc:
-            if exc.code in (mt.CONNECTION_CLOSED,):
-                raise
+            result = await session.call_tool(name, arguments, read_timeout_seconds=read_timeout)
+        except MCPError as exc:
+            error = await conn.failed(exc, f"tools/call {name!r}")
+            if isinstance(error, McpTimeoutError):
+                raise _ReadTimeout from None
+            if error.code == mt.CONNECTION_CLOSED:
+                raise error from exc
             # The server refused this call (unknown tool, invalid arguments): the model sees why.
-            return error_result(name, f"MCP error {exc.code}: {exc.message}")
+            return error_result(name, f"MCP error {error.code}: {error.message}")
         except RuntimeError as exc:
             # The SDK checks structured content against the tool's output schema.
             return error_result(name, str(exc))
