@@ -11,6 +11,7 @@ import hmac
 import itertools
 import logging
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,12 @@ class _Conn:
         # gateway request id -> recipient, for the RPCs this worker is handling
         self.inflight: dict[str, AgentId] = {}
 
-    async def send(self, message: pb.Message) -> None:
+    def send(self, message: pb.Message) -> Awaitable[None]:
+        """Write `message` (await the result). Not a coroutine itself: one layer less on every relayed message."""
         if _coalescing.get():
             self.outbox.post(message)
-            await self.outbox.wait_drained()
-        else:
-            await self.outbox.send(message)
+            return self.outbox.wait_drained()
+        return self.outbox.send(message)
 
 
 @dataclass(slots=True)
@@ -118,6 +119,7 @@ class Gateway:
         self._registry = registry if registry is not None else InMemoryRegistry()
         self._shutdown_grace = float(shutdown_grace)
         self.gateway_id = uuid.uuid4().hex[:12]
+        self._request_prefix = f"{self.gateway_id}/"
         self._server: grpc.aio.Server | None = None
         self._workers: dict[str, _Conn] = {}
         self._pending: dict[str, _Pending] = {}
@@ -225,8 +227,7 @@ class Gateway:
                         if body == "delivery":
                             await self._on_delivery(conn, message)
                         elif body == "response":
-                            conn.inflight.pop(message.response.request_id, None)
-                            await self._route_response(message)
+                            await self._route_response(message, conn)
                         else:
                             await self._dispatch(conn, message)
                     except Exception:
@@ -275,8 +276,7 @@ class Gateway:
         if body == "delivery":
             await self._on_delivery(conn, message)
         elif body == "response":
-            conn.inflight.pop(message.response.request_id, None)
-            await self._route_response(message)
+            await self._route_response(message, conn)
         elif body == "cancel":
             request_id = conn.outgoing.pop(message.cancel.request_id, None)
             pending = self._pending.pop(request_id, None) if request_id is not None else None
@@ -321,35 +321,48 @@ class Gateway:
         if kind == pb.DELIVERY_KIND_RPC and self._draining:
             await self._answer(conn, delivery.request_id, pb.ERROR_KIND_UNDELIVERABLE, "the gateway is shutting down")
             return
-        try:
-            recipient = self._agent_id(delivery.recipient.type, delivery.recipient.key)
-        except ValueError as exc:
-            recipient = None
-            logger.warning("worker %s sent a bad recipient: %s", conn.worker_id, exc)
+        wire = delivery.recipient
+        key = (wire.type, wire.key)
+        recipient = self._agent_ids.get(key)
+        if recipient is None:
+            try:
+                recipient = self._agent_id(*key)
+            except ValueError as exc:
+                logger.warning("worker %s sent a bad recipient: %s", conn.worker_id, exc)
         target = None
         if recipient is not None:
             target = self._registry.lookup(recipient) or await self._registry.place(recipient)
         if target is None:
-            text = (
-                f"no worker hosts agent type {delivery.recipient.type!r} "
-                f"(recipient {delivery.recipient.type}/{delivery.recipient.key})"
-            )
+            text = f"no worker hosts agent type {key[0]!r} (recipient {key[0]}/{key[1]})"
             if kind == pb.DELIVERY_KIND_RPC:
                 await self._answer(conn, delivery.request_id, pb.ERROR_KIND_AGENT_NOT_FOUND, text)
             else:
-                notice = pb.Notice(error=_error(pb.ERROR_KIND_AGENT_NOT_FOUND, text), recipient=delivery.recipient)
+                notice = pb.Notice(error=_error(pb.ERROR_KIND_AGENT_NOT_FOUND, text), recipient=wire)
                 await conn.send(pb.Message(notice=notice))
             return
         assert recipient is not None
         worker_id, gateway_id = target
         pending: _Pending | None = None
+        request_id = ""
         if kind == pb.DELIVERY_KIND_RPC:
-            request_id = f"{self.gateway_id}/{next(self._request_seq)}"
-            pending = _Pending(conn.worker_id, delivery.request_id, worker_id, gateway_id, recipient)
+            request_id = f"{self._request_prefix}{next(self._request_seq)}"
+            origin_request = delivery.request_id
+            pending = _Pending(conn.worker_id, origin_request, worker_id, gateway_id, recipient)
             self._pending[request_id] = pending
-            conn.outgoing[delivery.request_id] = request_id
+            conn.outgoing[origin_request] = request_id
             delivery.request_id = request_id
-        if gateway_id != self.gateway_id:
+        if gateway_id == self.gateway_id:
+            # The common case, inline: the recipient's worker is connected here.
+            target_conn = self._workers.get(worker_id)
+            if target_conn is not None:
+                if pending is not None:
+                    target_conn.inflight[request_id] = recipient
+                try:
+                    await target_conn.send(message)
+                except Exception as exc:
+                    await self._undeliverable(message, f"writing to worker {worker_id} failed: {exc}")
+                return
+        else:
             try:
                 await self._publish_to_worker(worker_id, gateway_id, message)
                 return
@@ -418,25 +431,33 @@ class Gateway:
                 "dropped a one-way message for %s/%s: %s", delivery.recipient.type, delivery.recipient.key, reason
             )
 
-    async def _route_response(self, message: pb.Message) -> None:
-        request_id = message.response.request_id
-        gateway_id = request_id.split("/", 1)[0]
-        if gateway_id != self.gateway_id:
-            forward = pb.Forward(target_worker="", origin_gateway=self.gateway_id, message=message)
-            with contextlib.suppress(LookupError):
-                await self._registry.publish(gateway_id, forward.SerializeToString())
-            return
+    async def _route_response(self, message: pb.Message, handler: _Conn | None = None) -> None:
+        """Relay an RPC's response to its caller; `handler` is the worker that answered (if it is connected here)."""
+        response = message.response
+        request_id = response.request_id
+        if handler is not None:
+            handler.inflight.pop(request_id, None)
+        if not request_id.startswith(self._request_prefix):
+            gateway_id = request_id.split("/", 1)[0]
+            if gateway_id != self.gateway_id:
+                forward = pb.Forward(target_worker="", origin_gateway=self.gateway_id, message=message)
+                with contextlib.suppress(LookupError):
+                    await self._registry.publish(gateway_id, forward.SerializeToString())
+                return
         pending = self._pending.pop(request_id, None)
         if pending is None:
             return  # cancelled, or its caller disconnected
-        self._check_idle()
+        if not self._pending:
+            self._idle.set()
         origin = self._workers.get(pending.origin_worker)
         if origin is None:
             return
         origin.outgoing.pop(pending.origin_request, None)
-        message.response.request_id = pending.origin_request
-        with contextlib.suppress(Exception):
+        response.request_id = pending.origin_request
+        try:
             await origin.send(message)
+        except Exception:
+            pass  # the caller's stream is gone: its end cleans up (a try block is cheaper than suppress())
 
     async def _send_cancel(self, request_id: str, pending: _Pending) -> None:
         cancel = pb.Message(cancel=pb.Cancel(request_id=request_id))

@@ -30,6 +30,9 @@ _TYPE_URL_PREFIX = "type.googleapis.com/"
 
 _JSON_NATIVE = (str, int, float, bool, list, dict, type(None))
 
+# Cached CloudEvent templates, one per (message class, source): beyond this many, the cache starts over.
+_MAX_TEMPLATES = 4096
+
 
 class SerializationError(ExtError, ValueError):
     """A message cannot be serialized or deserialized (unregistered type, bad payload)."""
@@ -51,6 +54,10 @@ class ProtobufMessageSerializer:
         self._by_name: dict[str, type[Any]] = {}
         self._by_type: dict[type[Any], str] = {}
         self._adapters: dict[type[Any], TypeAdapter[Any]] = {}
+        # Decoding's hot path: `type.googleapis.com/<name>` -> registered protobuf class.
+        self._by_url: dict[str, type[ProtoMessage]] = {}
+        # Encoding's hot path: the attributes every event of one class from one source shares, copied in one call.
+        self._templates: dict[tuple[type[Any], str], tuple[CloudEvent, bool]] = {}
         self._id_prefix = f"{uuid.uuid4().hex[:16]}-"
         self._event_ids = itertools.count(1)
 
@@ -77,6 +84,10 @@ class ProtobufMessageSerializer:
             raise ValueError(f"type name {name!r} is already registered for {existing.__qualname__}")
         self._by_name[name] = message_type
         self._by_type[message_type] = name
+        if issubclass(message_type, ProtoMessage):
+            self._by_url[_TYPE_URL_PREFIX + name] = message_type
+        # A class registered again travels under its new name from now on.
+        self._templates.clear()
         return name
 
     def is_registered(self, message_type: type[Any]) -> bool:
@@ -206,6 +217,19 @@ class ProtobufMessageSerializer:
         attributes: Mapping[str, str] | None = None,
     ) -> None:
         """`to_cloud_event` into an existing (empty) event, such as a field of an envelope: no copy."""
+        if type is None and id is None and not attributes and source.__class__ is str:
+            # The runtime's hot path: the shared attributes come from a cached template.
+            entry = self._templates.get((message.__class__, source))
+            if entry is None:
+                entry = self._template(message, source)
+            template, is_proto = entry
+            event.CopyFrom(template)
+            event.id = f"{self._id_prefix}{next(self._event_ids)}"
+            if is_proto:
+                event.proto_data.value = message.SerializeToString()
+            else:
+                event.text_data = self.serialize(message).decode()
+            return
         if not isinstance(source, str) or not source:
             raise ValueError(f"source must be a non-empty URI-reference string, got {source!r}")
         name = self.type_name(message)
@@ -233,6 +257,15 @@ class ProtobufMessageSerializer:
         if not isinstance(event, CloudEvent):
             raise TypeError(f"event must be a CloudEvent (protobuf), got {builtins.type(event).__name__}")
         which = event.WhichOneof("data")
+        if which == "proto_data" and type is None and not event.attributes:
+            # The hot path: a registered protobuf type, found by its type URL.
+            data = event.proto_data
+            cls = self._by_url.get(data.type_url)
+            if cls is not None:
+                try:
+                    return cls.FromString(data.value)
+                except DecodeError as exc:
+                    raise SerializationError(f"payload is not a valid {cls.__qualname__}: {exc}") from None
         attributes = event.attributes
         target: str | builtins.type[Any]
         if type is not None:
@@ -258,6 +291,22 @@ class ProtobufMessageSerializer:
         if which == "binary_data":
             return self.deserialize(event.binary_data, target)
         return None
+
+    def _template(self, message: Any, source: str) -> tuple[CloudEvent, bool]:
+        """The attributes every event of `message`'s class from `source` shares, and whether it is protobuf."""
+        if not source:
+            raise ValueError(f"source must be a non-empty URI-reference string, got {source!r}")
+        name = self.type_name(message)
+        template = CloudEvent(source=source, spec_version=SPEC_VERSION, type=name)
+        is_proto = isinstance(message, ProtoMessage)
+        if is_proto:
+            template.proto_data.type_url = _TYPE_URL_PREFIX + name
+        else:
+            template.attributes["datacontenttype"].ce_string = JSON_CONTENT_TYPE
+        if len(self._templates) >= _MAX_TEMPLATES:
+            self._templates.clear()
+        entry = self._templates[(message.__class__, source)] = (template, is_proto)
+        return entry
 
 
 def _dump_json(value: Any) -> bytes:

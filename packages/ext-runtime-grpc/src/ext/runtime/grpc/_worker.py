@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import heapq
 import inspect
 import itertools
 import logging
+import math
 import os
 import random
-from collections.abc import Coroutine
+import types
+from collections.abc import Coroutine, Generator
 from types import TracebackType
 from typing import Any
 
@@ -44,6 +48,9 @@ logger = logging.getLogger(__name__)
 _EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
 
 DEFAULT_TOKEN_ENV = "EXT_GRPC_TOKEN"
+
+# What a write on a stream that has gone away raises.
+_STREAM_ERRORS = (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError)
 
 
 class AuthenticationError(ExtError, PermissionError):
@@ -158,6 +165,11 @@ class GrpcAgentRuntime:
         self._call: Any = None
         self._outbox: Outbox | None = None
         self._pending: dict[str, asyncio.Future[Any]] = {}
+        # RPC deadlines: (when, request id, future), earliest first, with one loop timer for the earliest. An
+        # answered RPC's entry is dropped when it comes up (or in a sweep), so no timer is cancelled per RPC.
+        self._deadlines: list[tuple[float, str, asyncio.Future[Any]]] = []
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_at = math.inf
         self._hosted: dict[str, Delivery] = {}
         self._ids = itertools.count(1)
         self._worker_id = ""
@@ -214,6 +226,10 @@ class GrpcAgentRuntime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._supervisor
         self._fail_pending(RuntimeClosedError("the runtime was stopped"))
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
+        self._deadlines.clear()
         await self._close_call()
         if self._owns_channel and self._channel is not None:
             await self._channel.close(None)
@@ -346,7 +362,7 @@ class GrpcAgentRuntime:
         outbox = self._current_outbox()
         try:
             await outbox.send(message)
-        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as exc:
+        except _STREAM_ERRORS as exc:
             raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
 
     async def _post(self, message: pb.Message) -> None:
@@ -355,7 +371,7 @@ class GrpcAgentRuntime:
         try:
             outbox.post(message)
             await outbox.wait_drained()
-        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError) as exc:
+        except _STREAM_ERRORS as exc:
             raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
 
     async def _read(self, call: Any, done: asyncio.Future[None]) -> None:
@@ -365,17 +381,40 @@ class GrpcAgentRuntime:
                 message = await call.read()
                 if message is _EOF:
                     return
-                items = message.batch.messages if message.WhichOneof("body") == "batch" else (message,)
-                last = len(items) - 1
-                for index, item in enumerate(items):
-                    run_here = await self._handle(item, index == last)
-                    if run_here is not None:
-                        # Hand the stream to a fresh reader and become the agent's consumer: the handler starts
-                        # now instead of after a task switch (the biggest share of an RPC's latency here).
-                        self._reader = asyncio.get_running_loop().create_task(self._read(call, done))
-                        handed_off = True
-                        await run_here
-                        return
+                body = message.WhichOneof("body")
+                if body == "response":
+                    # An RPC's answer: the caller's hot path, inline.
+                    response = message.response
+                    future = self._pending.pop(response.request_id, None)
+                    if future is not None and not future.done():
+                        future.set_result(response)
+                    continue
+                if body == "delivery":
+                    run_here = await self._on_delivery(message.delivery, True)
+                elif body == "batch":
+                    items = message.batch.messages
+                    last = len(items) - 1
+                    for index, item in enumerate(items):
+                        run_here = await self._handle(item, index == last)  # only the last item may return one
+                else:
+                    run_here = await self._handle(message)
+                if run_here is None:
+                    continue
+                # Become the idle agent's consumer: its handler starts now instead of after a task switch, and
+                # usually sends its answer before it first waits. Only then does a fresh reader take over the
+                # stream, so starting that task is not on the answer's way out.
+                try:
+                    waiting_on = run_here.send(None)
+                except StopIteration:
+                    continue  # handled and answered without waiting: keep reading
+                except BaseException:
+                    self._reader = asyncio.get_running_loop().create_task(self._read(call, done))
+                    handed_off = True
+                    raise
+                self._reader = asyncio.get_running_loop().create_task(self._read(call, done))
+                handed_off = True
+                await _resume(run_here, waiting_on)
+                return
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:
                 logger.info("the gateway stream ended: %s %s", exc.code().name, exc.details())
@@ -391,16 +430,7 @@ class GrpcAgentRuntime:
             if future is not None and not future.done():
                 future.set_result(message.response)
         elif body == "delivery":
-            try:
-                return await self._on_delivery(message.delivery, may_run_here)
-            except Exception as exc:
-                # A bad delivery must not take the stream (and every other agent's traffic) down, and an RPC
-                # caller hears about it now rather than at its deadline.
-                logger.exception("worker %s failed to take a delivery", self._worker_id)
-                delivery = message.delivery
-                if delivery.kind == pb.DELIVERY_KIND_RPC:
-                    error = pb.Error(kind=pb.ERROR_KIND_UNDELIVERABLE, error_type=type(exc).__name__, message=str(exc))
-                    await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
+            return await self._on_delivery(message.delivery, may_run_here)
         elif body == "cancel":
             handle = self._hosted.pop(message.cancel.request_id, None)
             if handle is not None:
@@ -427,8 +457,26 @@ class GrpcAgentRuntime:
     # --- hosting ---------------------------------------------------------------------------------------
 
     async def _on_delivery(self, delivery: pb.Delivery, may_run_here: bool = False) -> Coroutine[Any, Any, None] | None:
+        """Hand a delivery to the hosted agent; may return a coroutine that runs its mailbox in the reader's task."""
+        try:
+            return await self._take(delivery, may_run_here)
+        except Exception as exc:
+            # A bad delivery must not take the stream (and every other agent's traffic) down, and an RPC
+            # caller hears about it now rather than at its deadline.
+            logger.exception("worker %s failed to take a delivery", self._worker_id)
+            if delivery.kind == pb.DELIVERY_KIND_RPC:
+                error = pb.Error(kind=pb.ERROR_KIND_UNDELIVERABLE, error_type=type(exc).__name__, message=str(exc))
+                await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
+            return None
+
+    async def _take(self, delivery: pb.Delivery, may_run_here: bool) -> Coroutine[Any, Any, None] | None:
         kind = delivery.kind
-        sender = self._agent_id(delivery.sender.type, delivery.sender.key) if delivery.HasField("sender") else None
+        agent_ids = self._agent_ids
+        sender: AgentId | None = None
+        if delivery.HasField("sender"):
+            wire = delivery.sender
+            key = (wire.type, wire.key)
+            sender = agent_ids.get(key) or self._agent_id(*key)
         try:
             message = self.serializer.from_cloud_event(delivery.event)
         except SerializationError as exc:
@@ -442,14 +490,12 @@ class GrpcAgentRuntime:
             with contextlib.suppress(RuntimeClosedError):
                 self._local.broadcast_now(message, delivery.broadcast_type, sender=sender)
             return None
-        recipient = self._agent_id(delivery.recipient.type, delivery.recipient.key)
+        wire = delivery.recipient
+        key = (wire.type, wire.key)
+        recipient = agent_ids.get(key) or self._agent_id(*key)
         if kind == pb.DELIVERY_KIND_RPC:
             request_id = delivery.request_id
-
-            async def reply(result: Any, error: BaseException | None) -> None:
-                self._hosted.pop(request_id, None)
-                await self._reply(request_id, recipient, result, error)
-
+            reply = functools.partial(self._reply, request_id, recipient)
             run_here: Coroutine[Any, Any, None] | None = None
             try:
                 if may_run_here:
@@ -482,6 +528,9 @@ class GrpcAgentRuntime:
         return agent_id
 
     async def _reply(self, request_id: str, recipient: AgentId, result: Any, error: BaseException | None) -> None:
+        """Answer an RPC this worker hosted (the handler's result or error)."""
+        hosted = self._hosted
+        hosted.pop(request_id, None)
         if error is None:
             envelope = pb.Message()
             response = envelope.response
@@ -491,10 +540,18 @@ class GrpcAgentRuntime:
             except (SerializationError, ValueError) as exc:
                 error = exc
             else:
+                # `_write`, inlined on this hot path: with other RPCs in flight here, the answer joins a batch.
                 try:
-                    await self._write(envelope, coalesce=bool(self._hosted))
+                    outbox = self._current_outbox()
+                    if hosted:
+                        outbox.post(envelope)
+                        await outbox.wait_drained()
+                    else:
+                        await outbox.send(envelope)
                 except (UndeliverableError, RuntimeClosedError) as exc:
                     logger.info("could not answer request %s: %s", request_id, exc)
+                except _STREAM_ERRORS as exc:
+                    logger.info("could not answer request %s: sending to the gateway failed: %s", request_id, exc)
                 return
         if not isinstance(error, asyncio.CancelledError):
             logger.debug("handler of %s failed on an RPC: %r", recipient, error)
@@ -614,25 +671,40 @@ class GrpcAgentRuntime:
         """RPC through the gateway: returns the handler's return value. Raises `TimeoutError` (and cancels the
         remote handler) after `timeout`, `AgentNotFoundError` at once for a type no worker hosts,
         `UndeliverableError` when the hosting worker dies, `MessageHandlerError` for the handler's exception."""
-        recipient = check_agent_id(recipient)
+        # The checks of check_agent_id / check_timeout / _check_open, with their common case first.
+        if recipient.__class__ is not AgentId:
+            recipient = check_agent_id(recipient)
         if sender is not None:
             check_agent_id(sender, "sender")
-        timeout = check_timeout(timeout)
-        self._check_open()
+        if type(timeout) is not float or not 0.0 < timeout < math.inf:
+            timeout = check_timeout(timeout)
+        if self._closed or not self._started:
+            self._check_open()
         envelope = self._delivery(pb.DELIVERY_KIND_RPC, message, sender)
-        request_id = self._next_id()
+        request_id = str(next(self._ids))
         delivery = envelope.delivery
         delivery.request_id = request_id
-        delivery.recipient.type = recipient.type
-        delivery.recipient.key = recipient.key
+        wire = delivery.recipient
+        wire.type = recipient.type
+        wire.key = recipient.key
         loop = asyncio.get_running_loop()
         future: asyncio.Future[pb.Response] = loop.create_future()
-        self._pending[request_id] = future
+        pending = self._pending
+        pending[request_id] = future
         remove = cancellation_token.add_callback(future.cancel) if cancellation_token is not None else None
-        # A timer on the future itself rather than wait_for: one less task hop on the hot path.
-        timer = loop.call_later(timeout, _expire, future) if timeout is not None else None
+        if timeout is not None:
+            self._add_deadline(loop, loop.time() + timeout, request_id, future)
         try:
-            await self._write(envelope, coalesce=len(self._pending) > 1)
+            # `_write`, inlined on this hot path: with other RPCs in flight, the request joins a batch.
+            outbox = self._current_outbox()
+            try:
+                if len(pending) > 1:
+                    outbox.post(envelope)
+                    await outbox.wait_drained()
+                else:
+                    await outbox.send(envelope)
+            except _STREAM_ERRORS as exc:
+                raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
             response = await future
         except _Expired:
             await self._cancel_remote(request_id)
@@ -644,13 +716,42 @@ class GrpcAgentRuntime:
             raise
         finally:
             self._pending.pop(request_id, None)
-            if timer is not None:
-                timer.cancel()
             if remove is not None:
                 remove()
-        if response.WhichOneof("result") == "error":
+        if response.HasField("error"):
             _raise_error(response.error)
         return self.serializer.from_cloud_event(response.event)
+
+    def _add_deadline(
+        self, loop: asyncio.AbstractEventLoop, when: float, request_id: str, future: asyncio.Future[Any]
+    ) -> None:
+        """Fail `future` with `_Expired` at loop time `when` unless it is done by then."""
+        deadlines = self._deadlines
+        if len(deadlines) > 256 and len(deadlines) > 2 * len(self._pending):
+            # Mostly answered RPCs: sweep them out (amortised over the RPCs since the last sweep).
+            deadlines = self._deadlines = [entry for entry in deadlines if not entry[2].done()]
+            heapq.heapify(deadlines)
+        heapq.heappush(deadlines, (when, request_id, future))
+        if when < self._deadline_at:
+            if self._deadline_timer is not None:
+                self._deadline_timer.cancel()
+            self._deadline_timer = loop.call_at(when, self._expire_due, loop)
+            self._deadline_at = when
+
+    def _expire_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._deadline_timer = None
+        self._deadline_at = math.inf
+        deadlines = self._deadlines
+        now = loop.time()
+        while deadlines:
+            when, _, future = deadlines[0]
+            if not future.done():
+                if when > now:
+                    self._deadline_timer = loop.call_at(when, self._expire_due, loop)
+                    self._deadline_at = when
+                    return
+                future.set_exception(_Expired())
+            heapq.heappop(deadlines)
 
     async def _cancel_remote(self, request_id: str) -> None:
         with contextlib.suppress(UndeliverableError, RuntimeClosedError):
@@ -679,13 +780,30 @@ class GrpcAgentRuntime:
         return await self._local.list_agents()
 
 
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, None]:
+    """`await coro` for a coroutine whose first step was already taken (and yielded `waiting_on`): what it
+    waits on goes to this task, and what this task is sent or thrown (a wake-up, a cancellation) goes to it."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                waiting_on = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                waiting_on = coro.send(sent)
+            except StopIteration:
+                return
+
+
 class _Expired(Exception):
     """Set on an RPC's future when its deadline passes."""
-
-
-def _expire(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_exception(_Expired())
 
 
 def _positive(value: object, name: str) -> float:
