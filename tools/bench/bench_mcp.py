@@ -1,7 +1,7 @@
 """McpWorkbench vs the raw mcp `ClientSession`, on the same server program in the same run.
 
 Run: ``python tools/bench/bench_mcp.py [--iterations N] [--rounds R] [--startups N]`` in an environment with
-ext-tools-mcp installed (``hatch run ext-tools-mcp:python tools/bench/bench_mcp.py``; about 1.5 minutes).
+ext-tools-mcp installed (``hatch run ext-tools-mcp:python tools/bench/bench_mcp.py``; about 2 minutes).
 
 The server is this script itself (``--serve stdio|http``): an mcp-SDK server with one `echo` tool, over
 stdio (each client spawns its own copy) and over streamable HTTP on 127.0.0.1 (one process both clients
@@ -10,7 +10,7 @@ output schemas), then call `echo`, sequentially and with 32 calls in flight on t
 
 Like for like: McpWorkbench bounds every request by its params' request timeout (30 s by default), which
 the SDK applies per request with a timer. The raw session gets the same `read_timeout_seconds`, so both
-sides do the same work; ``raw-no-timeout`` (the SDK's default, no bound) is also measured at c=1 to show
+sides do the same work; ``raw (no t/o)`` (the SDK's default, no bound) is also measured at c=1 to show
 what that timer itself costs.
 
 Each case runs ``--rounds`` paired rounds, the sides in alternating order, and reports the median of the
@@ -37,6 +37,7 @@ from _harness import Result, Row, compare, measure, print_table
 
 CONCURRENCY = 32
 READ_TIMEOUT = 30.0  # McpWorkbench's default request timeout (StdioServerParams / StreamableHttpServerParams)
+UNTIMED = "raw (no t/o)"  # the raw session with the SDK's default: no read timeout
 
 
 def serve(transport: str) -> None:
@@ -124,14 +125,14 @@ async def paired(
     return out
 
 
-def summary(case: str, raw: list[Result], ours: list[Result]) -> str:
+def summary(label: str, raw: list[Result], ours: list[Result]) -> str:
     ratios = [compare(a, b) for a, b in zip(raw, ours, strict=True)]
     p50 = statistics.median(r.p50 for r in ratios)
     cpu = statistics.median(r.cpu for r in ratios)
     ops = statistics.median(r.ops_per_s for r in ratios)
     return (
-        f"{case:<12} ext/raw, median of {len(ratios)} paired rounds: p50 {100 * (p50 - 1):+5.1f} %   "
-        f"CPU/call {100 * (cpu - 1):+5.1f} %   calls/s {100 * ops:5.1f} % of raw"
+        f"{label:<28} p50 {100 * (p50 - 1):+5.1f} %   CPU/call {100 * (cpu - 1):+5.1f} %   "
+        f"calls/s {100 * ops:5.1f} % of raw"
     )
 
 
@@ -162,33 +163,36 @@ async def calls(kind: str, url: str, iterations: int, rounds: int) -> tuple[list
                 case = f"{kind} c={concurrency}"
                 sides: dict[str, Callable[[], Awaitable[Any]]] = {"raw": raw_call, "ext": ext_call}
                 if concurrency == 1:
-                    sides["raw-no-timeout"] = untimed_call
-                results = await paired(sides, rounds, iterations, concurrency)
+                    sides[UNTIMED] = untimed_call
+                # With 32 in flight, twice the calls per round so ramp-up and drain weigh less.
+                count = iterations if concurrency == 1 else 2 * iterations
+                results = await paired(sides, rounds, count, concurrency)
                 raw, ours = results["raw"], results["ext"]
                 base = _median_round(raw)
                 rows += [Row(case, base), Row(case, _median_round(ours), baseline=base)]
-                notes.append(summary(case, raw, ours))
-                if "raw-no-timeout" in results:
-                    untimed_runs = results["raw-no-timeout"]
+                notes.append(summary(f"{case} ext/raw", raw, ours))
+                if UNTIMED in results:
+                    untimed_runs = results[UNTIMED]
                     rows.append(Row(case, _median_round(untimed_runs), baseline=base))
-                    notes.append(summary(f"{case} vs raw-no-timeout", untimed_runs, ours))
+                    notes.append(summary(f"{case} ext/{UNTIMED}", untimed_runs, ours))
     return rows, notes
 
 
 async def startup(kind: str, url: str, runs: int) -> str:
-    raw_times: list[float] = []
-    ext_times: list[float] = []
+    """Paired start-ups in alternating order: wall time, and this process's CPU time (stdio: not the child's)."""
+    raw_times: list[tuple[float, float]] = []
+    ext_times: list[tuple[float, float]] = []
 
     async def raw_start() -> None:
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         async with raw_session(kind, url):
-            raw_times.append(time.perf_counter() - start)
+            raw_times.append((time.perf_counter() - wall, time.process_time() - cpu))
 
     async def ext_start() -> None:
         bench = workbench(kind, url)
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         await bench.start()
-        ext_times.append(time.perf_counter() - start)
+        ext_times.append((time.perf_counter() - wall, time.process_time() - cpu))
         await bench.stop()
 
     await raw_start()  # untimed: first connection, imports
@@ -198,11 +202,16 @@ async def startup(kind: str, url: str, runs: int) -> str:
     for i in range(runs):
         for fn in (raw_start, ext_start) if i % 2 == 0 else (ext_start, raw_start):
             await fn()
-    ratio = statistics.median(b / a for a, b in zip(raw_times, ext_times, strict=True))
+    pairs = list(zip(raw_times, ext_times, strict=True))
+    wall_ratio = statistics.median(b[0] / a[0] for a, b in pairs)
+    cpu_delta = statistics.median(b[1] - a[1] for a, b in pairs)
+    raw_wall, raw_cpu = (statistics.median(t[i] for t in raw_times) * 1e3 for i in (0, 1))
+    ext_wall, ext_cpu = (statistics.median(t[i] for t in ext_times) * 1e3 for i in (0, 1))
+    # Client CPU as a difference: for stdio it is a few ms next to the server process's own start.
     return (
-        f"start-up {kind:<6} raw {statistics.median(raw_times) * 1e3:7.1f} ms   "
-        f"ext {statistics.median(ext_times) * 1e3:7.1f} ms   ext/raw {100 * (ratio - 1):+5.1f} % "
-        f"(median of {runs} paired runs)"
+        f"start-up {kind:<6} wall raw {raw_wall:6.1f} ms  ext {ext_wall:6.1f} ms  ({100 * (wall_ratio - 1):+5.1f} %)   "
+        f"client CPU raw {raw_cpu:5.1f} ms  ext {ext_cpu:5.1f} ms  ({cpu_delta * 1e3:+.2f} ms)   "
+        f"median of {runs} paired runs"
     )
 
 
@@ -222,17 +231,104 @@ async def run(iterations: int, rounds: int, startups: int) -> None:
             print(await startup(kind, url, startups if kind == "stdio" else 3 * startups))
 
 
+# --- instruction counts (load-independent) ---------------------------------------------------------
+
+PHASE_REPEATS = 2
+
+
+async def marked_phases(kind: str, count: int) -> None:
+    """Each side's `count` calls as a phase of its own: `os.getppid()` marks the boundaries, which
+    `valgrind --tool=callgrind --dump-before=getppid` turns into one profile dump per phase."""
+    import os
+
+    args = {"text": "hello"}
+    with http_server() as url:
+        async with raw_session(kind, url, read_timeout=None) as untimed, raw_session(kind, url) as session:
+            bench = workbench(kind, url)
+            async with bench:
+                await untimed.list_tools()
+                await session.list_tools()
+                await bench.list_tools()
+                sides: dict[str, Callable[[], Awaitable[Any]]] = {
+                    UNTIMED: lambda: untimed.call_tool("echo", args),
+                    "raw": lambda: session.call_tool("echo", args),
+                    "ext": lambda: bench.call_tool("echo", args),
+                }
+                for fn in sides.values():
+                    for _ in range(20):
+                        await fn()
+                order = []
+                for _ in range(PHASE_REPEATS):
+                    for name, fn in sides.items():
+                        os.getppid()
+                        order.append(name)
+                        for _ in range(count):
+                            await fn()
+                os.getppid()
+    print("PHASES", "|".join(order), flush=True)
+
+
+def instructions(kind: str, count: int) -> str:
+    """Client instructions per call of each side, from a callgrind run of `marked_phases` (servers untraced)."""
+    import re
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--dump-before=getppid",
+                f"--callgrind-out-file={tmp}/cg.%p",
+                sys.executable,
+                __file__,
+                "--phases",
+                kind,
+                "--iterations",
+                str(count),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        order = out.split("PHASES ", 1)[1].strip().split("|")
+        dumps = sorted(Path(tmp).glob("cg.*.*"), key=lambda f: int(f.name.rsplit(".", 1)[1]))
+        totals = [
+            int(m.group(1)) for f in dumps if (m := re.search(r"^(?:totals|summary): (\d+)", f.read_text(), re.M))
+        ]
+    # Dump 1 is everything before the first mark; then one per phase.
+    per_call: dict[str, float] = {}
+    for name, total in zip(order, totals[1 : 1 + len(order)], strict=True):
+        per_call[name] = min(per_call.get(name, float("inf")), total / count)
+    raw = per_call["raw"]
+    return f"{kind:<6} instructions per call (client, min of {PHASE_REPEATS} phases of {count}): " + ", ".join(
+        f"{name} {value / 1e3:,.0f}k ({100 * (value / raw - 1):+.1f} %)" for name, value in per_call.items()
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--iterations", type=int, default=400, help="calls per side per round")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--startups", type=int, default=7, help="paired stdio start-ups (HTTP: three times as many)")
-    parser.add_argument("--serve", choices=["stdio", "http"])
+    parser.add_argument("--iterations", type=int, default=200, help="calls per side per round (c=32: twice that)")
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--startups", type=int, default=9, help="paired stdio start-ups (HTTP: three times as many)")
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="instead: client instructions per call at c=1 under valgrind (needs valgrind; a few minutes)",
+    )
+    parser.add_argument("--serve", choices=["stdio", "http"], help=argparse.SUPPRESS)
+    parser.add_argument("--phases", choices=["stdio", "http"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
-        return 0
-    asyncio.run(run(args.iterations, args.rounds, args.startups))
+    elif args.phases:
+        asyncio.run(marked_phases(args.phases, args.iterations))
+    elif args.callgrind:
+        print(instructions("stdio", 100))
+        print(instructions("http", 30))
+    else:
+        asyncio.run(run(args.iterations, args.rounds, args.startups))
     return 0
 
 
