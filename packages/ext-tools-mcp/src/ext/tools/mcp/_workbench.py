@@ -231,7 +231,8 @@ class McpWorkbench(Workbench):
     ) -> ToolResult:
         """Call a tool by its presented name. Without `timeout`, the server params' request timeout
         applies; either way a timed-out call is cancelled on the server too."""
-        token = _CALL_TIMEOUT.set(timeout)
+        # The call sees its own explicit timeout (None included); setting it is skipped when it already holds.
+        token = _CALL_TIMEOUT.set(timeout) if timeout is not None or _CALL_TIMEOUT.get() is not None else None
         try:
             return await super().call_tool(
                 name,
@@ -249,7 +250,8 @@ class McpWorkbench(Workbench):
                 return error_result(name, message)
             raise McpTimeoutError(self._label, message) from None
         finally:
-            _CALL_TIMEOUT.reset(token)
+            if token is not None:
+                _CALL_TIMEOUT.reset(token)
 
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], cancellation_token: CancellationToken | None, call_id: str | None
