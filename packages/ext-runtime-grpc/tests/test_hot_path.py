@@ -181,3 +181,22 @@ def test_exttype_still_wins_over_the_type_url() -> None:
     event.attributes["exttype"].ce_string = "google.protobuf.BytesValue"
     decoded = serializer.from_cloud_event(event)
     assert type(decoded).__name__ == "BytesValue"
+
+
+async def test_the_size_limit_counts_the_whole_envelope() -> None:
+    """The recipient and request id count toward max_message_bytes, not only the payload."""
+    gateway = Gateway(port=0, shutdown_grace=0)
+    await gateway.start()
+    try:
+        runtime = GrpcAgentRuntime(f"127.0.0.1:{gateway.port}", token_env=None, max_message_bytes=1024)
+        runtime.register_message_type(Ping)
+        async with runtime:
+            far = AgentId("echo", "k" * 1000)
+            with pytest.raises(ValueError, match="max_message_bytes=1024"):
+                await runtime.send_and_await_response(Ping(text="small"), far, 5)
+            with pytest.raises(ValueError, match="max_message_bytes=1024"):
+                await runtime.send_message(Ping(text="small"), far)
+            with pytest.raises(ValueError, match="max_message_bytes=1024"):
+                await runtime.broadcast(Ping(text="small"), "t" * 1000)
+    finally:
+        await gateway.stop()

@@ -358,7 +358,11 @@ class Gateway:
                 if pending is not None:
                     target_conn.inflight[request_id] = recipient
                 try:
-                    await target_conn.send(message)
+                    if _coalescing.get():
+                        target_conn.outbox.post(message)
+                        await target_conn.outbox.wait_drained()
+                    else:
+                        await target_conn.outbox.send(message)
                 except Exception as exc:
                     await self._undeliverable(message, f"writing to worker {worker_id} failed: {exc}")
                 return
@@ -447,7 +451,7 @@ class Gateway:
         pending = self._pending.pop(request_id, None)
         if pending is None:
             return  # cancelled, or its caller disconnected
-        if not self._pending:
+        if self._draining and not self._pending:
             self._idle.set()
         origin = self._workers.get(pending.origin_worker)
         if origin is None:
@@ -455,7 +459,11 @@ class Gateway:
         origin.outgoing.pop(pending.origin_request, None)
         response.request_id = pending.origin_request
         try:
-            await origin.send(message)
+            if _coalescing.get():
+                origin.outbox.post(message)
+                await origin.outbox.wait_drained()
+            else:
+                await origin.outbox.send(message)
         except Exception:
             pass  # the caller's stream is gone: its end cleans up (a try block is cheaper than suppress())
 

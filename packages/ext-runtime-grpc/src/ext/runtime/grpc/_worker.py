@@ -176,7 +176,7 @@ class GrpcAgentRuntime:
         self._source = "ext-worker/unconnected"
         self._gateway_id = ""
         self._agent_ids: dict[tuple[str, str], AgentId] = {}
-        self._connected = asyncio.Event()
+        self._connected = False
         self._supervisor: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._stream_done: asyncio.Future[None] | None = None
@@ -194,7 +194,7 @@ class GrpcAgentRuntime:
 
     @property
     def connected(self) -> bool:
-        return self._connected.is_set()
+        return self._connected
 
     def register_message_type(self, message_type: type[Any], type_name: str | None = None) -> str:
         """Register a pydantic or dataclass message class with the serializer (see `ProtobufMessageSerializer`)."""
@@ -291,12 +291,12 @@ class GrpcAgentRuntime:
         reader = loop.create_task(self._read(call, done))
         self._reader = reader
         self._stream_done = done
-        self._connected.set()
+        self._connected = True
         try:
             for agent_type in sorted(self._types):
                 await self._register_remote(agent_type)
         except BaseException:
-            self._connected.clear()
+            self._connected = False
             reader.cancel()
             call.cancel()
             raise
@@ -310,7 +310,7 @@ class GrpcAgentRuntime:
                     await asyncio.shield(self._stream_done)
             if self._stopping():
                 return
-            self._connected.clear()
+            self._connected = False
             logger.warning("worker %s lost its gateway; reconnecting", self._worker_id)
             self._fail_pending(UndeliverableError("the connection to the gateway was lost before the answer came"))
             for task in list(self._hosted.values()):
@@ -347,7 +347,7 @@ class GrpcAgentRuntime:
 
     def _current_outbox(self) -> Outbox:
         outbox = self._outbox
-        if outbox is None or not self._connected.is_set():
+        if outbox is None or not self._connected:
             if self._closed:
                 raise RuntimeClosedError("the runtime was stopped")
             raise UndeliverableError("not connected to the gateway (reconnecting)")
@@ -459,7 +459,52 @@ class GrpcAgentRuntime:
     async def _on_delivery(self, delivery: pb.Delivery, may_run_here: bool = False) -> Coroutine[Any, Any, None] | None:
         """Hand a delivery to the hosted agent; may return a coroutine that runs its mailbox in the reader's task."""
         try:
-            return await self._take(delivery, may_run_here)
+            kind = delivery.kind
+            agent_ids = self._agent_ids
+            sender: AgentId | None = None
+            if delivery.HasField("sender"):
+                wire = delivery.sender
+                key = (wire.type, wire.key)
+                sender = agent_ids.get(key) or self._agent_id(*key)
+            try:
+                message = self.serializer.from_cloud_event(delivery.event)
+            except SerializationError as exc:
+                if kind == pb.DELIVERY_KIND_RPC:
+                    error = pb.Error(kind=pb.ERROR_KIND_BAD_MESSAGE, error_type="SerializationError", message=str(exc))
+                    await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
+                else:
+                    logger.error("dropped a message this worker cannot decode: %s", exc)
+                return None
+            if kind == pb.DELIVERY_KIND_BROADCAST:
+                with contextlib.suppress(RuntimeClosedError):
+                    self._local.broadcast_now(message, delivery.broadcast_type, sender=sender)
+                return None
+            wire = delivery.recipient
+            key = (wire.type, wire.key)
+            recipient = agent_ids.get(key) or self._agent_id(*key)
+            if kind == pb.DELIVERY_KIND_RPC:
+                request_id = delivery.request_id
+                reply = functools.partial(self._reply, request_id, recipient)
+                run_here: Coroutine[Any, Any, None] | None = None
+                try:
+                    if may_run_here:
+                        handle, run_here = self._local.deliver_here(
+                            message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply
+                        )
+                    else:
+                        handle = self._local.deliver(
+                            message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply
+                        )
+                except (AgentNotFoundError, RuntimeClosedError) as exc:
+                    await self._reply(request_id, recipient, None, exc)
+                    return None
+                self._hosted[request_id] = handle
+                return run_here
+            try:
+                self._local.deliver(message, recipient, sender=sender)
+            except (AgentNotFoundError, RuntimeClosedError) as exc:
+                logger.error("dropped a one-way message for %s: %s", recipient, exc)
+            return None
         except Exception as exc:
             # A bad delivery must not take the stream (and every other agent's traffic) down, and an RPC
             # caller hears about it now rather than at its deadline.
@@ -468,54 +513,6 @@ class GrpcAgentRuntime:
                 error = pb.Error(kind=pb.ERROR_KIND_UNDELIVERABLE, error_type=type(exc).__name__, message=str(exc))
                 await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
             return None
-
-    async def _take(self, delivery: pb.Delivery, may_run_here: bool) -> Coroutine[Any, Any, None] | None:
-        kind = delivery.kind
-        agent_ids = self._agent_ids
-        sender: AgentId | None = None
-        if delivery.HasField("sender"):
-            wire = delivery.sender
-            key = (wire.type, wire.key)
-            sender = agent_ids.get(key) or self._agent_id(*key)
-        try:
-            message = self.serializer.from_cloud_event(delivery.event)
-        except SerializationError as exc:
-            if kind == pb.DELIVERY_KIND_RPC:
-                error = pb.Error(kind=pb.ERROR_KIND_BAD_MESSAGE, error_type="SerializationError", message=str(exc))
-                await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
-            else:
-                logger.error("dropped a message this worker cannot decode: %s", exc)
-            return None
-        if kind == pb.DELIVERY_KIND_BROADCAST:
-            with contextlib.suppress(RuntimeClosedError):
-                self._local.broadcast_now(message, delivery.broadcast_type, sender=sender)
-            return None
-        wire = delivery.recipient
-        key = (wire.type, wire.key)
-        recipient = agent_ids.get(key) or self._agent_id(*key)
-        if kind == pb.DELIVERY_KIND_RPC:
-            request_id = delivery.request_id
-            reply = functools.partial(self._reply, request_id, recipient)
-            run_here: Coroutine[Any, Any, None] | None = None
-            try:
-                if may_run_here:
-                    handle, run_here = self._local.deliver_here(
-                        message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply
-                    )
-                else:
-                    handle = self._local.deliver(
-                        message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply
-                    )
-            except (AgentNotFoundError, RuntimeClosedError) as exc:
-                await self._reply(request_id, recipient, None, exc)
-                return None
-            self._hosted[request_id] = handle
-            return run_here
-        try:
-            self._local.deliver(message, recipient, sender=sender)
-        except (AgentNotFoundError, RuntimeClosedError) as exc:
-            logger.error("dropped a one-way message for %s: %s", recipient, exc)
-        return None
 
     def _agent_id(self, agent_type: str, key: str) -> AgentId:
         """AgentIds from the wire, validated once per distinct id (validation is a regex match)."""
@@ -616,7 +613,7 @@ class GrpcAgentRuntime:
 
         await self._local.register_agent_factory(name, build)
         self._types.add(name)
-        if self._connected.is_set():
+        if self._connected:
             try:
                 await self._register_remote(name)
             except BaseException:
@@ -624,15 +621,33 @@ class GrpcAgentRuntime:
                 raise
         return AgentType(name)
 
-    def _delivery(self, kind: int, message: Any, sender: AgentId | None) -> pb.Message:
+    def _delivery(
+        self,
+        kind: int,
+        message: Any,
+        sender: AgentId | None,
+        recipient: AgentId | None = None,
+        request_id: str = "",
+        broadcast_type: str = "",
+    ) -> pb.Message:
         envelope = pb.Message()
         delivery = envelope.delivery
         delivery.kind = kind  # type: ignore[assignment]
-        source = str(sender) if sender is not None else self._source
-        self.serializer.fill_cloud_event(delivery.event, message, source)
-        if sender is not None:
-            delivery.sender.type = sender.type
-            delivery.sender.key = sender.key
+        if sender is None:
+            self.serializer.fill_cloud_event(delivery.event, message, self._source)
+        else:
+            self.serializer.fill_cloud_event(delivery.event, message, str(sender))
+            wire = delivery.sender
+            wire.type = sender.type
+            wire.key = sender.key
+        if request_id:
+            delivery.request_id = request_id
+        if recipient is not None:
+            wire = delivery.recipient
+            wire.type = recipient.type
+            wire.key = recipient.key
+        if broadcast_type:
+            delivery.broadcast_type = broadcast_type
         size = envelope.ByteSize()
         if size > self._max_message_bytes:
             raise ValueError(f"message is {size} bytes on the wire, above max_message_bytes={self._max_message_bytes}")
@@ -654,9 +669,7 @@ class GrpcAgentRuntime:
         self._check_open()
         if cancellation_token is not None and cancellation_token.is_cancelled():
             raise asyncio.CancelledError("cancelled by CancellationToken before sending")
-        envelope = self._delivery(pb.DELIVERY_KIND_ONE_WAY, message, sender)
-        envelope.delivery.recipient.type = recipient.type
-        envelope.delivery.recipient.key = recipient.key
+        envelope = self._delivery(pb.DELIVERY_KIND_ONE_WAY, message, sender, recipient)
         await self._post(envelope)
 
     async def send_and_await_response(
@@ -680,13 +693,8 @@ class GrpcAgentRuntime:
             timeout = check_timeout(timeout)
         if self._closed or not self._started:
             self._check_open()
-        envelope = self._delivery(pb.DELIVERY_KIND_RPC, message, sender)
         request_id = str(next(self._ids))
-        delivery = envelope.delivery
-        delivery.request_id = request_id
-        wire = delivery.recipient
-        wire.type = recipient.type
-        wire.key = recipient.key
+        envelope = self._delivery(pb.DELIVERY_KIND_RPC, message, sender, recipient, request_id)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[pb.Response] = loop.create_future()
         pending = self._pending
@@ -763,8 +771,7 @@ class GrpcAgentRuntime:
         if sender is not None:
             check_agent_id(sender, "sender")
         self._check_open()
-        envelope = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender)
-        envelope.delivery.broadcast_type = name
+        envelope = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender, broadcast_type=name)
         await self._post(envelope)
 
     async def list_agents(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
