@@ -157,6 +157,16 @@ def test_templated_event_equals_the_general_one() -> None:
             assert serializer.from_cloud_event(CloudEvent.FromString(fast.SerializeToString())) == message
 
 
+def test_filling_keeps_what_the_event_already_held() -> None:
+    serializer = ProtobufMessageSerializer()
+    for _ in range(2):  # the second time from the cached template
+        event = CloudEvent()
+        event.attributes["traceparent"].ce_string = "00-abc-def-01"
+        serializer.fill_cloud_event(event, StringValue(value="v"), "src/a")
+        assert event.attributes["traceparent"].ce_string == "00-abc-def-01"
+        assert serializer.from_cloud_event(event, StringValue) == StringValue(value="v")
+
+
 def test_registering_a_class_again_renames_its_events() -> None:
     serializer = ProtobufMessageSerializer()
     serializer.register(Order, "shop.Order")

@@ -223,7 +223,7 @@ class ProtobufMessageSerializer:
             if entry is None:
                 entry = self._template(message, source)
             template, is_proto = entry
-            event.CopyFrom(template)
+            event.MergeFrom(template)  # as setting each field would: what `event` already held stays
             event.id = f"{self._id_prefix}{next(self._event_ids)}"
             if is_proto:
                 event.proto_data.value = message.SerializeToString()
