@@ -256,16 +256,17 @@ class ProtobufMessageSerializer:
         """The message inside a CloudEvent. `type` (class or type name) defaults to the event's own type name."""
         if not isinstance(event, CloudEvent):
             raise TypeError(f"event must be a CloudEvent (protobuf), got {builtins.type(event).__name__}")
-        which = event.WhichOneof("data")
-        if which == "proto_data" and type is None and not event.attributes:
-            # The hot path: a registered protobuf type, found by its type URL.
+        if type is None:
+            # The hot path: a registered protobuf type, found by its type URL (empty unless proto_data is the data
+            # that is set: a oneof).
             data = event.proto_data
             cls = self._by_url.get(data.type_url)
-            if cls is not None:
+            if cls is not None and not event.attributes:
                 try:
                     return cls.FromString(data.value)
                 except DecodeError as exc:
                     raise SerializationError(f"payload is not a valid {cls.__qualname__}: {exc}") from None
+        which = event.WhichOneof("data")
         attributes = event.attributes
         target: str | builtins.type[Any]
         if type is not None:

@@ -539,7 +539,9 @@ class GrpcAgentRuntime:
             else:
                 # `_write`, inlined on this hot path: with other RPCs in flight here, the answer joins a batch.
                 try:
-                    outbox = self._current_outbox()
+                    outbox = self._outbox
+                    if outbox is None or not self._connected:
+                        outbox = self._current_outbox()  # raises
                     if hosted:
                         outbox.post(envelope)
                         await outbox.wait_drained()
@@ -704,7 +706,9 @@ class GrpcAgentRuntime:
             self._add_deadline(loop, loop.time() + timeout, request_id, future)
         try:
             # `_write`, inlined on this hot path: with other RPCs in flight, the request joins a batch.
-            outbox = self._current_outbox()
+            outbox = self._outbox
+            if outbox is None or not self._connected:
+                outbox = self._current_outbox()  # raises
             try:
                 if len(pending) > 1:
                     outbox.post(envelope)
