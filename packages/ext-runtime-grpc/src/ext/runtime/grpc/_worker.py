@@ -697,24 +697,37 @@ class GrpcAgentRuntime:
             self._check_open()
         request_id = str(next(self._ids))
         envelope = self._delivery(pb.DELIVERY_KIND_RPC, message, sender, recipient, request_id)
+        outbox = self._outbox
+        if outbox is None or not self._connected:
+            outbox = self._current_outbox()  # raises
+        pending = self._pending
+        # The request goes out first (`_write`, inlined); what only this worker needs, the answer's future and
+        # the deadline, is set up while it travels, before this task first waits.
+        sending: Coroutine[Any, Any, None] | None = None
+        waiting_on: Any = None
+        try:
+            if pending:
+                outbox.post(envelope)  # other RPCs in flight: the request joins a batch
+            else:
+                sending = outbox.send(envelope)
+                try:
+                    waiting_on = sending.send(None)  # the write starts here
+                except StopIteration:
+                    sending = None
+        except _STREAM_ERRORS as exc:
+            raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
         loop = asyncio.get_running_loop()
         future: asyncio.Future[pb.Response] = loop.create_future()
-        pending = self._pending
         pending[request_id] = future
         remove = cancellation_token.add_callback(future.cancel) if cancellation_token is not None else None
         if timeout is not None:
             self._add_deadline(loop, loop.time() + timeout, request_id, future)
         try:
-            # `_write`, inlined on this hot path: with other RPCs in flight, the request joins a batch.
-            outbox = self._outbox
-            if outbox is None or not self._connected:
-                outbox = self._current_outbox()  # raises
             try:
-                if len(pending) > 1:
-                    outbox.post(envelope)
-                    await outbox.wait_drained()
+                if sending is not None:
+                    await _resume(sending, waiting_on)
                 else:
-                    await outbox.send(envelope)
+                    await outbox.wait_drained()
             except _STREAM_ERRORS as exc:
                 raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
             response = await future
