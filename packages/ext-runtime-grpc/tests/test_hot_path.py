@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
+import grpc
 import pytest
 import pytest_asyncio
 from google.protobuf.wrappers_pb2 import StringValue
@@ -14,6 +16,8 @@ from pydantic import BaseModel
 from ext.core import AgentId
 from ext.core._runtime import MessageContext, RoutedAgent, message_handler
 from ext.runtime.grpc import CloudEvent, Gateway, GrpcAgentRuntime, ProtobufMessageSerializer
+from ext.runtime.grpc.protos import agent_worker_pb2 as pb
+from ext.runtime.grpc.protos import agent_worker_pb2_grpc as pb_grpc
 from ext.testing.conformance._runtime import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong, Slow
 
 WAIT = 15.0
@@ -208,5 +212,84 @@ async def test_the_size_limit_counts_the_whole_envelope() -> None:
                 await runtime.send_message(Ping(text="small"), far)
             with pytest.raises(ValueError, match="max_message_bytes=1024"):
                 await runtime.broadcast(Ping(text="small"), "t" * 1000)
+    finally:
+        await gateway.stop()
+
+
+async def test_the_deadline_holds_while_the_request_is_still_being_written() -> None:
+    """The request is written before the deadline is set up; a gateway that never reads must still not hang
+    the caller (its write may never complete)."""
+    release = asyncio.Event()
+
+    class Deaf(pb_grpc.AgentWorkerServicer):
+        async def OpenChannel(
+            self, request_iterator: object, context: grpc.aio.ServicerContext[object, object]
+        ) -> None:
+            await context.write(pb.Message(hello=pb.Hello(worker_id="deaf.1", gateway_id="deaf")))
+            await release.wait()  # never reads what the worker sends
+
+    server = grpc.aio.server()
+    pb_grpc.add_AgentWorkerServicer_to_server(Deaf(), server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with GrpcAgentRuntime(f"127.0.0.1:{port}", token_env=None, stop_timeout=1) as runtime:
+            big = StringValue(value="x" * (3 << 20))
+            with pytest.raises(TimeoutError, match="echo/a"):
+                await asyncio.wait_for(runtime.send_and_await_response(big, AgentId("echo", "a"), 0.5), WAIT)
+            with pytest.raises(TimeoutError, match="echo/b"):
+                await asyncio.wait_for(
+                    runtime.send_and_await_response(StringValue(value="x"), AgentId("echo", "b"), 0.3), WAIT
+                )
+    finally:
+        release.set()
+        await server.stop(0)
+
+
+class Collector(RoutedAgent):
+    """Keeps the one-way `StringValue`s it gets; answers RPCs with the payload's length."""
+
+    received: list[str]
+    done: asyncio.Event
+    wanted: int
+
+    @message_handler
+    async def on_text(self, message: StringValue, ctx: MessageContext) -> StringValue | None:
+        if ctx.is_rpc:
+            return StringValue(value=str(len(message.value)))
+        self.received.append(message.value)
+        if len(self.received) >= self.wanted:
+            self.done.set()
+        return None
+
+
+async def test_bursts_of_large_messages_are_split_to_fit_the_size_limit() -> None:
+    """Messages that queue up go out together, but never as a write above the stream's message size limit
+    (which would end the stream and lose them all)."""
+    gateway = Gateway(port=0, shutdown_grace=0)
+    await gateway.start()
+    collector_state: dict[str, Any] = {"received": [], "done": asyncio.Event(), "wanted": 6}
+
+    def factory(agent_id: AgentId, runtime: Any) -> Collector:
+        agent = Collector(agent_id, runtime)
+        agent.received, agent.done, agent.wanted = (
+            collector_state["received"],
+            collector_state["done"],
+            collector_state["wanted"],
+        )
+        return agent
+
+    try:
+        async with _worker(gateway) as caller, _worker(gateway) as host:
+            await host.register_agent_factory("collect", factory)
+            ids = (caller.worker_id, host.worker_id)
+            payloads = [str(i) * (1_500_000) for i in range(6)]  # about 1.5 MB each; 4 MiB limit
+            for payload in payloads:
+                await caller.send_message(StringValue(value=payload), AgentId("collect", "c"))
+            await asyncio.wait_for(collector_state["done"].wait(), WAIT)
+            assert collector_state["received"] == payloads
+            calls = [caller.send_and_await_response(StringValue(value=p), AgentId("collect", "r")) for p in payloads]
+            assert [r.value for r in await asyncio.wait_for(asyncio.gather(*calls), WAIT)] == ["1500000"] * 6
+            assert (caller.worker_id, host.worker_id) == ids  # neither stream was lost on the way
     finally:
         await gateway.stop()

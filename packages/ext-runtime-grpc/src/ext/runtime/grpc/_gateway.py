@@ -46,10 +46,10 @@ class _Conn:
 
     __slots__ = ("context", "inflight", "outbox", "outgoing", "types", "worker_id")
 
-    def __init__(self, worker_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    def __init__(self, worker_id: str, context: grpc.aio.ServicerContext[Any, Any], max_bytes: int) -> None:
         self.worker_id = worker_id
         self.context = context
-        self.outbox = Outbox(context.write)
+        self.outbox = Outbox(context.write, max_bytes)
         self.types: set[str] = set()
         # caller's request id -> gateway request id, for the RPCs this worker started
         self.outgoing: dict[str, str] = {}
@@ -211,7 +211,7 @@ class Gateway:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token")
         if self._draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the gateway is shutting down")
-        conn = _Conn(f"{self.gateway_id}.{next(self._worker_seq)}", context)
+        conn = _Conn(f"{self.gateway_id}.{next(self._worker_seq)}", context, self._max_message_bytes)
         self._workers[conn.worker_id] = conn
         logger.info("worker %s connected from %s", conn.worker_id, context.peer())
         try:

@@ -2,8 +2,8 @@
 
 A stream write costs far more than the bytes it carries. When nothing is being written, a message goes out
 at once (no added latency); while a write is in flight, new messages queue up and the writer sends them
-together as one `Batch` when its write completes. Order is kept. A long queue makes senders wait (back
-pressure) instead of growing without bound.
+together as one `Batch` when its write completes (several, when one would be larger than the stream's message
+size limit). Order is kept. A long queue makes senders wait (back pressure) instead of growing without bound.
 """
 
 from __future__ import annotations
@@ -18,14 +18,19 @@ logger = logging.getLogger(__name__)
 
 HIGH_WATER = 2048
 
+# Encoding overhead, at most: of a message inside a Batch (tag, length), and of the Batch in its Message.
+_ITEM_OVERHEAD = 6
+_BATCH_OVERHEAD = 6
+
 
 class Outbox:
     """Writes `pb.Message`s through `write`, coalescing the ones that arrive while a write is in flight."""
 
-    __slots__ = ("_buffer", "_busy", "_drained", "_error", "_flusher", "_write")
+    __slots__ = ("_buffer", "_busy", "_drained", "_error", "_flusher", "_max_bytes", "_write")
 
-    def __init__(self, write: Callable[[pb.Message], Awaitable[None]]) -> None:
+    def __init__(self, write: Callable[[pb.Message], Awaitable[None]], max_bytes: int) -> None:
         self._write = write
+        self._max_bytes = max_bytes
         self._buffer: list[pb.Message] = []
         self._busy = False
         self._error: BaseException | None = None
@@ -89,7 +94,8 @@ class Outbox:
                 if len(batch) == 1:
                     await self._write(batch[0])
                 else:
-                    await self._write(pb.Message(batch=pb.Batch(messages=batch)))
+                    for envelope in _batches(batch, self._max_bytes):
+                        await self._write(envelope)
             self._busy = False
         except BaseException as exc:
             dropped = len(self._buffer)
@@ -110,3 +116,22 @@ class Outbox:
         self._buffer.clear()
         if self._drained is not None:
             self._drained.set()
+
+
+def _batches(messages: list[pb.Message], max_bytes: int) -> list[pb.Message]:
+    """`messages` as few writes as fit the size limit, in order (each message alone fits: senders check)."""
+    envelope = pb.Message(batch=pb.Batch(messages=messages))
+    if envelope.ByteSize() <= max_bytes:
+        return [envelope]
+    writes: list[pb.Message] = []
+    run: list[pb.Message] = []
+    size = _BATCH_OVERHEAD
+    for message in messages:
+        item = message.ByteSize() + _ITEM_OVERHEAD
+        if run and size + item > max_bytes:
+            writes.append(run[0] if len(run) == 1 else pb.Message(batch=pb.Batch(messages=run)))
+            run, size = [], _BATCH_OVERHEAD
+        run.append(message)
+        size += item
+    writes.append(run[0] if len(run) == 1 else pb.Message(batch=pb.Batch(messages=run)))
+    return writes

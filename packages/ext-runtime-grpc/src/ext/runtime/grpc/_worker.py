@@ -282,7 +282,7 @@ class GrpcAgentRuntime:
             call.cancel()
             raise UndeliverableError("the gateway did not greet this worker (is it an ext gateway?)")
         self._call = call
-        self._outbox = Outbox(call.write)
+        self._outbox = Outbox(call.write, self._max_message_bytes)
         self._worker_id = first.hello.worker_id
         self._source = f"ext-worker/{self._worker_id}"
         self._gateway_id = first.hello.gateway_id
