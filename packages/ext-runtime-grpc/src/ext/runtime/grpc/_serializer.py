@@ -56,7 +56,7 @@ class ProtobufMessageSerializer:
         self._adapters: dict[type[Any], TypeAdapter[Any]] = {}
         # Decoding's hot path: `type.googleapis.com/<name>` -> registered protobuf class.
         self._by_url: dict[str, type[ProtoMessage]] = {}
-        # Encoding's hot path: the attributes every event of one class from one source shares, copied in one call.
+        # Encoding's hot path: the attributes every event of one class from one source shares, merged in one call.
         self._templates: dict[tuple[type[Any], str], tuple[CloudEvent, bool]] = {}
         self._id_prefix = f"{uuid.uuid4().hex[:16]}-"
         self._event_ids = itertools.count(1)
