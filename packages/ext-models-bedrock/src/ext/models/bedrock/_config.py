@@ -14,7 +14,6 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from ext.models.anthropic import AnthropicMessagesConfig
 
 DEFAULT_TIMEOUT = 60.0
-DEFAULT_MAX_RETRIES = 3
 
 
 class BedrockClientConfig(AnthropicMessagesConfig):
