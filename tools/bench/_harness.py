@@ -33,6 +33,7 @@ __all__ = [
     "format_table",
     "import_time",
     "measure",
+    "measure_interleaved",
     "measure_stream",
     "percentile",
     "print_table",
@@ -153,6 +154,48 @@ async def measure(
     wall = time.perf_counter_ns() - wall0
     cpu = time.process_time_ns() - cpu0
     return Result(name, tuple(latencies), wall, cpu, concurrency)
+
+
+async def measure_interleaved(
+    sides: Sequence[tuple[str, Callable[[], Awaitable[Any]]]],
+    *,
+    blocks: int,
+    block: int,
+    warmup: int = 0,
+    concurrency: int = 1,
+) -> tuple[list[Result], list[list[float]]]:
+    """Time the sides in short interleaved blocks: ``blocks`` times, each side runs ``block`` ops (the order
+    rotating from block to block). Returns one Result per side (all its ops) and, per side, the CPU time of
+    each of its blocks divided by the first side's block next to it.
+
+    On a shared or virtual machine the speed of the whole process drifts by 10-20 % over seconds (other
+    tenants, frequency, cache state). Sides measured one after the other in long runs each see a different
+    part of that drift; blocks of a few dozen ops a side, alternating, see the same conditions, so their
+    ratio is steady to about 1 % where whole runs disagree by 5-10 %.
+    """
+    if blocks < 1 or block < 1:
+        raise ValueError("blocks and block must be >= 1")
+    n = len(sides)
+    for _, fn in sides:
+        if warmup:
+            await _drive(fn, warmup, concurrency)
+    latencies: list[list[int]] = [[] for _ in sides]
+    walls = [0] * n
+    cpus: list[list[int]] = [[] for _ in sides]
+    gc.collect()
+    for b in range(blocks):
+        for k in range(n):
+            i = (k + b) % n
+            cpu0 = time.process_time_ns()
+            wall0 = time.perf_counter_ns()
+            latencies[i] += await _drive(sides[i][1], block, concurrency)
+            walls[i] += time.perf_counter_ns() - wall0
+            cpus[i].append(time.process_time_ns() - cpu0)
+    results = [
+        Result(name, tuple(latencies[i]), walls[i], sum(cpus[i]), concurrency) for i, (name, _) in enumerate(sides)
+    ]
+    ratios = [[c / base if base else math.inf for c, base in zip(cpus[i], cpus[0], strict=True)] for i in range(n)]
+    return results, ratios
 
 
 @dataclass(frozen=True)
