@@ -1,6 +1,6 @@
 """McpWorkbench vs the raw mcp `ClientSession`, on the same server program in the same run.
 
-Run: ``python tools/bench/bench_mcp.py [--iterations N] [--rounds R] [--startups N]`` in an environment with
+Run: ``python tools/bench/bench_mcp.py [--blocks N] [--block B] [--startups N]`` in an environment with
 ext-tools-mcp installed (``hatch run ext-tools-mcp:python tools/bench/bench_mcp.py``; about 2 minutes).
 
 The server is this script itself (``--serve stdio|http``): an mcp-SDK server with one `echo` tool, over
@@ -13,9 +13,11 @@ the SDK applies per request with a timer. The raw session gets the same `read_ti
 sides do the same work; ``raw (no t/o)`` (the SDK's default, no bound) is also measured at c=1 to show
 what that timer itself costs.
 
-Each case runs ``--rounds`` paired rounds, the sides in alternating order, and reports the median of the
-per-round ext/raw ratios (pairs measured moments apart see the same load). The table shows each side's
-median round. CPU is the client process's CPU time per call (servers run in other processes).
+Each case interleaves the sides in short blocks (``--block`` calls a side, 25 by default; with 32 in flight,
+128), the order rotating from block to block, ``--blocks`` times (``measure_interleaved``): on this kind of
+machine the whole process's speed drifts 10-20 % over seconds, and only sides measured moments apart see the
+same conditions. CPU is the client process's CPU time per call (servers run in other processes), reported as
+the median of the per-block ext/raw ratios; p50 and calls/s ratios come from all of each side's calls.
 Start-up is spawn (stdio) or connect (HTTP) plus the initialize handshake, paired the same way.
 """
 
@@ -33,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 # Script-dir import: `python tools/bench/bench_mcp.py` puts tools/bench on sys.path.
-from _harness import Result, Row, compare, measure, print_table
+from _harness import Result, Row, compare, measure_interleaved, print_table
 
 CONCURRENCY = 32
 READ_TIMEOUT = 30.0  # McpWorkbench's default request timeout (StdioServerParams / StreamableHttpServerParams)
@@ -106,37 +108,16 @@ def workbench(kind: str, url: str) -> Any:
     return McpWorkbench(params)
 
 
-def _median_round(results: list[Result]) -> Result:
-    return sorted(results, key=lambda r: r.p50_ms)[len(results) // 2]
-
-
-async def paired(
-    sides: dict[str, Callable[[], Awaitable[Any]]], rounds: int, iterations: int, concurrency: int
-) -> dict[str, list[Result]]:
-    """`rounds` rounds of every side, the order rotating each round so neither side always goes first."""
-    names = list(sides)
-    out: dict[str, list[Result]] = {name: [] for name in names}
-    for i in range(rounds):
-        shift = i % len(names)
-        for name in names[shift:] + names[:shift]:
-            out[name].append(
-                await measure(name, sides[name], iterations=iterations, warmup=10, concurrency=concurrency)
-            )
-    return out
-
-
-def summary(label: str, raw: list[Result], ours: list[Result]) -> str:
-    ratios = [compare(a, b) for a, b in zip(raw, ours, strict=True)]
-    p50 = statistics.median(r.p50 for r in ratios)
-    cpu = statistics.median(r.cpu for r in ratios)
-    ops = statistics.median(r.ops_per_s for r in ratios)
+def summary(label: str, base: Result, ours: Result, cpu_ratios: Sequence[float]) -> str:
+    ratios = compare(base, ours)
+    cpu = statistics.median(cpu_ratios)
     return (
-        f"{label:<28} p50 {100 * (p50 - 1):+5.1f} %   CPU/call {100 * (cpu - 1):+5.1f} %   "
-        f"calls/s {100 * ops:5.1f} % of raw"
+        f"{label:<28} p50 {100 * (ratios.p50 - 1):+5.1f} %   CPU/call {100 * (cpu - 1):+5.1f} %   "
+        f"calls/s {100 * ratios.ops_per_s:5.1f} % of raw"
     )
 
 
-async def calls(kind: str, url: str, iterations: int, rounds: int) -> tuple[list[Row], list[str]]:
+async def calls(kind: str, url: str, blocks: int, block: int) -> tuple[list[Row], list[str]]:
     args = {"text": "hello"}
     rows: list[Row] = []
     notes: list[str] = []
@@ -161,20 +142,25 @@ async def calls(kind: str, url: str, iterations: int, rounds: int) -> tuple[list
                     await fn()
             for concurrency in (1, CONCURRENCY):
                 case = f"{kind} c={concurrency}"
-                sides: dict[str, Callable[[], Awaitable[Any]]] = {"raw": raw_call, "ext": ext_call}
+                sides: list[tuple[str, Callable[[], Awaitable[Any]]]] = [("raw", raw_call), ("ext", ext_call)]
                 if concurrency == 1:
-                    sides[UNTIMED] = untimed_call
-                # With 32 in flight, twice the calls per round so ramp-up and drain weigh less.
-                count = iterations if concurrency == 1 else 2 * iterations
-                results = await paired(sides, rounds, count, concurrency)
-                raw, ours = results["raw"], results["ext"]
-                base = _median_round(raw)
-                rows += [Row(case, base), Row(case, _median_round(ours), baseline=base)]
-                notes.append(summary(f"{case} ext/raw", raw, ours))
-                if UNTIMED in results:
-                    untimed_runs = results[UNTIMED]
-                    rows.append(Row(case, _median_round(untimed_runs), baseline=base))
-                    notes.append(summary(f"{case} ext/{UNTIMED}", untimed_runs, ours))
+                    sides.append((UNTIMED, untimed_call))
+                    n, size = blocks, block
+                else:
+                    # Blocks of 4 calls per worker: every block ramps up to 32 in flight and drains, on
+                    # both sides alike; about twice the calls of c=1 in all.
+                    size = 4 * concurrency
+                    n = max(1, 2 * blocks * block // size)
+                results, cpu = await measure_interleaved(
+                    sides, blocks=n, block=size, warmup=2 * size, concurrency=concurrency
+                )
+                raw, ours = results[0], results[1]
+                rows += [Row(case, raw), Row(case, ours, baseline=raw)]
+                notes.append(summary(f"{case} ext/raw", raw, ours, cpu[1]))
+                if concurrency == 1:
+                    rows.append(Row(case, results[2], baseline=raw))
+                    per_block = [e / u for e, u in zip(cpu[1], cpu[2], strict=True)]
+                    notes.append(summary(f"{case} ext/{UNTIMED}", results[2], ours, per_block))
     return rows, notes
 
 
@@ -215,12 +201,12 @@ async def startup(kind: str, url: str, runs: int) -> str:
     )
 
 
-async def run(iterations: int, rounds: int, startups: int) -> None:
+async def run(blocks: int, block: int, startups: int) -> None:
     with http_server() as url:
         rows: list[Row] = []
         notes: list[str] = []
         for kind in ("stdio", "http"):
-            more_rows, more_notes = await calls(kind, url, iterations, rounds)
+            more_rows, more_notes = await calls(kind, url, blocks, block)
             rows += more_rows
             notes += more_notes
         print_table(rows)
@@ -309,8 +295,9 @@ def instructions(kind: str, count: int) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--iterations", type=int, default=200, help="calls per side per round (c=32: twice that)")
-    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--blocks", type=int, default=80, help="interleaved blocks per case at c=1")
+    parser.add_argument("--block", type=int, default=25, help="calls per side per block at c=1 (c=32: 128)")
+    parser.add_argument("--iterations", type=int, default=100, help=argparse.SUPPRESS)  # --phases: calls per phase
     parser.add_argument("--startups", type=int, default=9, help="paired stdio start-ups (HTTP: three times as many)")
     parser.add_argument(
         "--callgrind",
@@ -328,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(instructions("stdio", 100))
         print(instructions("http", 30))
     else:
-        asyncio.run(run(args.iterations, args.rounds, args.startups))
+        asyncio.run(run(args.blocks, args.block, args.startups))
     return 0
 
 
