@@ -210,14 +210,12 @@ class Connection:
         self._http_status: tuple[int, str] | None = None
         self._status_hook: tuple[httpx2.AsyncClient, Callable[[httpx2.Response], Awaitable[None]]] | None = None
         self._tools: list[mt.Tool] | None = None
+        # Whether the tool list is cached (a call lists tools first, which fills the SDK's schema cache);
+        # a plain attribute kept with `_tools`, read on every call.
+        self.tools_listed = False
         self._tools_lock = asyncio.Lock()
 
     # --- lifetime ---------------------------------------------------------------------------------
-
-    @property
-    def tools_listed(self) -> bool:
-        """Whether the tool list is cached (a call lists tools first, which fills the SDK's schema cache)."""
-        return self._tools is not None
 
     def _mark_ended(self) -> None:
         self.alive = False
@@ -394,6 +392,7 @@ class Connection:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
             self._tools = None
+            self.tools_listed = False
         elif isinstance(message, Exception):
             logger.debug("MCP transport %r reported %s: %s", self.label, type(message).__name__, message)
 
@@ -515,6 +514,7 @@ class Connection:
                 "tools/list", lambda s: all_pages(s.list_tools, lambda r: r.tools, self.label)
             )
             self._tools = listed
+            self.tools_listed = True
             return listed
 
 

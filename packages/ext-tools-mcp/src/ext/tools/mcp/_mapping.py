@@ -74,6 +74,28 @@ def resource_content(contents: mt.TextResourceContents | mt.BlobResourceContents
     return ResourceResultContent(uri=str(contents.uri), mime_type=contents.mime_type, data=_b64(contents.blob))
 
 
+def _trusted_layout(cls: type[BaseModel], fields: tuple[str, ...]) -> bool:
+    """Whether `cls` is a plain model with exactly these fields (so `_trusted` builds what validation would)."""
+    return (
+        tuple(cls.model_fields) == fields
+        and not cls.__private_attributes__
+        and cls.model_config.get("extra") in (None, "ignore")
+        and not cls.__pydantic_decorators__.model_validators
+        and not cls.__pydantic_decorators__.field_validators
+        and cls.model_post_init is BaseModel.model_post_init
+    )
+
+
+# The common answer (one text block) is built without validating again what the SDK has validated:
+# the models are filled in as validation would fill them. Checked once against ext-core's definitions;
+# if those ever change shape, results are built through validation as before.
+_TRUSTED = _trusted_layout(ToolResult, ("type", "name", "result", "is_error", "structured_content")) and (
+    _trusted_layout(TextResultContent, ("type", "content"))
+)
+_new = object.__new__
+_set = object.__setattr__
+
+
 def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
     """An MCP tool result as a `ToolResult`; `is_error` and structured content are kept.
 
@@ -81,12 +103,36 @@ def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
     `{"result": value}`, the convention MCP servers use for non-object outputs.
     """
     structured = result.structured_content
-    if structured is not None and not isinstance(structured, dict):
+    if structured is not None and type(structured) is not dict and not isinstance(structured, dict):
         structured = {"result": structured}
     blocks = result.content
     if len(blocks) == 1 and type(blocks[0]) is mt.TextContent:
         # The common single text answer, without the per-block dispatch.
-        parts: list[ResultContent] = [TextResultContent(content=blocks[0].text)]
+        text = blocks[0].text
+        is_error = result.is_error
+        if _TRUSTED and type(text) is str and type(name) is str and type(is_error) is bool:
+            part = _new(TextResultContent)
+            _set(part, "__dict__", {"type": "TextResultContent", "content": text})
+            _set(part, "__pydantic_fields_set__", {"content"})
+            _set(part, "__pydantic_extra__", None)
+            _set(part, "__pydantic_private__", None)
+            out = _new(ToolResult)
+            _set(
+                out,
+                "__dict__",
+                {
+                    "type": "ToolResult",
+                    "name": name,
+                    "result": [part],
+                    "is_error": is_error,
+                    "structured_content": structured,
+                },
+            )
+            _set(out, "__pydantic_fields_set__", {"name", "result", "is_error", "structured_content"})
+            _set(out, "__pydantic_extra__", None)
+            _set(out, "__pydantic_private__", None)
+            return out
+        parts: list[ResultContent] = [TextResultContent(content=text)]
     else:
         parts = [result_content(block) for block in blocks]
     return ToolResult(name=name, result=parts, is_error=result.is_error, structured_content=structured)

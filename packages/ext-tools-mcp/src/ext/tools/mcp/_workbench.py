@@ -119,6 +119,7 @@ class McpWorkbench(Workbench):
         self._roots = roots
         self._label = self._params.describe()
         self._read_timeout = self._params.request_timeout  # the params are frozen
+        self._plain_names = not self._overrides  # no overrides: a presented name is the tool's own
         self._conn: Connection | None = None
         self._lock = asyncio.Lock()
         self._stopped = False
@@ -231,6 +232,33 @@ class McpWorkbench(Workbench):
     ) -> ToolResult:
         """Call a tool by its presented name. Without `timeout`, the server params' request timeout
         applies; either way a timed-out call is cancelled on the server too."""
+        if (
+            timeout is None
+            and cancellation_token is None
+            and self._plain_names
+            and (arguments is None or type(arguments) is dict)
+            and _CALL_TIMEOUT.get() is None
+        ):
+            # The plain call (no timeout, token or overrides): what `Workbench.call_tool` and `_call_tool`
+            # do for it, in this one frame around the SDK's call.
+            conn = self._conn
+            if conn is None or not conn.alive or conn.loop is not asyncio.get_running_loop():
+                conn = await self._connect()
+            if not conn.tools_listed:
+                await conn.tools()
+            session = conn.session
+            assert session is not None  # set before the connection is alive
+            try:
+                # The SDK copies the arguments into its request model before sending.
+                result = await session.call_tool(
+                    name, arguments if arguments is not None else {}, read_timeout_seconds=self._read_timeout
+                )
+            except MCPError as exc:
+                return await self._refused(conn, name, exc, timeout_as_error)
+            except RuntimeError as exc:
+                # The SDK checks structured content against the tool's output schema.
+                return error_result(name, str(exc))
+            return tool_result(name, result)
         # The call sees its own explicit timeout (None included); setting it is skipped when it already holds.
         token = _CALL_TIMEOUT.set(timeout) if timeout is not None or _CALL_TIMEOUT.get() is not None else None
         try:
@@ -243,20 +271,31 @@ class McpWorkbench(Workbench):
                 timeout_as_error=timeout_as_error,
             )
         except _ReadTimeout:
-            message = (
-                f"tool {name!r} on MCP server {self._label!r} did not answer within {self._params.request_timeout} s"
-            )
-            if timeout_as_error:
-                return error_result(name, message)
-            raise McpTimeoutError(self._label, message) from None
+            return self._read_timed_out(name, timeout_as_error)
         finally:
             if token is not None:
                 _CALL_TIMEOUT.reset(token)
 
+    def _read_timed_out(self, name: str, timeout_as_error: bool) -> ToolResult:
+        message = f"tool {name!r} on MCP server {self._label!r} did not answer within {self._params.request_timeout} s"
+        if timeout_as_error:
+            return error_result(name, message)
+        raise McpTimeoutError(self._label, message) from None
+
+    async def _refused(self, conn: Connection, name: str, exc: MCPError, timeout_as_error: bool) -> ToolResult:
+        """A plain call's SDK error: as `_call_tool` maps it, and a read timeout as `call_tool` reports it."""
+        error = await conn.failed(exc, f"tools/call {name!r}")
+        if isinstance(error, McpTimeoutError):
+            return self._read_timed_out(name, timeout_as_error)
+        if error.code == mt.CONNECTION_CLOSED:
+            raise error from exc
+        # The server refused this call (unknown tool, invalid arguments): the model sees why.
+        return error_result(name, f"MCP error {error.code}: {error.message}")
+
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], cancellation_token: CancellationToken | None, call_id: str | None
     ) -> ToolResult:
-        # The per-call path: plain attribute checks, and the SDK's call awaited here directly.
+        # The path of calls with a timeout, token or overrides (plain calls stay in `call_tool`).
         conn = self._conn
         if conn is None or not conn.alive or conn.loop is not asyncio.get_running_loop():
             conn = await self._connect()
