@@ -6,6 +6,7 @@ import asyncio
 import logging
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -124,6 +125,36 @@ async def test_server_that_never_answers_times_out() -> None:
     with pytest.raises(McpTimeoutError, match=r"did not start within 1.0 s"):
         await McpWorkbench(params).start()
     assert time.monotonic() - started < 5
+
+
+def _processes_with(marker: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(entry.name)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to look for the server process")
+async def test_cancelled_start_stops_the_server_and_the_owner_task() -> None:
+    marker = f"ext-mcp-cancelled-start-{time.monotonic_ns()}"
+    params = StdioServerParams(
+        command=sys.executable, args=["-c", "import time; time.sleep(60)", marker], read_timeout_seconds=30
+    )
+    bench = McpWorkbench(params)
+    started = time.monotonic()
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(bench.start(), 1.0)
+    assert time.monotonic() - started < 10
+    assert [t for t in asyncio.all_tasks() if t.get_name().startswith("mcp-session")] == []
+    assert _processes_with(marker) == []
+    with pytest.raises(ClientClosedError):
+        bench.session  # noqa: B018 - the property raises when not started
 
 
 @pytest.mark.parametrize("kind", ["sse", "http"])

@@ -163,6 +163,15 @@ class _WatchedReadStream:
         await self.aclose()
 
 
+class _StartTimeout(Exception):
+    """The start-up timer fired before the handshake finished (reported by `Connection.open`)."""
+
+
+def _expire(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_exception(_StartTimeout())
+
+
 def _leaf(exc: BaseException) -> BaseException:
     """The first real error inside (possibly nested) exception groups."""
     while True:
@@ -206,6 +215,8 @@ class Connection:
         self._ended = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
+        # Resolved when `close()` starts or the connection ends: what the owner task waits for once up.
+        self._wake: asyncio.Future[None] | None = None
         self._stderr: _StderrTail | None = None
         self._http_status: tuple[int, str] | None = None
         self._status_hook: tuple[httpx2.AsyncClient, Callable[[httpx2.Response], Awaitable[None]]] | None = None
@@ -220,16 +231,26 @@ class Connection:
     def _mark_ended(self) -> None:
         self.alive = False
         self._ended.set()
+        self._signal()
+
+    def _signal(self) -> None:
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
 
     async def open(self) -> None:
         """Start the owner task and wait for the handshake (bounded by the request timeout)."""
-        self.loop = asyncio.get_running_loop()
-        self._ready = self.loop.create_future()
-        self._task = self.loop.create_task(self._own(), name=f"mcp-session {self.label}")
+        loop = self.loop = asyncio.get_running_loop()
+        ready = self._ready = loop.create_future()
+        self._wake = loop.create_future()
+        self._task = loop.create_task(self._own(), name=f"mcp-session {self.label}")
         timeout = self.params.startup_timeout
+        # The caller awaits the start-up future itself (woken as soon as the owner resolves it), with a
+        # timer that fails it on expiry; the owner checks `done()` before resolving it.
+        timer = loop.call_later(timeout, _expire, ready) if timeout is not None else None
         try:
-            await asyncio.wait_for(asyncio.shield(self._ready), timeout)
-        except asyncio.TimeoutError:
+            await ready
+        except (_StartTimeout, asyncio.TimeoutError):
             await self.close()
             self._retrieve_ready()
             raise McpTimeoutError(
@@ -242,6 +263,9 @@ class Connection:
         except BaseException:
             await self.close()
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     def _retrieve_ready(self) -> None:
         # The owner may fail the start-up future after the caller gave up on it; reading the
@@ -255,6 +279,7 @@ class Connection:
         self.closing = True
         self.alive = False
         self._stop.set()
+        self._signal()
         task = self._task
         if task is None or task.done():
             return
@@ -290,16 +315,13 @@ class Connection:
                 self.session = session
                 self.alive = not self._ended.is_set() and not self.closing
                 self._started()
-                assert self._ready is not None
-                self._ready.set_result(None)
+                ready, wake = self._ready, self._wake
+                assert ready is not None and wake is not None
+                if not ready.done():  # the caller may have given up (timeout, cancellation)
+                    ready.set_result(None)
                 logger.debug("MCP server %r started (%s)", self.label, self.init_result.server_info.name)
-                stop = asyncio.ensure_future(self._stop.wait())
-                ended = asyncio.ensure_future(self._ended.wait())
-                try:
-                    await asyncio.wait({stop, ended}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    stop.cancel()
-                    ended.cancel()
+                if not (self._stop.is_set() or self._ended.is_set()):
+                    await wake
                 if not self._stop.is_set():
                     self.failure = "the server closed the connection" + self._stderr_note(1.0)
                     logger.warning("MCP server %r closed the connection%s", self.label, self._stderr_note(0.0))
