@@ -3,10 +3,12 @@
 A provider's bench script builds the four callables (`ChatSides`) and calls `compare_chat` and
 `compare_imports`; this module runs the cases the issues name and prints the table and the paired ratios:
 
-- create, sequential and 64 in flight: p50/p99, ops/s and CPU per call, over several rounds of one raw and
-  one ext run (in alternating order), with each round's ext/raw ratio and their median (pairs measured
-  moments apart see the same load, so a burst on a shared machine does not land on one side only);
-- a long stream: chunks/s after the first chunk, time to first chunk, and CPU per chunk;
+- create, sequential and 64 in flight: p50/p99, ops/s and CPU per call, measured in short interleaved
+  blocks (25 calls a side at a time; 256 with 64 in flight) in alternating order, and the median of the
+  per-block CPU ratios (`_harness.measure_interleaved`: on a VM the process's speed drifts 10-20 % over
+  seconds, and only sides measured moments apart see the same conditions);
+- a long stream, one raw and one ext stream in turn: chunks/s after the first chunk, time to first chunk,
+  and CPU per chunk, each as the median over the interleaved pairs;
 - cold import time of the SDK and of ext's client, and what the client adds on top of the SDK.
 
 The server runs in a child process (`loopback_servers`), so CPU columns measure the client alone.
@@ -24,7 +26,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from _harness import Result, Row, StreamResult, compare, import_time, measure, measure_stream, print_table
+from _harness import Row, StreamResult, compare, import_time, measure_interleaved, measure_stream, print_table
 
 STREAM_CHUNKS = 500
 """Chunks in the streamed reply of every chat bench."""
@@ -64,65 +66,62 @@ async def loopback_servers(code: str, *args: str) -> AsyncIterator[list[int]]:
             await proc.wait()
 
 
-def _median_round(results: list[Result]) -> Result:
-    return sorted(results, key=lambda r: r.p50_ms)[len(results) // 2]
+_BLOCK = {1: 25, 64: 256}
+"""Ops per side per interleaved block, by concurrency."""
 
 
 async def compare_creates(sides: ChatSides, *, iterations: int, rounds: int) -> None:
     rows: list[Row] = []
     notes: list[str] = []
-    warmup = max(20, iterations // 10)
     for concurrency in (1, 64):
         case = "create" if concurrency == 1 else "create x64"
-        raws: list[Result] = []
-        exts: list[Result] = []
-        for i in range(rounds):
-            # Raw first in even rounds, ext first in odd ones: whatever the second run of a pair inherits
-            # from the first (garbage, warm caches) falls on both sides.
-            order = ((raws, "raw", sides.raw_call), (exts, "ext", sides.ext_call))
-            for results, name, fn in order if i % 2 == 0 else order[::-1]:
-                results.append(await measure(name, fn, iterations=iterations, warmup=warmup, concurrency=concurrency))
-        r, o = _median_round(raws), _median_round(exts)
-        rows += [Row(case, r), Row(case, o, baseline=r)]
-        paired = [compare(a, b) for a, b in zip(raws, exts, strict=True)]
-        p50 = statistics.median(x.p50 for x in paired)
-        cpu = statistics.median(x.cpu for x in paired)
-        ops = statistics.median(x.ops_per_s for x in paired)
+        block = _BLOCK[concurrency]
+        blocks = max(2, rounds * iterations // block)
+        (raw, ext), (_, cpu_ratios) = await measure_interleaved(
+            [("raw", sides.raw_call), ("ext", sides.ext_call)],
+            blocks=blocks,
+            block=block,
+            warmup=max(20, iterations // 10),
+            concurrency=concurrency,
+        )
+        rows += [Row(case, raw), Row(case, ext, baseline=raw)]
+        ratios = compare(raw, ext)
         notes.append(
-            f"{case}: median of {rounds} paired rounds, ext/raw: p50 {p50:.3f}, CPU/op {cpu:.3f}, ops/s {ops:.3f}"
+            f"{case}: {blocks} interleaved blocks of {block} calls a side, ext/raw: p50 {ratios.p50:.3f}, "
+            f"CPU/op {statistics.median(cpu_ratios):.3f} (median of the blocks), ops/s {ratios.ops_per_s:.3f}"
         )
     print_table(rows)
     print("\n".join(notes))
 
 
 async def compare_streams(sides: ChatSides, *, rounds: int, runs: int = 5) -> None:
-    raw_runs: list[StreamResult] = []
-    ext_runs: list[StreamResult] = []
-    raw_cpu: list[float] = []
-    ext_cpu: list[float] = []
-    for i in range(rounds):
-        # CPU per chunk (the client process only) is steadier than wall-clock rates on a busy machine.
-        order = ((raw_runs, raw_cpu, "raw", sides.raw_stream), (ext_runs, ext_cpu, "ext", sides.ext_stream))
-        for runs_list, cpu_list, name, source in order if i % 2 == 0 else order[::-1]:
+    """`rounds * runs` streams a side, one raw and one ext in turn (order alternating)."""
+    results: dict[str, list[StreamResult]] = {"raw": [], "ext": []}
+    cpu: dict[str, list[float]] = {"raw": [], "ext": []}
+    sources = {"raw": sides.raw_stream, "ext": sides.ext_stream}
+    for name in sources:
+        await measure_stream(name, sources[name], runs=1, warmup=1)
+    for i in range(rounds * runs):
+        for name in ("raw", "ext") if i % 2 == 0 else ("ext", "raw"):
             cpu0 = time.process_time_ns()
-            result = await measure_stream(name, source, runs=runs, warmup=1)
-            cpu_list.append((time.process_time_ns() - cpu0) / 1e3 / ((runs + 1) * result.items))
-            runs_list.append(result)
-    raw_s = sorted(raw_runs, key=lambda r: r.median_items_per_s)[rounds // 2]
-    ext_s = sorted(ext_runs, key=lambda r: r.median_items_per_s)[rounds // 2]
-    ratio = statistics.median(
-        b.median_items_per_s / a.median_items_per_s for a, b in zip(raw_runs, ext_runs, strict=True)
-    )
+            result = await measure_stream(name, sources[name], runs=1)
+            cpu[name].append((time.process_time_ns() - cpu0) / 1e3 / result.items)
+            results[name].append(result)
     print()
-    for res in (raw_s, ext_s):
+    for name in ("raw", "ext"):
+        runs_of = results[name]
+        ttfc = statistics.median(r.ttfi_ms for r in runs_of)
+        rate = statistics.median(r.median_items_per_s for r in runs_of)
         print(
-            f"stream {res.name:<4} ttfc {res.ttfi_ms:.3f} ms  {res.median_items_per_s:,.0f} chunks/s  "
-            f"({res.items} items, median round of {rounds} x {runs} runs)"
+            f"stream {name:<4} ttfc {ttfc:.3f} ms  {rate:,.0f} chunks/s  ({runs_of[-1].items} items, median of "
+            f"{len(runs_of)} streams)"
         )
-    print(f"stream throughput ext/raw: median over {rounds} paired rounds {ratio:.3f}")
-    cpu_ratio = statistics.median(b / a for a, b in zip(raw_cpu, ext_cpu, strict=True))
+    pairs = list(zip(results["raw"], results["ext"], strict=True))
+    ratio = statistics.median(b.median_items_per_s / a.median_items_per_s for a, b in pairs)
+    print(f"stream throughput ext/raw: median over {len(pairs)} interleaved pairs {ratio:.3f}")
+    cpu_ratio = statistics.median(b / a for a, b in zip(cpu["raw"], cpu["ext"], strict=True))
     print(
-        f"stream CPU per chunk: raw {statistics.median(raw_cpu):.1f} µs, ext {statistics.median(ext_cpu):.1f} µs "
+        f"stream CPU per chunk: raw {statistics.median(cpu['raw']):.1f} µs, ext {statistics.median(cpu['ext']):.1f} µs "
         f"(paired ext/raw {cpu_ratio:.3f})"
     )
 

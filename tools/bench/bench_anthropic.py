@@ -67,9 +67,10 @@ async def run(iterations: int, rounds: int) -> None:
                 if event.type == "content_block_delta":
                     yield event
 
-        async def ext_chunks() -> AsyncIterator[Any]:
-            async for item in ours_stream.create_stream(messages):
-                yield item
+        def ext_chunks() -> AsyncIterator[Any]:
+            # What an ext user iterates: create_stream itself (the raw side needs its own generator to pick
+            # the text deltas out of the SDK's events).
+            return ours_stream.create_stream(messages)
 
         await compare_chat(ChatSides(raw_call, ext_call, raw_events, ext_chunks), iterations=iterations, rounds=rounds)
         for client in (raw, raw_stream_sdk, ours, ours_stream):

@@ -91,9 +91,10 @@ async def run(iterations: int, rounds: int) -> None:
                 if payload["type"] == "content_block_delta":
                     yield payload
 
-        async def ext_chunks() -> AsyncIterator[Any]:
-            async for item in ours_stream.create_stream(messages):
-                yield item
+        def ext_chunks() -> AsyncIterator[Any]:
+            # What an ext user iterates: create_stream itself (the raw side needs its own generator to pick
+            # the text deltas out of the SDK's events).
+            return ours_stream.create_stream(messages)
 
         await compare_chat(ChatSides(raw_call, ext_call, raw_events, ext_chunks), iterations=iterations, rounds=rounds)
         await raw_cm.__aexit__(None, None, None)

@@ -20,6 +20,7 @@ from ext.core import (
     ClientClosedError,
     ConfigurationError,
     CreateResult,
+    EventStream,
     ExtError,
     FunctionCall,
     FunctionTool,
@@ -383,3 +384,159 @@ def test_config_from_arguments_takes_the_fields_and_plain_values() -> None:
     with pytest.raises(ConfigurationError, match=r"^Owner: model: ") as excinfo:
         config_from_arguments(Config, {"model": 3, "api_key": "sk-secret"}, "Owner")
     assert "sk-secret" not in str(excinfo.value)
+
+
+# --- the event-stream path (`_open_events`) ---------------------------------------------------------------
+
+
+class _Events:
+    """An SDK-like event iterator: dict events, then the end; can fail at a given event."""
+
+    def __init__(self, events: list[Any], fail_at: int | None = None, error: Exception | None = None) -> None:
+        self.events = list(events)
+        self.fail_at = fail_at
+        self.error = error
+        self.read = 0
+        self.closed = False
+
+    def __aiter__(self) -> _Events:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self.fail_at is not None and self.read == self.fail_at:
+            assert self.error is not None
+            raise self.error
+        if not self.events:
+            raise StopAsyncIteration
+        self.read += 1
+        event = self.events.pop(0)
+        if event == "HANG":
+            await asyncio.Event().wait()
+        return event
+
+
+class Translated(ConnectionError):
+    pass
+
+
+class EventsFake(Fake):
+    """A provider on `_open_events`: events are `{"text": ...}` (a chunk) or `{"meta": ...}` (no chunk)."""
+
+    def __init__(self, streams: list[Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.streams = list(streams)
+        self.opened: list[_Events] = []
+
+    async def _open_events(self, request: ChatRequest) -> EventStream:
+        self.requests.append(request)
+        item = self.streams.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        events: _Events = item
+        self.opened.append(events)
+        texts: list[str] = []
+
+        def handle(event: Any) -> StreamChunk | None:
+            if "text" not in event:
+                return None
+            texts.append(event["text"])
+            return StreamChunk.of(event["text"])
+
+        def final() -> CreateResult:
+            if events.events or events.read == 0:
+                raise ConnectionError("ended early")
+            return CreateResult.of("stop", "".join(texts), RequestUsage.of(1, len(texts)))
+
+        def translate(exc: Exception) -> BaseException | None:
+            return Translated(f"translated {exc}") if isinstance(exc, OSError) else None
+
+        async def close() -> None:
+            events.closed = True
+
+        return EventStream(events, handle, final, close, translate)
+
+
+async def test_events_stream_chunks_then_result() -> None:
+    client = EventsFake([_Events([{"meta": 1}, {"text": "a"}, {"meta": 2}, {"text": "b"}])])
+    items = [item async for item in client.create_stream(USER)]
+    assert [i.content for i in items if isinstance(i, StreamChunk)] == ["a", "b"]
+    last = items[-1]
+    assert isinstance(last, CreateResult) and last.content == "ab" and last.usage.completion_tokens == 2
+    assert client.total_usage().completion_tokens == 2
+    assert client.opened[0].closed
+
+
+async def test_events_stream_retries_before_the_first_chunk_only() -> None:
+    failing = _Events([{"meta": 1}, {"text": "x"}], fail_at=1, error=ConnectionError("reset"))
+    client = EventsFake([failing, _Events([{"text": "ok"}])], retry_policy=RetryPolicy(max_retries=2, multiplier=0))
+    items = [item async for item in client.create_stream(USER)]
+    assert isinstance(items[-1], CreateResult) and items[-1].content == "ok"
+    assert len(client.requests) == 2 and failing.closed
+    late = _Events([{"text": "a"}, {"text": "b"}], fail_at=1, error=ConnectionError("reset"))
+    client = EventsFake([late, _Events([{"text": "never"}])], retry_policy=RetryPolicy(max_retries=2, multiplier=0))
+    seen: list[str] = []
+    with pytest.raises(ConnectionError, match="reset"):
+        async for item in client.create_stream(USER):
+            seen.append(item.content if isinstance(item, StreamChunk) else "RESULT")
+    assert seen == ["a"] and len(client.requests) == 1 and late.closed
+
+
+async def test_events_stream_translates_errors_and_keeps_others() -> None:
+    client = EventsFake([_Events([{"text": "a"}], fail_at=1, error=OSError("cut"))])
+    with pytest.raises(Translated, match="translated cut") as info:
+        async for _ in client.create_stream(USER):
+            pass
+    assert isinstance(info.value.__cause__, OSError)
+    client = EventsFake([_Events([{"text": "a"}], fail_at=1, error=ValueError("bad"))])
+    with pytest.raises(ValueError, match="bad") as caught:
+        async for _ in client.create_stream(USER):
+            pass
+    assert caught.value.__cause__ is None
+
+
+async def test_events_stream_that_ends_early_is_retried_then_raised() -> None:
+    client = EventsFake([_Events([]), _Events([])], retry_policy=RetryPolicy(max_retries=1, multiplier=0))
+    with pytest.raises(ConnectionError, match="ended early"):
+        async for _ in client.create_stream(USER):
+            pass
+    assert len(client.requests) == 2 and all(e.closed for e in client.opened)
+
+
+async def test_events_stream_closed_when_the_consumer_stops_or_cancels() -> None:
+    client = EventsFake([_Events([{"text": "a"}, {"text": "b"}])])
+    stream = client.create_stream(USER)
+    assert isinstance(await stream.__anext__(), StreamChunk)
+    await stream.aclose()
+    assert client.opened[0].closed
+    client = EventsFake([_Events([{"text": "a"}, "HANG"])])
+    token = CancellationToken()
+    seen: list[str] = []
+    with pytest.raises(asyncio.CancelledError):
+        async for item in client.create_stream(USER, token):
+            assert isinstance(item, StreamChunk)
+            seen.append(item.content)
+            asyncio.get_running_loop().call_soon(token.cancel)
+    assert seen == ["a"] and client.opened[0].closed
+
+
+async def test_create_without_token_retries_and_raises_the_last_error() -> None:
+    client = Fake([RateLimited(), result("second")], retry_policy=RetryPolicy(max_retries=1, multiplier=0))
+    assert (await client.create(USER)).content == "second"
+    assert len(client.requests) == 2
+    client = Fake([RateLimited(), RateLimited()], retry_policy=RetryPolicy(max_retries=1, multiplier=0))
+    with pytest.raises(RateLimited):
+        await client.create(USER)
+    assert len(client.requests) == 2
+    client = Fake([ValueError("not retryable"), result()], retry_policy=RetryPolicy(max_retries=3, multiplier=0))
+    with pytest.raises(ValueError, match="not retryable"):
+        await client.create(USER)
+    assert len(client.requests) == 1
+
+
+async def test_calls_without_options_share_one_empty_options_object() -> None:
+    client = Fake([result(), result()])
+    await client.create(USER)
+    await client.create(USER)
+    first, second = client.requests
+    assert first.options is second.options and first.options == ChatOptions()
+    assert first.tools == [] and second.tools == []

@@ -87,3 +87,34 @@ def test_create_result_rejects_unknown_finish_reason() -> None:
 def test_stream_chunk_defaults_to_empty_content() -> None:
     assert StreamChunk().content == ""
     assert StreamChunk(content="a").content == "a"
+
+
+def test_trusted_constructors_equal_validated_models() -> None:
+    usage = RequestUsage.of(10, 3, 4, None)
+    assert usage == RequestUsage(prompt_tokens=10, completion_tokens=3, cached_tokens=4)
+    assert usage.model_dump() == {
+        "prompt_tokens": 10,
+        "completion_tokens": 3,
+        "cached_tokens": 4,
+        "reasoning_tokens": None,
+    }
+    call = FunctionCall.of("c1", "add", '{"a": 1}')
+    assert call == FunctionCall(id="c1", name="add", arguments='{"a": 1}')
+    result = CreateResult.of("function_calls", [call], usage, "why")
+    validated = CreateResult(finish_reason="function_calls", content=[call], usage=usage, thought="why")
+    assert result == validated
+    assert result.model_dump() == validated.model_dump()
+    assert result.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True) | {"reasoning": []}
+    assert result.reasoning == [] and result.reasoning is not CreateResult.of("stop", "", usage).reasoning
+    assert CreateResult.model_validate_json(result.model_dump_json()) == result
+    chunk = StreamChunk.of("tok")
+    assert chunk == StreamChunk(content="tok") and chunk.model_fields_set == {"content"}
+    assert StreamChunk.of("", "hmm") == StreamChunk(thought="hmm")
+    assert repr(chunk) == repr(StreamChunk(content="tok"))
+    chunk.content = "changed"  # an ordinary model afterwards
+    assert chunk.content == "changed" and chunk.model_copy().content == "changed"
+
+
+def test_usage_sum_keeps_unknown_counts_unknown() -> None:
+    total = RequestUsage(prompt_tokens=1, completion_tokens=2) + RequestUsage.of(3, 4, 5, None)
+    assert total == RequestUsage(prompt_tokens=4, completion_tokens=6, cached_tokens=5, reasoning_tokens=None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, Union, runtime_checkable
@@ -95,6 +95,47 @@ class ChatRequest:
     def structured_model(self) -> type[BaseModel] | None:
         """The pydantic model asked for, if structured output."""
         return self.json_output if isinstance(self.json_output, type) else None
+
+
+@dataclass
+class EventStream:
+    """A provider's open response stream, read by the base's own stream loop (see `_open_events`).
+
+    - `events`: the SDK's async iterator of events; the loop awaits its `__anext__` directly.
+    - `handle(event)`: a `StreamChunk` to yield, or None (an event that only updates state).
+    - `result()`: the `CreateResult` after the last event (raise a `ConnectionError` if the stream ended early).
+    - `close()`: release the response (awaited once, at the end or when the consumer stops).
+    - `translate_error(exc)`: an exception to raise instead of `exc` from reading `events` (None keeps `exc`).
+    """
+
+    events: AsyncIterator[Any]
+    handle: Callable[[Any], StreamChunk | None]
+    result: Callable[[], CreateResult]
+    close: Callable[[], Awaitable[None]]
+    translate_error: Callable[[Exception], BaseException | None] | None = None
+
+    async def first_item(self) -> StreamChunk | CreateResult:
+        """Read to the first chunk (or to the end: the result). Errors come translated."""
+        next_event = self.events.__anext__
+        handle = self.handle
+        while True:
+            try:
+                event = await next_event()
+            except StopAsyncIteration:
+                return self.result()
+            except Exception as exc:
+                translated = self.translated(exc)
+                if translated is exc:
+                    raise
+                raise translated from exc
+            item = handle(event)
+            if item is not None:
+                return item
+
+    def translated(self, exc: Exception) -> BaseException:
+        if self.translate_error is None:
+            return exc
+        return self.translate_error(exc) or exc
 
 
 _message_adapter: TypeAdapter[LLMMessage] | None = None
@@ -250,6 +291,8 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         )
         self._max_retries = max_retries
         self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
+        # The options of a call without options and without client defaults: one empty object, read only.
+        self._no_options = ChatOptions()
         self._actual_usage = RequestUsage()
         self._total_usage = RequestUsage()
         self._closed = False
@@ -260,9 +303,16 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
     async def _create(self, request: ChatRequest) -> CreateResult:
         """One request to the provider. SDK errors propagate unchanged (the base retries them)."""
 
-    @abstractmethod
     def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
-        """Chunks, then exactly one `CreateResult` with the full content and usage."""
+        """Chunks, then exactly one `CreateResult` with the full content and usage. A provider implements
+        this or `_open_events`."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither _stream nor _open_events")
+
+    async def _open_events(self, request: ChatRequest) -> EventStream:
+        """Optional, in place of `_stream`: send the request and return the open response as an `EventStream`,
+        which the base reads in its own loop. A provider whose SDK hands out an event iterator saves an
+        async-generator layer per chunk this way (the base uses it when a subclass overrides it)."""
+        raise NotImplementedError
 
     def _check_request(self, request: ChatRequest) -> None:
         """Raise `UnsupportedOptionError` / `ConfigurationError` for what the provider cannot do."""
@@ -313,7 +363,7 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
             )
         msgs = _coerce_messages(messages)
         if options is None:
-            call_options = self._default_options or ChatOptions()
+            call_options = self._default_options or self._no_options
         elif isinstance(options, ChatOptions):
             call_options = options.merged_over(self._default_options)
         elif isinstance(options, Mapping):
@@ -323,12 +373,16 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         model = call_options.model_id or self._model
         info = self.info_for(model)
 
-        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
-            raise ConfigurationError(f"tools must be a list of tools, got {type(tools).__name__}")
-        schemas = [tool_schema_of(t) for t in tools]
-        names = [s["name"] for s in schemas]
-        if len(set(names)) != len(names):
-            raise ConfigurationError(f"tools: duplicate tool names in {names}")
+        if not tools and (type(tools) is tuple or type(tools) is list):
+            schemas: list[ToolSchema] = []  # no tools (the default): none of the checks below apply
+            names: list[str] = []
+        else:
+            if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+                raise ConfigurationError(f"tools must be a list of tools, got {type(tools).__name__}")
+            schemas = [tool_schema_of(t) for t in tools]
+            names = [s["name"] for s in schemas]
+            if len(set(names)) != len(names):
+                raise ConfigurationError(f"tools: duplicate tool names in {names}")
         if schemas and not info.function_calling:
             raise UnsupportedOptionError(
                 f"model {model!r} does not support function calling; pass model_info={{'function_calling': True}} "
@@ -404,8 +458,18 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
             options=options,
             extra_create_args=extra_create_args,
         )
-        with CancelScope(cancellation_token):
-            result = await self._retry.run(lambda: self._create(request))
+        if cancellation_token is not None:
+            with CancelScope(cancellation_token):
+                result = await self._retry.run(lambda: self._create(request))
+            return self._finish(request, result)
+        # Without a token: the first attempt awaited directly (no scope, no retry frame on the hot path).
+        try:
+            result = await self._create(request)
+        except Exception as exc:
+            error = exc
+        else:
+            return self._finish(request, result)
+        result = await self._retry.retry_after(error, lambda: self._create(request))
         return self._finish(request, result)
 
     async def create_stream(
@@ -431,6 +495,46 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
             extra_create_args=extra_create_args,
         )
         token = cancellation_token
+        if type(self)._open_events is not BaseChatCompletionClient._open_events:
+            # The provider's events read right here: one generator layer between the SDK and the caller.
+            async def open_events() -> tuple[EventStream, StreamChunk | CreateResult]:
+                opened = await self._open_events(request)
+                try:
+                    return opened, await opened.first_item()
+                except BaseException:
+                    await opened.close()
+                    raise
+
+            with CancelScope(token):
+                source, first = await self._retry.run(open_events)
+            try:
+                if isinstance(first, CreateResult):
+                    yield self._finish(request, first)
+                    return
+                yield first
+                next_event = source.events.__anext__
+                handle = source.handle
+                while True:
+                    try:
+                        if token is None:
+                            event = await next_event()
+                        else:
+                            with CancelScope(token):
+                                event = await next_event()
+                    except StopAsyncIteration:
+                        break
+                    except Exception as exc:
+                        translated = source.translated(exc)
+                        if translated is exc:
+                            raise
+                        raise translated from exc
+                    chunk = handle(event)
+                    if chunk is not None:
+                        yield chunk
+                yield self._finish(request, source.result())
+            finally:
+                await source.close()
+            return
 
         async def open_stream() -> tuple[AsyncIterator[StreamChunk | CreateResult], StreamChunk | CreateResult]:
             stream = self._stream(request)

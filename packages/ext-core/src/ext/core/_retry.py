@@ -146,28 +146,44 @@ class RetryPolicy:
         on_retry: Callable[[int, BaseException, float], None] | None = None,
     ) -> T:
         """Run `operation`, retrying retryable errors; the last error is re-raised unchanged."""
+        try:
+            return await operation()
+        except Exception as exc:
+            error = exc
+        return await self.retry_after(error, operation, on_retry=on_retry)
+
+    async def retry_after(
+        self,
+        error: Exception,
+        operation: Callable[[], Awaitable[T]],
+        *,
+        on_retry: Callable[[int, BaseException, float], None] | None = None,
+    ) -> T:
+        """Go on after a first attempt of `operation` failed with `error`: what `run` does from there. A caller
+        on a hot path awaits its first attempt itself and calls this only when it fails."""
         attempt = 0
         while True:
+            if attempt >= self.max_retries:
+                raise error
+            decision = self.classify(error)
+            if not decision.retryable:
+                raise error
+            wait = self.delay(attempt, decision)
+            logger.info(
+                "retrying after %s (attempt %d of %d, waiting %.2fs)",
+                type(error).__name__,
+                attempt + 1,
+                self.max_retries,
+                wait,
+            )
+            if on_retry is not None:
+                on_retry(attempt, error, wait)
+            attempt += 1
+            await asyncio.sleep(wait)
             try:
                 return await operation()
-            except Exception as error:
-                if attempt >= self.max_retries:
-                    raise
-                decision = self.classify(error)
-                if not decision.retryable:
-                    raise
-                wait = self.delay(attempt, decision)
-                logger.info(
-                    "retrying after %s (attempt %d of %d, waiting %.2fs)",
-                    type(error).__name__,
-                    attempt + 1,
-                    self.max_retries,
-                    wait,
-                )
-                if on_retry is not None:
-                    on_retry(attempt, error, wait)
-                attempt += 1
-                await asyncio.sleep(wait)
+            except Exception as exc:
+                error = exc
 
     def with_classifiers(self, classifiers: Iterable[Classifier]) -> RetryPolicy:
         """A copy that consults `classifiers` first."""

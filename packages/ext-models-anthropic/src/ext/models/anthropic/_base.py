@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from ext.core import BaseChatCompletionClient, ChatRequest, RetryDecision, RetryPolicy
+from ext.core import BaseChatCompletionClient, ChatOptions, ChatRequest, ExtError, RetryDecision, RetryPolicy
 
 from ._mapping import ANTHROPIC_MODELS, AnthropicWireSettings, check_extra_args, check_options
 
@@ -52,12 +52,25 @@ class AnthropicMessagesClient(BaseChatCompletionClient):
             system_policy=config.system_policy,
             extra_body=config.extra_body,
         )
+        # The options of a call without options: checked here, once; if they do not pass, every call checks
+        # them (and raises as before).
+        defaults = self._default_options or self._no_options
+        self._checked_options: ChatOptions | None = None
+        try:
+            check_options(ChatRequest(messages=[], model=config.model, options=defaults), self._wire)
+        except ExtError:
+            pass
+        else:
+            self._checked_options = defaults
 
     @property
     def max_tokens(self) -> int:
         return self._config.max_tokens
 
     def _check_request(self, request: ChatRequest) -> None:
+        # A call with no options, tools or extra arguments has the client's defaults, checked once.
+        if request.options is self._checked_options and not request.tools and not request.extra:
+            return
         check_options(request, self._wire)
 
     def _to_config(self) -> BaseModel:

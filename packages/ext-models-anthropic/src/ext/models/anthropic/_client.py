@@ -7,8 +7,9 @@ builds the SDK client from the configuration and runs one request. The SDK's own
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import anthropic
@@ -22,10 +23,10 @@ from ext.core import (
     ChatRequest,
     ConfigurationError,
     CreateResult,
+    EventStream,
     LLMMessage,
     ModelInfo,
     RetryPolicy,
-    StreamChunk,
     Tool,
     ToolSchema,
     config_from_arguments,
@@ -37,6 +38,7 @@ from ._base import AnthropicMessagesClient
 from ._config import AnthropicClientConfig, AnthropicSystemPolicy
 from ._mapping import StreamState, map_request, map_response
 from ._retry import classify_anthropic_error
+from ._sse import sse_json_events
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +110,7 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
             http_client=http_client,
         )
         self._messages = self._sdk.messages
+        self._raw_messages = self._sdk.messages.with_raw_response
         self._owns_http_client = http_client is None
 
     @property
@@ -125,40 +128,43 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
 
     async def _create(self, request: ChatRequest) -> CreateResult:
         max_tokens, messages, rest = self._body(request)
-        message = await self._messages.create(
+        # The SDK sends the request and raises for HTTP errors; the reply's JSON is read as it is, without the
+        # SDK's response models (the mapping reads dicts and SDK objects alike).
+        response = await self._raw_messages.create(
             model=request.model, max_tokens=max_tokens, messages=messages, extra_body=rest
         )
-        return map_response(message)
+        return map_response(json.loads(response.http_response.content))
 
-    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
+    async def _open_events(self, request: ChatRequest) -> EventStream:
         max_tokens, messages, rest = self._body(request)
         stream = await self._messages.create(
             model=request.model, max_tokens=max_tokens, messages=messages, stream=True, extra_body=rest
         )
         state = StreamState()
-        handle = state.handle
-        try:
-            # The SDK stream's own __anext__: one generator layer fewer than `async for`.
-            next_event = stream.__anext__
-            while True:
-                try:
-                    event = await next_event()
-                except StopAsyncIteration:
-                    break
-                except httpx2.TransportError as exc:
-                    # A connection that breaks mid-body surfaces from the SDK as the transport's error; callers
-                    # catch the SDK's own connection error everywhere else.
-                    raise anthropic.APIConnectionError(
-                        message=f"the response stream broke off: {type(exc).__name__}", request=stream.response.request
-                    ) from exc
-                chunk = handle(event)
-                if chunk is not None:
-                    yield chunk
-            yield state.result()
-        finally:
-            # Closing the response before its end closes the connection, so the server sees the client go
-            # away (cancellation, or a consumer that stops early).
-            await stream.close()
+
+        def translate(exc: Exception) -> BaseException | None:
+            # A connection that breaks mid-body surfaces from the SDK as the transport's error; callers catch
+            # the SDK's own connection error everywhere else.
+            if isinstance(exc, httpx2.TransportError):
+                return anthropic.APIConnectionError(
+                    message=f"the response stream broke off: {type(exc).__name__}", request=response.request
+                )
+            return None
+
+        # The SDK sent the request and checked the status; the body's events are read as JSON (`sse_json_events`),
+        # without the SDK's per-event models.
+        response = stream.response
+        events = sse_json_events(response)
+
+        async def close() -> None:
+            # Closing the response before its end closes the connection, so the server sees the client go away
+            # (cancellation, or a consumer that stops early).
+            try:
+                await events.aclose()
+            finally:
+                await response.aclose()
+
+        return EventStream(events, state.handle, state.result, close, translate)
 
     async def _close(self) -> None:
         if self._owns_http_client:

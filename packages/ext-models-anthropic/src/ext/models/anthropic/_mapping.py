@@ -462,12 +462,18 @@ def map_usage(usage: Any) -> RequestUsage:
     cache_write = _get(usage, "cache_creation_input_tokens") or 0
     details = _get(usage, "output_tokens_details")
     thinking = _get(details, "thinking_tokens") if details is not None else None
+    prompt = (_get(usage, "input_tokens") or 0) + (cache_read or 0) + cache_write
+    completion = _get(usage, "output_tokens") or 0
+    if type(prompt) is int and type(completion) is int and _int_or_none(cache_read) and _int_or_none(thinking):
+        return RequestUsage.of(prompt, completion, cache_read, thinking)
+    # Not plain ints (a float, a numeric string): validation converts them or names the bad field.
     return RequestUsage(
-        prompt_tokens=(_get(usage, "input_tokens") or 0) + (cache_read or 0) + cache_write,
-        completion_tokens=_get(usage, "output_tokens") or 0,
-        cached_tokens=cache_read,
-        reasoning_tokens=thinking,
+        prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cache_read, reasoning_tokens=thinking
     )
+
+
+def _int_or_none(value: Any) -> bool:
+    return value is None or type(value) is int
 
 
 def _join(parts: Sequence[str]) -> str | None:
@@ -482,23 +488,19 @@ def _result(
     stop_reason: str | None,
     usage: RequestUsage,
 ) -> CreateResult:
+    # Every value here is built with its type (texts are checked `str`s, calls and reasoning ext models, usage
+    # from `map_usage`), so the result is constructed without validating it again.
     thoughts = [block.text for block in reasoning if block.text]
     if calls:
         # The text a model writes before its tool calls has no place in `content`: it joins the thought.
-        return CreateResult(
-            finish_reason=normalize_finish_reason(stop_reason, has_tool_calls=True),
-            content=calls,
-            usage=usage,
-            thought=_join([*thoughts, *texts]),
-            reasoning=reasoning,
+        return CreateResult.of(
+            normalize_finish_reason(stop_reason, has_tool_calls=True),
+            calls,
+            usage,
+            _join([*thoughts, *texts]),
+            reasoning,
         )
-    return CreateResult(
-        finish_reason=normalize_finish_reason(stop_reason),
-        content="".join(texts),
-        usage=usage,
-        thought=_join(thoughts),
-        reasoning=reasoning,
-    )
+    return CreateResult.of(normalize_finish_reason(stop_reason), "".join(texts), usage, _join(thoughts), reasoning)
 
 
 def _arguments_text(value: Any) -> str:
@@ -549,6 +551,9 @@ class _Block:
     initial_input: Any = None
 
 
+_chunk = StreamChunk.of
+
+
 class StreamState:
     """Accumulates the events of a streamed response; `handle` returns a chunk for text and thinking deltas.
 
@@ -588,14 +593,16 @@ class StreamState:
             if delta_kind == "text_delta":
                 text = delta["text"] if as_dict else delta.text
                 block.text.append(text)
-                return StreamChunk(content=text)
+                # A checked str needs no validation (the SDK's and the JSON's texts are str; anything else is
+                # validated, which names the bad value).
+                return _chunk(text) if type(text) is str else StreamChunk(content=text)
             if delta_kind == "input_json_delta":
                 block.text.append(_get(delta, "partial_json"))
                 return None
             if delta_kind == "thinking_delta":
                 thinking = _get(delta, "thinking")
                 block.text.append(thinking)
-                return StreamChunk(thought=thinking)
+                return _chunk("", thinking) if type(thinking) is str else StreamChunk(thought=thinking)
             if delta_kind == "signature_delta":
                 block.signature = _get(delta, "signature")
             return None

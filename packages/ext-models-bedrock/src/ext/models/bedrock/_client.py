@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import aioboto3
@@ -28,6 +28,7 @@ from ext.core import (
     ChatRequest,
     ConfigurationError,
     CreateResult,
+    EventStream,
     ExtError,
     LLMMessage,
     ModelInfo,
@@ -57,6 +58,7 @@ BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 """The `anthropic_version` of every InvokeModel body for Anthropic models."""
 
 _CONTENT_TYPE = "application/json"
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _secret(value: SecretStr | None) -> str | None:
@@ -199,7 +201,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
     def _body(self, request: ChatRequest) -> bytes:
         body = map_request(request, self.info_for(request.model), self._wire)
         body["anthropic_version"] = BEDROCK_ANTHROPIC_VERSION
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return _encode(body).encode()
 
     async def _create(self, request: ChatRequest) -> CreateResult:
         body = self._body(request)
@@ -214,7 +216,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
             stream.close()
         return map_response(json.loads(raw))
 
-    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
+    async def _open_events(self, request: ChatRequest) -> EventStream:
         body = self._body(request)
         runtime = await self._runtime()
         response = await runtime.invoke_model_with_response_stream(
@@ -222,30 +224,27 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
         )
         events = response["body"]
         state = StreamState()
-        handle = state.handle
+        on_payload = state.handle
         loads = json.loads
-        try:
-            next_event = events.__aiter__().__anext__
-            while True:
-                try:
-                    event = await next_event()
-                except StopAsyncIteration:
-                    break
-                except aiohttp.ClientError as exc:
-                    # aiohttp's error for a body cut short; botocore's own type for everything else.
-                    raise botocore.exceptions.ConnectionClosedError(
-                        endpoint_url=str(runtime.meta.endpoint_url), error=exc
-                    ) from exc
-                chunk = event.get("chunk")
-                if chunk is None:
-                    continue
-                item = handle(loads(chunk["bytes"]))
-                if item is not None:
-                    yield item
-            yield state.result()
-        finally:
+
+        def on_event(event: Any) -> StreamChunk | None:
+            chunk = event.get("chunk")
+            return None if chunk is None else on_payload(loads(chunk["bytes"]))
+
+        def translate(exc: Exception) -> BaseException | None:
+            # aiohttp's error for a body cut short; botocore's own type for everything else.
+            if isinstance(exc, aiohttp.ClientError):
+                closed: BaseException = botocore.exceptions.ConnectionClosedError(
+                    endpoint_url=str(runtime.meta.endpoint_url), error=exc
+                )
+                return closed
+            return None
+
+        async def close() -> None:
             # Closing before the end closes the connection, so the server sees the client go away.
             events.close()
+
+        return EventStream(events.__aiter__(), on_event, state.result, close, translate)
 
     async def _close(self) -> None:
         cm, self._client_cm, self._client = self._client_cm, None, None
