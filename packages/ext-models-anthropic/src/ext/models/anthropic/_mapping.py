@@ -311,10 +311,22 @@ def map_messages(
     - Earlier thinking blocks (`AssistantMessage.reasoning`) are sent back unchanged, signatures included,
       when `send_thinking` (thinking is on); without a signature they cannot be, and are left out.
     """
-    positions = {id(m): i for i, m in enumerate(messages)}
+    positions: dict[int, int] | None = None  # for error texts: made only when a message needs it
     system, rest = split_system_messages(messages, system_policy)
     wire: list[dict[str, Any]] = []
     for message in rest:
+        if type(message) is UserMessage and type(message.content) is str:  # the common turn, nothing to name
+            text = _text_block(message.content)
+            if text is None:
+                logger.debug("a user message has no content the API accepts; left out")
+                continue
+            if wire and wire[-1]["role"] == "user":
+                wire[-1]["content"].append(text)
+            else:
+                wire.append({"role": "user", "content": [text]})
+            continue
+        if positions is None:
+            positions = {id(m): i for i, m in enumerate(messages)}
         where = f"messages[{positions.get(id(message), '?')}]"
         if isinstance(message, UserMessage):
             role, blocks = "user", _user_blocks(message, where)
@@ -458,6 +470,13 @@ def map_usage(usage: Any) -> RequestUsage:
     (the API counts them apart from `input_tokens`); `cached_tokens` are those read from it."""
     if usage is None:
         return RequestUsage()
+    if type(usage) is dict and "output_tokens_details" not in usage:
+        # The JSON reply's usage (a dict): the keys read directly.
+        cache_read = usage.get("cache_read_input_tokens")
+        prompt = (usage.get("input_tokens") or 0) + (cache_read or 0) + (usage.get("cache_creation_input_tokens") or 0)
+        completion = usage.get("output_tokens") or 0
+        if type(prompt) is int and type(completion) is int and _int_or_none(cache_read):
+            return RequestUsage.of(prompt, completion, cache_read, None)
     cache_read = _get(usage, "cache_read_input_tokens")
     cache_write = _get(usage, "cache_creation_input_tokens") or 0
     details = _get(usage, "output_tokens_details")
@@ -516,6 +535,14 @@ def map_response(message: Any) -> CreateResult:
     blocks become `ReasoningBlock`s (provider `anthropic`) to send back next turn, and the thinking text the
     `thought`. `stop_reason` maps to `finish_reason` (`refusal` is `content_filter`).
     """
+    if type(message) is dict:
+        content = message.get("content")
+        if type(content) is list and len(content) == 1:
+            block = content[0]
+            if type(block) is dict and block.get("type") == "text" and type(block.get("text")) is str:
+                # The most common reply, as JSON: one text block.
+                usage = map_usage(message.get("usage"))
+                return _result([block["text"]], [], [], message.get("stop_reason"), usage)
     texts: list[str] = []
     calls: list[FunctionCall] = []
     reasoning: list[ReasoningBlock] = []

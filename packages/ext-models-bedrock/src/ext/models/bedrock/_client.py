@@ -48,6 +48,7 @@ from ext.models.anthropic import (
 )
 
 from ._config import BedrockClientConfig
+from ._eventstream import anthropic_events
 from ._retry import classify_bedrock_error
 
 logger = logging.getLogger(__name__)
@@ -223,7 +224,31 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
             modelId=request.model, body=body, contentType=_CONTENT_TYPE, accept=_CONTENT_TYPE
         )
         events = response["body"]
+        endpoint = str(runtime.meta.endpoint_url)
         state = StreamState()
+
+        def translate(exc: Exception) -> BaseException | None:
+            # aiohttp's error for a body cut short; botocore's own type for everything else.
+            if isinstance(exc, aiohttp.ClientError):
+                closed: BaseException = botocore.exceptions.ConnectionClosedError(endpoint_url=endpoint, error=exc)
+                return closed
+            return None
+
+        # The body's messages decoded here (`_eventstream`), when aiobotocore exposes the body as it has so far;
+        # otherwise through botocore's own event stream.
+        content = getattr(getattr(events, "_raw_stream", None), "content", None)
+        if content is not None and hasattr(content, "iter_chunks"):
+            decoded = anthropic_events(content, endpoint)
+
+            async def close() -> None:
+                # Closing before the end closes the connection, so the server sees the client go away.
+                try:
+                    await decoded.aclose()
+                finally:
+                    events.close()
+
+            return EventStream(decoded, state.handle, state.result, close, translate)
+
         on_payload = state.handle
         loads = json.loads
 
@@ -231,20 +256,10 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
             chunk = event.get("chunk")
             return None if chunk is None else on_payload(loads(chunk["bytes"]))
 
-        def translate(exc: Exception) -> BaseException | None:
-            # aiohttp's error for a body cut short; botocore's own type for everything else.
-            if isinstance(exc, aiohttp.ClientError):
-                closed: BaseException = botocore.exceptions.ConnectionClosedError(
-                    endpoint_url=str(runtime.meta.endpoint_url), error=exc
-                )
-                return closed
-            return None
-
-        async def close() -> None:
-            # Closing before the end closes the connection, so the server sees the client go away.
+        async def close_events() -> None:
             events.close()
 
-        return EventStream(events.__aiter__(), on_event, state.result, close, translate)
+        return EventStream(events.__aiter__(), on_event, state.result, close_events, translate)
 
     async def _close(self) -> None:
         cm, self._client_cm, self._client = self._client_cm, None, None
