@@ -254,8 +254,40 @@ async def marked_phases(kind: str, count: int) -> None:
     print("PHASES", "|".join(order), flush=True)
 
 
-def instructions(kind: str, count: int) -> str:
-    """Client instructions per call of each side, from a callgrind run of `marked_phases` (servers untraced)."""
+async def marked_startups(kind: str, count: int) -> None:
+    """`count` start-ups of each side in alternating order, each start-up (spawn or connect and the handshake,
+    not the stop that follows) between two `os.getppid()` marks: one profile dump per start-up."""
+    import os
+
+    order: list[str] = []
+
+    def mark(name: str) -> None:
+        os.getppid()
+        order.append(name)
+
+    async def raw_start() -> None:
+        mark("raw")
+        async with raw_session(kind, url):
+            mark("-")
+
+    async def ext_start() -> None:
+        bench = workbench(kind, url)
+        mark("ext")
+        await bench.start()
+        mark("-")
+        await bench.stop()
+
+    with http_server() as url:
+        for i in range(count + 1):  # the first pair warms up (imports, first connection)
+            for fn in (raw_start, ext_start) if i % 2 == 0 else (ext_start, raw_start):
+                await fn()
+        os.getppid()
+    order = order[4:]
+    print("PHASES", "|".join(["-"] * 4 + order), flush=True)
+
+
+def _dump_totals(argv: list[str]) -> tuple[list[str], list[int]]:
+    """Run `argv` (this script in a marking mode) under callgrind: its phase names and per-dump totals."""
     import re
     import tempfile
     from pathlib import Path
@@ -269,10 +301,7 @@ def instructions(kind: str, count: int) -> str:
                 f"--callgrind-out-file={tmp}/cg.%p",
                 sys.executable,
                 __file__,
-                "--phases",
-                kind,
-                "--iterations",
-                str(count),
+                *argv,
             ],
             capture_output=True,
             text=True,
@@ -284,12 +313,32 @@ def instructions(kind: str, count: int) -> str:
             int(m.group(1)) for f in dumps if (m := re.search(r"^(?:totals|summary): (\d+)", f.read_text(), re.M))
         ]
     # Dump 1 is everything before the first mark; then one per phase.
+    return order, totals[1 : 1 + len(order)]
+
+
+def instructions(kind: str, count: int) -> str:
+    """Client instructions per call of each side, from a callgrind run of `marked_phases` (servers untraced)."""
+    order, totals = _dump_totals(["--phases", kind, "--iterations", str(count)])
     per_call: dict[str, float] = {}
-    for name, total in zip(order, totals[1 : 1 + len(order)], strict=True):
+    for name, total in zip(order, totals, strict=True):
         per_call[name] = min(per_call.get(name, float("inf")), total / count)
     raw = per_call["raw"]
     return f"{kind:<6} instructions per call (client, min of {PHASE_REPEATS} phases of {count}): " + ", ".join(
         f"{name} {value / 1e3:,.0f}k ({100 * (value / raw - 1):+.1f} %)" for name, value in per_call.items()
+    )
+
+
+def startup_instructions(kind: str, count: int) -> str:
+    """Client instructions per start-up of each side (median of `count`), from `marked_startups`."""
+    order, totals = _dump_totals(["--phases-startup", kind, "--iterations", str(count)])
+    runs: dict[str, list[int]] = {"raw": [], "ext": []}
+    for name, total in zip(order, totals, strict=True):
+        if name in runs:
+            runs[name].append(total)
+    raw, ext = (statistics.median(runs[name]) for name in ("raw", "ext"))
+    return (
+        f"{kind:<6} instructions per start-up (client, median of {count}): raw {raw / 1e6:,.2f}M, "
+        f"ext {ext / 1e6:,.2f}M ({100 * (ext / raw - 1):+.1f} %)"
     )
 
 
@@ -302,18 +351,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--callgrind",
         action="store_true",
-        help="instead: client instructions per call at c=1 under valgrind (needs valgrind; a few minutes)",
+        help="instead: client instructions per call at c=1 and per start-up under valgrind (needs valgrind; minutes)",
     )
     parser.add_argument("--serve", choices=["stdio", "http"], help=argparse.SUPPRESS)
     parser.add_argument("--phases", choices=["stdio", "http"], help=argparse.SUPPRESS)
+    parser.add_argument("--phases-startup", choices=["stdio", "http"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
     elif args.phases:
         asyncio.run(marked_phases(args.phases, args.iterations))
+    elif args.phases_startup:
+        asyncio.run(marked_startups(args.phases_startup, args.iterations))
     elif args.callgrind:
         print(instructions("stdio", 100))
         print(instructions("http", 30))
+        print(startup_instructions("stdio", 6))
+        print(startup_instructions("http", 6))
     else:
         asyncio.run(run(args.blocks, args.block, args.startups))
     return 0

@@ -8,6 +8,7 @@ or for the connection to end; callers in any task send their requests through th
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import contextlib
 import logging
@@ -65,7 +66,9 @@ class _StderrTail:
         self._secrets = secrets
         self._lines: deque[str] = deque(maxlen=_STDERR_LINES)
         self._done = threading.Event()
-        threading.Thread(target=self._pump, name=f"mcp-stderr {label}", daemon=True).start()
+        # A bare thread (like a daemon one, it does not hold up interpreter exit): `threading.Thread.start()`
+        # would block the event loop until the new thread first runs, which on a busy machine delays start-up.
+        _thread.start_new_thread(self._pump, ())
 
     def close_writer(self) -> None:
         """Drop our copy of the pipe's write end once the child has its own (so EOF means it exited)."""
