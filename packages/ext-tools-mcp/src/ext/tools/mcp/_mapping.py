@@ -93,7 +93,11 @@ _TRUSTED = _trusted_layout(ToolResult, ("type", "name", "result", "is_error", "s
     _trusted_layout(TextResultContent, ("type", "content"))
 )
 _new = object.__new__
-_set = object.__setattr__
+# The setters of BaseModel's instance slots, called directly (cheaper than `object.__setattr__` by name).
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
@@ -112,14 +116,13 @@ def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
         is_error = result.is_error
         if _TRUSTED and type(text) is str and type(name) is str and type(is_error) is bool:
             part = _new(TextResultContent)
-            _set(part, "__dict__", {"type": "TextResultContent", "content": text})
-            _set(part, "__pydantic_fields_set__", {"content"})
-            _set(part, "__pydantic_extra__", None)
-            _set(part, "__pydantic_private__", None)
+            _set_dict(part, {"type": "TextResultContent", "content": text})
+            _set_fields_set(part, {"content"})
+            _set_extra(part, None)
+            _set_private(part, None)
             out = _new(ToolResult)
-            _set(
+            _set_dict(
                 out,
-                "__dict__",
                 {
                     "type": "ToolResult",
                     "name": name,
@@ -128,9 +131,9 @@ def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
                     "structured_content": structured,
                 },
             )
-            _set(out, "__pydantic_fields_set__", {"name", "result", "is_error", "structured_content"})
-            _set(out, "__pydantic_extra__", None)
-            _set(out, "__pydantic_private__", None)
+            _set_fields_set(out, {"name", "result", "is_error", "structured_content"})
+            _set_extra(out, None)
+            _set_private(out, None)
             return out
         parts: list[ResultContent] = [TextResultContent(content=text)]
     else:
