@@ -222,7 +222,20 @@ async def run(blocks: int, block: int, startups: int) -> None:
 PHASE_REPEATS = 2
 
 
-async def marked_phases(kind: str, count: int) -> None:
+async def _calls(fn: Callable[[], Awaitable[Any]], count: int, concurrency: int) -> None:
+    """`count` awaits of `fn()`, `concurrency` of them in flight."""
+    left = count
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await fn()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def marked_phases(kind: str, count: int, concurrency: int = 1) -> None:
     """Each side's `count` calls as a phase of its own: `os.getppid()` marks the boundaries, which
     `valgrind --tool=callgrind --dump-before=getppid` turns into one profile dump per phase."""
     import os
@@ -240,16 +253,16 @@ async def marked_phases(kind: str, count: int) -> None:
                     "raw": lambda: session.call_tool("echo", args),
                     "ext": lambda: bench.call_tool("echo", args),
                 }
+                if concurrency > 1:
+                    del sides[UNTIMED]
                 for fn in sides.values():
-                    for _ in range(20):
-                        await fn()
+                    await _calls(fn, max(20, 2 * concurrency), concurrency)
                 order = []
                 for _ in range(PHASE_REPEATS):
                     for name, fn in sides.items():
                         os.getppid()
                         order.append(name)
-                        for _ in range(count):
-                            await fn()
+                        await _calls(fn, count, concurrency)
                 os.getppid()
     print("PHASES", "|".join(order), flush=True)
 
@@ -316,14 +329,15 @@ def _dump_totals(argv: list[str]) -> tuple[list[str], list[int]]:
     return order, totals[1 : 1 + len(order)]
 
 
-def instructions(kind: str, count: int) -> str:
+def instructions(kind: str, count: int, concurrency: int = 1) -> str:
     """Client instructions per call of each side, from a callgrind run of `marked_phases` (servers untraced)."""
-    order, totals = _dump_totals(["--phases", kind, "--iterations", str(count)])
+    order, totals = _dump_totals(["--phases", kind, "--iterations", str(count), "--concurrency", str(concurrency)])
     per_call: dict[str, float] = {}
     for name, total in zip(order, totals, strict=True):
         per_call[name] = min(per_call.get(name, float("inf")), total / count)
     raw = per_call["raw"]
-    return f"{kind:<6} instructions per call (client, min of {PHASE_REPEATS} phases of {count}): " + ", ".join(
+    label = f"{kind} c={concurrency}"
+    return f"{label:<10} instructions per call (client, min of {PHASE_REPEATS} phases of {count}): " + ", ".join(
         f"{name} {value / 1e3:,.0f}k ({100 * (value / raw - 1):+.1f} %)" for name, value in per_call.items()
     )
 
@@ -356,16 +370,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--serve", choices=["stdio", "http"], help=argparse.SUPPRESS)
     parser.add_argument("--phases", choices=["stdio", "http"], help=argparse.SUPPRESS)
     parser.add_argument("--phases-startup", choices=["stdio", "http"], help=argparse.SUPPRESS)
+    parser.add_argument("--concurrency", type=int, default=1, help=argparse.SUPPRESS)  # --phases
     args = parser.parse_args(argv)
     if args.serve:
         serve(args.serve)
     elif args.phases:
-        asyncio.run(marked_phases(args.phases, args.iterations))
+        asyncio.run(marked_phases(args.phases, args.iterations, args.concurrency))
     elif args.phases_startup:
         asyncio.run(marked_startups(args.phases_startup, args.iterations))
     elif args.callgrind:
         print(instructions("stdio", 100))
         print(instructions("http", 30))
+        print(instructions("stdio", 320, CONCURRENCY))
         print(startup_instructions("stdio", 6))
         print(startup_instructions("http", 6))
     else:
