@@ -152,7 +152,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
             region_name=region,
             connect_timeout=config.timeout,
             read_timeout=config.timeout,
-            retries={"total_max_attempts": 1, "mode": "standard"},
+            retries={"total_max_attempts": 1, "mode": "legacy"},
             max_pool_connections=config.max_pool_connections,
         )
         self._client: Any = None
@@ -206,7 +206,9 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
 
     async def _create(self, request: ChatRequest) -> CreateResult:
         body = self._body(request)
-        runtime = await self._runtime()
+        runtime = self._client
+        if runtime is None or self._client_loop is not asyncio.get_running_loop():
+            runtime = await self._runtime()
         response = await runtime.invoke_model(
             modelId=request.model, body=body, contentType=_CONTENT_TYPE, accept=_CONTENT_TYPE
         )
