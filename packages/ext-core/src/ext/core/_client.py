@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import Any, Literal, NoReturn, Protocol, Union, runtime_checkable
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -124,18 +124,17 @@ class EventStream:
             except StopAsyncIteration:
                 return self.result()
             except Exception as exc:
-                translated = self.translated(exc)
-                if translated is exc:
-                    raise
-                raise translated from exc
+                self.reraise(exc)
             item = handle(event)
             if item is not None:
                 return item
 
-    def translated(self, exc: Exception) -> BaseException:
-        if self.translate_error is None:
-            return exc
-        return self.translate_error(exc) or exc
+    def reraise(self, exc: Exception) -> NoReturn:
+        """Raise what reading `events` raised, translated when `translate_error` gives something else."""
+        translated = self.translate_error(exc) if self.translate_error is not None else None
+        if translated is None or translated is exc:
+            raise exc
+        raise translated from exc
 
 
 _message_adapter: TypeAdapter[LLMMessage] | None = None
@@ -524,10 +523,7 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
                     except StopAsyncIteration:
                         break
                     except Exception as exc:
-                        translated = source.translated(exc)
-                        if translated is exc:
-                            raise
-                        raise translated from exc
+                        source.reraise(exc)
                     chunk = handle(event)
                     if chunk is not None:
                         yield chunk

@@ -166,6 +166,14 @@ class McpWorkbench(Workbench):
         await self.start()
         return self
 
+    async def _listed(self) -> Connection:
+        """The live connection, its tools listed (the SDK checks call results against their output schemas).
+        Call sites test the fast case inline and await this only when something is missing."""
+        conn = await self._connect()
+        if not conn.tools_listed:
+            await conn.tools()
+        return conn
+
     async def _connect(self) -> Connection:
         conn = self._conn
         if conn is not None and conn.alive and conn.loop is asyncio.get_running_loop():
@@ -242,10 +250,8 @@ class McpWorkbench(Workbench):
             # The plain call (no timeout, token or overrides): what `Workbench.call_tool` and `_call_tool`
             # do for it, in this one frame around the SDK's call.
             conn = self._conn
-            if conn is None or not conn.alive or conn.loop is not asyncio.get_running_loop():
-                conn = await self._connect()
-            if not conn.tools_listed:
-                await conn.tools()
+            if conn is None or not conn.alive or conn.loop is not asyncio.get_running_loop() or not conn.tools_listed:
+                conn = await self._listed()
             session = conn.session
             assert session is not None  # set before the connection is alive
             try:
@@ -297,10 +303,8 @@ class McpWorkbench(Workbench):
     ) -> ToolResult:
         # The path of calls with a timeout, token or overrides (plain calls stay in `call_tool`).
         conn = self._conn
-        if conn is None or not conn.alive or conn.loop is not asyncio.get_running_loop():
-            conn = await self._connect()
-        if not conn.tools_listed:
-            await conn.tools()
+        if conn is None or not conn.alive or conn.loop is not asyncio.get_running_loop() or not conn.tools_listed:
+            conn = await self._listed()
         session = conn.session
         assert session is not None  # set before the connection is alive
         read_timeout = self._read_timeout
