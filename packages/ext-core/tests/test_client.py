@@ -119,6 +119,27 @@ async def test_create_and_usage_accounting() -> None:
     assert client.requests[1].messages[0] == UserMessage(content="dict form")
 
 
+async def test_total_usage_sums_every_call_across_the_batched_summing() -> None:
+    # Usages are summed in batches (every 64 calls, and whenever total_usage() asks): the total must be exact
+    # before, at and after a batch boundary, with the optional counts None until some call reports them.
+    usages = [
+        RequestUsage(prompt_tokens=i, completion_tokens=2 * i, cached_tokens=1 if i % 3 == 0 else None)
+        for i in range(1, 151)
+    ]
+    client = Fake([CreateResult(finish_reason="stop", content="hi", usage=u) for u in usages])
+    await client.create(USER)
+    assert client.total_usage() == RequestUsage(prompt_tokens=1, completion_tokens=2)
+    for n in range(2, 151):
+        await client.create(USER)
+        if n in (63, 64, 65, 128, 150):
+            expected = RequestUsage(
+                prompt_tokens=n * (n + 1) // 2, completion_tokens=n * (n + 1), cached_tokens=n // 3 if n >= 3 else None
+            )
+            assert client.total_usage() == expected, n
+    assert client.actual_usage() == usages[-1]
+    assert client.total_usage().reasoning_tokens is None
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

@@ -21,7 +21,7 @@ from ._component import Component, ConfigT, validate_config
 from ._errors import ClientClosedError, ConfigurationError, ExtError, UnsupportedOptionError
 from ._image import Image
 from ._mapping import check_tool_name, estimate_tokens, normalize_parameters, parse_json_output
-from ._messages import CreateResult, LLMMessage, RequestUsage, StreamChunk, UserMessage
+from ._messages import LLM_MESSAGE_TYPES, CreateResult, LLMMessage, RequestUsage, StreamChunk, UserMessage
 from ._model_info import KNOWN_MODELS, ModelInfo, ModelTable, resolve_model_info
 from ._options import ChatOptions
 from ._retry import RetryPolicy
@@ -154,6 +154,9 @@ def _coerce_messages(messages: Sequence[Any]) -> list[LLMMessage]:
         raise ConfigurationError("messages must not be empty")
     out: list[LLMMessage] = []
     for i, message in enumerate(messages):
+        if type(message) in _MESSAGE_CLASSES:
+            out.append(message)
+            continue
         if isinstance(message, BaseModel) and getattr(message, "type", None) in _MESSAGE_TYPES:
             out.append(message)  # type: ignore[arg-type]
             continue
@@ -173,6 +176,8 @@ def _coerce_messages(messages: Sequence[Any]) -> list[LLMMessage]:
 
 
 _MESSAGE_TYPES = frozenset({"SystemMessage", "UserMessage", "AssistantMessage", "FunctionExecutionResultMessage"})
+# The message classes themselves: an exact type check is the common case's whole test.
+_MESSAGE_CLASSES = frozenset(LLM_MESSAGE_TYPES)
 
 
 def tool_schema_of(tool: Tool | ToolSchema | Mapping[str, Any]) -> ToolSchema:
@@ -294,6 +299,9 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         self._no_options = ChatOptions()
         self._actual_usage = RequestUsage()
         self._total_usage = RequestUsage()
+        # Usages not yet added into `_total_usage`: summed when `total_usage()` asks (or every 64 calls), so a
+        # call appends one reference instead of building a RequestUsage.
+        self._unsummed: list[RequestUsage] = []
         self._closed = False
 
     # --- the provider's part ---------------------------------------------------------------------
@@ -566,9 +574,27 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         if request.json_output and isinstance(result.content, str):
             parsed = parse_json_output(result.content, request.json_output, finish_reason=result.finish_reason)
             result = result.model_copy(update={"parsed": parsed})
-        self._actual_usage = result.usage
-        self._total_usage = self._total_usage + result.usage
+        usage = self._actual_usage = result.usage
+        unsummed = self._unsummed
+        unsummed.append(usage)
+        if len(unsummed) >= 64:
+            self._sum_usage()
         return result
+
+    def _sum_usage(self) -> None:
+        # `RequestUsage.__add__` per usage, in plain ints (one RequestUsage at the end, not one per usage).
+        total = self._total_usage
+        prompt, completion = total.prompt_tokens, total.completion_tokens
+        cached, reasoning = total.cached_tokens, total.reasoning_tokens
+        for usage in self._unsummed:
+            prompt += usage.prompt_tokens
+            completion += usage.completion_tokens
+            if usage.cached_tokens is not None:
+                cached = (cached or 0) + usage.cached_tokens
+            if usage.reasoning_tokens is not None:
+                reasoning = (reasoning or 0) + usage.reasoning_tokens
+        self._unsummed.clear()
+        self._total_usage = RequestUsage.of(prompt, completion, cached, reasoning)
 
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         """Tokens the messages and tools take. The base gives a provider-free estimate (see `estimate_tokens`)."""
@@ -598,6 +624,8 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
 
     def total_usage(self) -> RequestUsage:
         """Usage of every completed call since the client was made."""
+        if self._unsummed:
+            self._sum_usage()
         return self._total_usage
 
     async def close(self) -> None:

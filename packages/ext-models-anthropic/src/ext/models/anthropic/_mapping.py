@@ -541,8 +541,8 @@ def map_response(message: Any) -> CreateResult:
             block = content[0]
             if type(block) is dict and block.get("type") == "text" and type(block.get("text")) is str:
                 # The most common reply, as JSON: one text block.
-                usage = map_usage(message.get("usage"))
-                return _result([block["text"]], [], [], message.get("stop_reason"), usage)
+                reason = normalize_finish_reason(message.get("stop_reason"))
+                return CreateResult.of(reason, block["text"], map_usage(message.get("usage")), None, [])
     texts: list[str] = []
     calls: list[FunctionCall] = []
     reasoning: list[ReasoningBlock] = []

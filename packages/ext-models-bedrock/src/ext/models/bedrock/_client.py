@@ -215,8 +215,10 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
         stream = response["body"]
         try:
             raw = await stream.read()
-        finally:
+        except BaseException:
+            # A body read in full has already gone back to the pool; one cut short (error, cancel) is closed.
             stream.close()
+            raise
         return map_response(json.loads(raw))
 
     async def _open_events(self, request: ChatRequest) -> EventStream:
