@@ -26,7 +26,16 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from _harness import Row, StreamResult, compare, import_time, measure_interleaved, measure_stream, print_table
+from _harness import (
+    Row,
+    StreamResult,
+    compare,
+    import_time,
+    measure_interleaved,
+    measure_stream,
+    median_ci,
+    print_table,
+)
 
 STREAM_CHUNKS = 500
 """Chunks in the streamed reply of every chat bench."""
@@ -69,6 +78,11 @@ async def loopback_servers(code: str, *args: str) -> AsyncIterator[list[int]]:
 _BLOCK = {1: 25, 64: 256}
 """Ops per side per interleaved block, by concurrency."""
 
+_MIN_BLOCKS = {1: 2, 64: 64}
+"""Blocks at least, by concurrency. With 64 in flight one block's CPU ratio scatters by +-20 % (how the
+client's and the server's turns on the cores fall), so it takes some 60 blocks to pin the median to about
++-2 % (an A/A run of raw against itself with 20 blocks gave 0.98-1.02)."""
+
 
 async def compare_creates(sides: ChatSides, *, iterations: int, rounds: int) -> None:
     rows: list[Row] = []
@@ -76,7 +90,8 @@ async def compare_creates(sides: ChatSides, *, iterations: int, rounds: int) -> 
     for concurrency in (1, 64):
         case = "create" if concurrency == 1 else "create x64"
         block = _BLOCK[concurrency]
-        blocks = max(2, rounds * iterations // block)
+        blocks = max(_MIN_BLOCKS[concurrency], rounds * iterations // block)
+        blocks += blocks % 2  # even: each side goes first equally often
         (raw, ext), (_, cpu_ratios) = await measure_interleaved(
             [("raw", sides.raw_call), ("ext", sides.ext_call)],
             blocks=blocks,
@@ -86,9 +101,11 @@ async def compare_creates(sides: ChatSides, *, iterations: int, rounds: int) -> 
         )
         rows += [Row(case, raw), Row(case, ext, baseline=raw)]
         ratios = compare(raw, ext)
+        lo, hi = median_ci(cpu_ratios)
         notes.append(
             f"{case}: {blocks} interleaved blocks of {block} calls a side, ext/raw: p50 {ratios.p50:.3f}, "
-            f"CPU/op {statistics.median(cpu_ratios):.3f} (median of the blocks), ops/s {ratios.ops_per_s:.3f}"
+            f"CPU/op {statistics.median(cpu_ratios):.3f} (median of the blocks, 95 % CI {lo:.3f}-{hi:.3f}), "
+            f"ops/s {ratios.ops_per_s:.3f}"
         )
     print_table(rows)
     print("\n".join(notes))

@@ -56,6 +56,29 @@ def percentile(data: Sequence[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+def median_ci(data: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """A distribution-free confidence interval for the median: the order statistics ``x(j)`` and
+    ``x(n+1-j)`` (1-based) with the largest ``j`` whose binomial coverage is at least ``confidence``. With too
+    few values for any such ``j`` (fewer than 6 at 95 %), the whole range."""
+    if not data:
+        raise ValueError("median_ci of empty data")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    ordered = sorted(data)
+    n = len(ordered)
+    tail = 0.0  # P(Binomial(n, 1/2) <= j - 1)
+    j = 0
+    while j < n // 2:
+        tail_next = tail + math.comb(n, j) / 2**n
+        if 2 * tail_next > 1 - confidence:
+            break
+        tail = tail_next
+        j += 1
+    if j == 0:
+        return ordered[0], ordered[-1]
+    return ordered[j - 1], ordered[n - j]
+
+
 @dataclass(frozen=True)
 class Result:
     """Timings of one implementation; latencies are per op in nanoseconds."""

@@ -33,6 +33,7 @@ from ._errors import (
     UnsupportedOptionError,
 )
 from ._image import Image
+from ._json import json_dumps_compact, json_loads
 from ._mapping import (
     SystemPolicy,
     arguments_to_json,
@@ -191,6 +192,8 @@ __all__ = [
     "check_tool_name",
     "dump_messages",
     "estimate_tokens",
+    "json_dumps_compact",
+    "json_loads",
     "generic_classifier",
     "load_component",
     "load_messages",

@@ -7,7 +7,6 @@ builds the SDK client from the configuration and runs one request. The SDK's own
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -31,6 +30,7 @@ from ext.core import (
     ToolSchema,
     config_from_arguments,
     estimate_tokens,
+    json_loads,
     resolve_secret,
 )
 
@@ -133,7 +133,7 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
         response = await self._raw_messages.create(
             model=request.model, max_tokens=max_tokens, messages=messages, extra_body=rest
         )
-        return map_response(json.loads(response.http_response.content))
+        return map_response(json_loads(response.http_response.content))
 
     async def _open_events(self, request: ChatRequest) -> EventStream:
         max_tokens, messages, rest = self._body(request)

@@ -10,16 +10,17 @@ SDK's `APIStatusError` with the event's body, as the SDK does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import anthropic
 import httpx2
 
+from ext.core import json_loads
+
 __all__ = ["sse_json_events"]
 
-_loads = json.loads
+_loads = json_loads
 
 
 def _event(block: bytes) -> tuple[bytes | None, list[bytes]]:

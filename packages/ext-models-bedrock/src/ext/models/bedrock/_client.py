@@ -9,7 +9,6 @@ URL), AWS credentials and the botocore client. botocore's own retries are off: e
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -38,6 +37,8 @@ from ext.core import (
     ToolSchema,
     config_from_arguments,
     estimate_tokens,
+    json_dumps_compact,
+    json_loads,
 )
 from ext.models.anthropic import (
     AnthropicMessagesClient,
@@ -59,7 +60,6 @@ BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 """The `anthropic_version` of every InvokeModel body for Anthropic models."""
 
 _CONTENT_TYPE = "application/json"
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _secret(value: SecretStr | None) -> str | None:
@@ -202,7 +202,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
     def _body(self, request: ChatRequest) -> bytes:
         body = map_request(request, self.info_for(request.model), self._wire)
         body["anthropic_version"] = BEDROCK_ANTHROPIC_VERSION
-        return _encode(body).encode()
+        return json_dumps_compact(body)
 
     async def _create(self, request: ChatRequest) -> CreateResult:
         body = self._body(request)
@@ -219,7 +219,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
             # A body read in full has already gone back to the pool; one cut short (error, cancel) is closed.
             stream.close()
             raise
-        return map_response(json.loads(raw))
+        return map_response(json_loads(raw))
 
     async def _open_events(self, request: ChatRequest) -> EventStream:
         body = self._body(request)
@@ -254,7 +254,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
             return EventStream(decoded, state.handle, state.result, close, translate)
 
         on_payload = state.handle
-        loads = json.loads
+        loads = json_loads
 
         def on_event(event: Any) -> StreamChunk | None:
             chunk = event.get("chunk")

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import struct
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import botocore.exceptions
+
+from ext.core import json_loads
 
 __all__ = ["OPERATION", "anthropic_events"]
 
@@ -32,7 +33,7 @@ OPERATION = "InvokeModelWithResponseStream"
 _PRELUDE = struct.Struct(">III")
 _U32 = struct.Struct(">I")
 _crc32 = binascii.crc32
-_loads = json.loads
+_loads = json_loads
 _b64decode = base64.b64decode
 
 # Header value types: fixed sizes (after the type byte) and the length-prefixed ones.
