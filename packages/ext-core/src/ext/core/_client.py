@@ -148,7 +148,7 @@ def _validate_message(data: Mapping[str, Any]) -> LLMMessage:
 
 
 def _coerce_messages(messages: Sequence[Any]) -> list[LLMMessage]:
-    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+    if type(messages) is not list and (isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence)):
         raise ConfigurationError(f"messages must be a list of messages, got {type(messages).__name__}")
     if not messages:
         raise ConfigurationError("messages must not be empty")
@@ -395,7 +395,9 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
                 f"model {model!r} does not support function calling; pass model_info={{'function_calling': True}} "
                 "if it does"
             )
-        choice = self._tool_choice(tool_choice, names)
+        choice = (
+            tool_choice if type(tool_choice) is str and tool_choice == "auto" else self._tool_choice(tool_choice, names)
+        )
 
         if json_output is None or json_output is False:
             json_mode: bool | type[BaseModel] = False
