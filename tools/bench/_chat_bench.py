@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -29,6 +30,7 @@ from typing import Any
 from _harness import (
     Row,
     StreamResult,
+    callgrind_phase_totals,
     compare,
     import_time,
     measure_interleaved,
@@ -143,8 +145,50 @@ async def compare_streams(sides: ChatSides, *, rounds: int, runs: int = 5) -> No
     )
 
 
+_PHASES: int | None = None
+"""Set by `--phases N` (the child of `--callgrind`): `compare_chat` marks phases of N creates instead."""
+
+_PHASE_REPEATS = 3
+
+
+async def marked_phases(sides: ChatSides, count: int) -> None:
+    """`count` sequential creates a side as one phase, three times each side in turn, each phase between two
+    `os.getppid()` marks (see `_harness.callgrind_phase_totals`)."""
+    import os
+
+    calls = {"raw": sides.raw_call, "ext": sides.ext_call}
+    for fn in calls.values():
+        for _ in range(40):
+            await fn()
+    order: list[str] = []
+    for _ in range(_PHASE_REPEATS):
+        for name, fn in calls.items():
+            os.getppid()
+            order.append(name)
+            for _ in range(count):
+                await fn()
+    os.getppid()
+    print("PHASES " + "|".join(order), flush=True)
+
+
+def instructions(script: str, count: int) -> str:
+    """Client instructions per sequential create of each side, from a callgrind run of `marked_phases`."""
+    order, totals = callgrind_phase_totals(script, ["--phases", str(count)])
+    per_call: dict[str, float] = {}
+    for name, total in zip(order, totals, strict=True):
+        per_call[name] = min(per_call.get(name, float("inf")), total / count)
+    raw, ext = per_call["raw"], per_call["ext"]
+    return (
+        f"create instructions per call (client, min of {_PHASE_REPEATS} phases of {count}): raw {raw / 1e3:,.0f}k, "
+        f"ext {ext / 1e3:,.0f}k ({ext / 1e3 - raw / 1e3:+,.0f}k, {100 * (ext / raw - 1):+.1f} %)"
+    )
+
+
 async def compare_chat(sides: ChatSides, *, iterations: int, rounds: int) -> None:
-    """The create and stream cases, printed."""
+    """The create and stream cases, printed (or, under `--phases`, the marked phases only)."""
+    if _PHASES is not None:
+        await marked_phases(sides, _PHASES)
+        return
     await compare_creates(sides, iterations=iterations, rounds=rounds)
     await compare_streams(sides, rounds=rounds)
 
@@ -152,6 +196,8 @@ async def compare_chat(sides: ChatSides, *, iterations: int, rounds: int) -> Non
 def compare_imports(sdk: str, client: str, *, also: Sequence[tuple[str, str]] = (), runs: int = 9) -> None:
     """Cold import of the SDK and of ext's client module (bytecode caches warm, as after pip install), and
     what the client adds on top of the SDK; `also` adds (label, module) lines."""
+    if _PHASES is not None:
+        return
     sdk_s = import_time(sdk, runs=runs)
     client_s = import_time(client, runs=runs)
     on_top = import_time(client, runs=runs, after=[sdk])
@@ -165,6 +211,17 @@ def chat_main(run: Callable[[int, int], Coroutine[Any, Any, None]], doc: str | N
     parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="instead: client instructions per sequential create, raw and ext, under valgrind (about a minute)",
+    )
+    parser.add_argument("--phases", type=int, help=argparse.SUPPRESS)  # the child of --callgrind
     args = parser.parse_args(argv)
+    if args.callgrind:
+        print(instructions(os.path.abspath(sys.argv[0]), 60))
+        return 0
+    global _PHASES
+    _PHASES = args.phases
     asyncio.run(run(args.iterations, args.rounds))
     return 0

@@ -221,6 +221,41 @@ async def measure_interleaved(
     return results, ratios
 
 
+def callgrind_phase_totals(script: str, argv: Sequence[str]) -> tuple[list[str], list[int]]:
+    """Run ``script`` with ``argv`` (a marking mode of a bench) under ``valgrind --tool=callgrind``: the phase
+    names it prints (``PHASES a|b|...``) and the instruction total of each phase.
+
+    The script marks each phase boundary with ``os.getppid()``, which ``--dump-before=getppid`` turns into one
+    profile dump per phase. Child processes (the loopback servers) are not traced. Instruction counts do not
+    drift with the machine's load, so they show what a change costs where wall and CPU time cannot."""
+    import re
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--dump-before=getppid",
+                f"--callgrind-out-file={tmp}/cg.%p",
+                sys.executable,
+                script,
+                *argv,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        order = out.split("PHASES ", 1)[1].strip().split("|")
+        dumps = sorted(Path(tmp).glob("cg.*.*"), key=lambda f: int(f.name.rsplit(".", 1)[1]))
+        totals = [
+            int(m.group(1)) for f in dumps if (m := re.search(r"^(?:totals|summary): (\d+)", f.read_text(), re.M))
+        ]
+    # Dump 1 is everything before the first mark; then one per phase.
+    return order, totals[1 : 1 + len(order)]
+
+
 @dataclass(frozen=True)
 class StreamResult:
     """Per-run time to first item and item throughput of a stream."""

@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 # Script-dir import: `python tools/bench/bench_mcp.py` puts tools/bench on sys.path.
-from _harness import Result, Row, compare, measure_interleaved, print_table
+from _harness import Result, Row, callgrind_phase_totals, compare, measure_interleaved, print_table
 
 CONCURRENCY = 32
 READ_TIMEOUT = 30.0  # McpWorkbench's default request timeout (StdioServerParams / StreamableHttpServerParams)
@@ -299,39 +299,11 @@ async def marked_startups(kind: str, count: int) -> None:
     print("PHASES", "|".join(["-"] * 4 + order), flush=True)
 
 
-def _dump_totals(argv: list[str]) -> tuple[list[str], list[int]]:
-    """Run `argv` (this script in a marking mode) under callgrind: its phase names and per-dump totals."""
-    import re
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--dump-before=getppid",
-                f"--callgrind-out-file={tmp}/cg.%p",
-                sys.executable,
-                __file__,
-                *argv,
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        order = out.split("PHASES ", 1)[1].strip().split("|")
-        dumps = sorted(Path(tmp).glob("cg.*.*"), key=lambda f: int(f.name.rsplit(".", 1)[1]))
-        totals = [
-            int(m.group(1)) for f in dumps if (m := re.search(r"^(?:totals|summary): (\d+)", f.read_text(), re.M))
-        ]
-    # Dump 1 is everything before the first mark; then one per phase.
-    return order, totals[1 : 1 + len(order)]
-
-
 def instructions(kind: str, count: int, concurrency: int = 1) -> str:
     """Client instructions per call of each side, from a callgrind run of `marked_phases` (servers untraced)."""
-    order, totals = _dump_totals(["--phases", kind, "--iterations", str(count), "--concurrency", str(concurrency)])
+    order, totals = callgrind_phase_totals(
+        __file__, ["--phases", kind, "--iterations", str(count), "--concurrency", str(concurrency)]
+    )
     per_call: dict[str, float] = {}
     for name, total in zip(order, totals, strict=True):
         per_call[name] = min(per_call.get(name, float("inf")), total / count)
@@ -344,7 +316,7 @@ def instructions(kind: str, count: int, concurrency: int = 1) -> str:
 
 def startup_instructions(kind: str, count: int) -> str:
     """Client instructions per start-up of each side (median of `count`), from `marked_startups`."""
-    order, totals = _dump_totals(["--phases-startup", kind, "--iterations", str(count)])
+    order, totals = callgrind_phase_totals(__file__, ["--phases-startup", kind, "--iterations", str(count)])
     runs: dict[str, list[int]] = {"raw": [], "ext": []}
     for name, total in zip(order, totals, strict=True):
         if name in runs:
