@@ -30,7 +30,7 @@ from typing import Any
 from _harness import (
     Row,
     StreamResult,
-    callgrind_phase_totals,
+    callgrind_per_op,
     compare,
     import_time,
     measure_interleaved,
@@ -173,10 +173,7 @@ async def marked_phases(sides: ChatSides, count: int) -> None:
 
 def instructions(script: str, count: int) -> str:
     """Client instructions per sequential create of each side, from a callgrind run of `marked_phases`."""
-    order, totals = callgrind_phase_totals(script, ["--phases", str(count)])
-    per_call: dict[str, float] = {}
-    for name, total in zip(order, totals, strict=True):
-        per_call[name] = min(per_call.get(name, float("inf")), total / count)
+    per_call = callgrind_per_op(script, ["--phases", str(count)], count)
     raw, ext = per_call["raw"], per_call["ext"]
     return (
         f"create instructions per call (client, min of {_PHASE_REPEATS} phases of {count}): raw {raw / 1e3:,.0f}k, "

@@ -256,6 +256,15 @@ def callgrind_phase_totals(script: str, argv: Sequence[str]) -> tuple[list[str],
     return order, totals[1 : 1 + len(order)]
 
 
+def callgrind_per_op(script: str, argv: Sequence[str], ops: int) -> dict[str, float]:
+    """Instructions per op of each phase name (the least over its repeats), from `callgrind_phase_totals`
+    for a marking mode that runs ``ops`` ops a phase."""
+    per_op: dict[str, float] = {}
+    for name, total in zip(*callgrind_phase_totals(script, argv), strict=True):
+        per_op[name] = min(per_op.get(name, math.inf), total / ops)
+    return per_op
+
+
 @dataclass(frozen=True)
 class StreamResult:
     """Per-run time to first item and item throughput of a stream."""

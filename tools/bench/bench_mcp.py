@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 # Script-dir import: `python tools/bench/bench_mcp.py` puts tools/bench on sys.path.
-from _harness import Result, Row, callgrind_phase_totals, compare, measure_interleaved, print_table
+from _harness import Result, Row, callgrind_per_op, callgrind_phase_totals, compare, measure_interleaved, print_table
 
 CONCURRENCY = 32
 READ_TIMEOUT = 30.0  # McpWorkbench's default request timeout (StdioServerParams / StreamableHttpServerParams)
@@ -301,12 +301,8 @@ async def marked_startups(kind: str, count: int) -> None:
 
 def instructions(kind: str, count: int, concurrency: int = 1) -> str:
     """Client instructions per call of each side, from a callgrind run of `marked_phases` (servers untraced)."""
-    order, totals = callgrind_phase_totals(
-        __file__, ["--phases", kind, "--iterations", str(count), "--concurrency", str(concurrency)]
-    )
-    per_call: dict[str, float] = {}
-    for name, total in zip(order, totals, strict=True):
-        per_call[name] = min(per_call.get(name, float("inf")), total / count)
+    argv = ["--phases", kind, "--iterations", str(count), "--concurrency", str(concurrency)]
+    per_call = callgrind_per_op(__file__, argv, count)
     raw = per_call["raw"]
     label = f"{kind} c={concurrency}"
     return f"{label:<10} instructions per call (client, min of {PHASE_REPEATS} phases of {count}): " + ", ".join(

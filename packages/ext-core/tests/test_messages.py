@@ -118,3 +118,28 @@ def test_trusted_constructors_equal_validated_models() -> None:
 def test_usage_sum_keeps_unknown_counts_unknown() -> None:
     total = RequestUsage(prompt_tokens=1, completion_tokens=2) + RequestUsage.of(3, 4, 5, None)
     assert total == RequestUsage(prompt_tokens=4, completion_tokens=6, cached_tokens=5, reasoning_tokens=None)
+
+
+def test_request_usage_sum_keeps_optional_counts_none_until_reported() -> None:
+    from ext.core import RequestUsage
+
+    a = RequestUsage(prompt_tokens=3, completion_tokens=2)
+    b = RequestUsage(prompt_tokens=1, completion_tokens=1, cached_tokens=4)
+    c = RequestUsage(prompt_tokens=5, completion_tokens=0, reasoning_tokens=7)
+    assert RequestUsage.sum([]) == RequestUsage()
+    assert RequestUsage.sum([a, a]) == RequestUsage(prompt_tokens=6, completion_tokens=4)
+    assert RequestUsage.sum([a, b, c]) == RequestUsage(
+        prompt_tokens=9, completion_tokens=3, cached_tokens=4, reasoning_tokens=7
+    )
+    assert a + b == RequestUsage.sum([a, b])
+
+
+def test_trusted_model_equals_the_validated_model() -> None:
+    from ext.core import FunctionCall, trusted_model
+
+    built = trusted_model(FunctionCall, {"id": "c1", "name": "add", "arguments": "{}"}, {"id", "name", "arguments"})
+    validated = FunctionCall(id="c1", name="add", arguments="{}")
+    assert built == validated
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.model_dump() == validated.model_dump()
+    assert built.model_dump_json() == validated.model_dump_json()

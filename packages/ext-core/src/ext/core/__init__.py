@@ -60,6 +60,7 @@ from ._messages import (
     UserMessage,
     dump_messages,
     load_messages,
+    trusted_model,
 )
 from ._model_info import (
     DEFAULT_MODEL_INFO,
@@ -194,6 +195,7 @@ __all__ = [
     "estimate_tokens",
     "json_dumps_compact",
     "json_loads",
+    "trusted_model",
     "generic_classifier",
     "load_component",
     "load_messages",

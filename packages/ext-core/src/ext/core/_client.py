@@ -584,19 +584,8 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         return result
 
     def _sum_usage(self) -> None:
-        # `RequestUsage.__add__` per usage, in plain ints (one RequestUsage at the end, not one per usage).
-        total = self._total_usage
-        prompt, completion = total.prompt_tokens, total.completion_tokens
-        cached, reasoning = total.cached_tokens, total.reasoning_tokens
-        for usage in self._unsummed:
-            prompt += usage.prompt_tokens
-            completion += usage.completion_tokens
-            if usage.cached_tokens is not None:
-                cached = (cached or 0) + usage.cached_tokens
-            if usage.reasoning_tokens is not None:
-                reasoning = (reasoning or 0) + usage.reasoning_tokens
+        self._total_usage = RequestUsage.sum([self._total_usage, *self._unsummed])
         self._unsummed.clear()
-        self._total_usage = RequestUsage.of(prompt, completion, cached, reasoning)
 
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         """Tokens the messages and tools take. The base gives a provider-free estimate (see `estimate_tokens`)."""

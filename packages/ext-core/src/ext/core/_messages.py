@@ -6,6 +6,7 @@ Every message has a `type` field, so a mixed list round-trips through JSON with
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -32,9 +33,14 @@ _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _M = TypeVar("_M", bound=BaseModel)
 
 
-def _trusted(obj: _M, values: dict[str, Any], given: set[str]) -> _M:
+def trusted_model(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
+    """An instance of `cls` filled in as validation would fill it, without validating: `values` must hold every
+    field with a value of its type (defaults included), and `fields_set` the fields given explicitly. For a
+    provider's hot path whose values already have their types (what `model_construct` does, without its
+    per-field Python loop); `cls` must be a plain model (no validators, extras or private attributes)."""
+    obj = _new(cls)
     _set_dict(obj, values)
-    _set_fields_set(obj, given)
+    _set_fields_set(obj, fields_set)
     _set_extra(obj, None)
     _set_private(obj, None)
     return obj
@@ -52,7 +58,7 @@ class FunctionCall(BaseModel):
     @classmethod
     def of(cls, id: str, name: str, arguments: str) -> FunctionCall:
         """Trusted construction (no validation): for provider mappings whose values are already `str`."""
-        return _trusted(_new(cls), {"id": id, "name": name, "arguments": arguments}, {"id", "name", "arguments"})
+        return trusted_model(cls, {"id": id, "name": name, "arguments": arguments}, {"id", "name", "arguments"})
 
 
 class ReasoningBlock(BaseModel):
@@ -180,21 +186,26 @@ class RequestUsage(BaseModel):
             "cached_tokens": cached_tokens,
             "reasoning_tokens": reasoning_tokens,
         }
-        return _trusted(_new(cls), values, {"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"})
+        return trusted_model(cls, values, {"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"})
 
     def __add__(self, other: RequestUsage) -> RequestUsage:
-        return RequestUsage.of(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            _add_optional(self.cached_tokens, other.cached_tokens),
-            _add_optional(self.reasoning_tokens, other.reasoning_tokens),
-        )
+        return RequestUsage.sum((self, other))
 
-
-def _add_optional(a: int | None, b: int | None) -> int | None:
-    if a is None and b is None:
-        return None
-    return (a or 0) + (b or 0)
+    @classmethod
+    def sum(cls, usages: Iterable[RequestUsage]) -> RequestUsage:
+        """The usages added up, in plain ints with one RequestUsage at the end. An optional count stays None
+        only while every usage has it None."""
+        prompt = completion = 0
+        cached: int | None = None
+        reasoning: int | None = None
+        for usage in usages:
+            prompt += usage.prompt_tokens
+            completion += usage.completion_tokens
+            if usage.cached_tokens is not None:
+                cached = (cached or 0) + usage.cached_tokens
+            if usage.reasoning_tokens is not None:
+                reasoning = (reasoning or 0) + usage.reasoning_tokens
+        return RequestUsage.of(prompt, completion, cached, reasoning)
 
 
 class CreateResult(BaseModel):
@@ -236,7 +247,7 @@ class CreateResult(BaseModel):
             "reasoning": reasoning if reasoning is not None else [],
             "parsed": None,
         }
-        return _trusted(_new(cls), values, {"finish_reason", "content", "usage", "thought", "reasoning"})
+        return trusted_model(cls, values, {"finish_reason", "content", "usage", "thought", "reasoning"})
 
     def to_assistant_message(self, source: str = "assistant") -> AssistantMessage:
         """The assistant message to append to the history for the next turn (reasoning included)."""
@@ -255,7 +266,7 @@ class StreamChunk(BaseModel):
     @classmethod
     def of(cls, content: str = "", thought: str = "") -> StreamChunk:
         """Trusted construction (no validation), for a provider's stream loop: one chunk per token."""
-        # `_trusted` written out: this runs once per token.
+        # `trusted_model` written out: this runs once per token.
         chunk = _new(cls)
         _set_dict(chunk, {"type": "StreamChunk", "content": content, "thought": thought})
         _set_fields_set(chunk, {"content"} if not thought else {"content", "thought"})

@@ -30,6 +30,7 @@ from ext.core import (
     ToolSchema,
     UserMessage,
     normalize_parameters,
+    trusted_model,
 )
 
 # --- tools ----------------------------------------------------------------------------------------
@@ -92,12 +93,6 @@ def _trusted_layout(cls: type[BaseModel], fields: tuple[str, ...]) -> bool:
 _TRUSTED = _trusted_layout(ToolResult, ("type", "name", "result", "is_error", "structured_content")) and (
     _trusted_layout(TextResultContent, ("type", "content"))
 )
-_new = object.__new__
-# The setters of BaseModel's instance slots, called directly (cheaper than `object.__setattr__` by name).
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
@@ -115,26 +110,15 @@ def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
         text = blocks[0].text
         is_error = result.is_error
         if _TRUSTED and type(text) is str and type(name) is str and type(is_error) is bool:
-            part = _new(TextResultContent)
-            _set_dict(part, {"type": "TextResultContent", "content": text})
-            _set_fields_set(part, {"content"})
-            _set_extra(part, None)
-            _set_private(part, None)
-            out = _new(ToolResult)
-            _set_dict(
-                out,
-                {
-                    "type": "ToolResult",
-                    "name": name,
-                    "result": [part],
-                    "is_error": is_error,
-                    "structured_content": structured,
-                },
-            )
-            _set_fields_set(out, {"name", "result", "is_error", "structured_content"})
-            _set_extra(out, None)
-            _set_private(out, None)
-            return out
+            part = trusted_model(TextResultContent, {"type": "TextResultContent", "content": text}, {"content"})
+            values = {
+                "type": "ToolResult",
+                "name": name,
+                "result": [part],
+                "is_error": is_error,
+                "structured_content": structured,
+            }
+            return trusted_model(ToolResult, values, {"name", "result", "is_error", "structured_content"})
         parts: list[ResultContent] = [TextResultContent(content=text)]
     else:
         parts = [result_content(block) for block in blocks]
