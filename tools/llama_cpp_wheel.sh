@@ -31,8 +31,9 @@ while kill -0 "$builder" 2>/dev/null; do
   sleep 30 &
   wait $! || true
   [ -f "$tmp/rc" ] && break
-  done_files=$(grep -c "Building C" "$log" 2>/dev/null || true)
-  echo "  llama-cpp-python build: $((SECONDS - start)) s, $done_files files compiled" >&2
+  # ninja prints "[N/M] command" per step.
+  step=$(grep -o '^ *\[[0-9]*/[0-9]*\]' "$log" 2>/dev/null | tail -n 1 | tr -d ' []' || true)
+  echo "  llama-cpp-python build: $((SECONDS - start)) s, step ${step:-(configuring)}" >&2
 done
 wait "$builder" || true
 rc=$(cat "$tmp/rc" 2>/dev/null || echo 1)
