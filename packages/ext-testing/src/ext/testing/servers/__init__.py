@@ -25,6 +25,7 @@ from ext.testing.servers._base import (
 from ext.testing.servers.anthropic import AnthropicServer
 from ext.testing.servers.bedrock import BedrockServer
 from ext.testing.servers.openai import OpenAIServer
+from ext.testing.servers.ollama import OllamaServer
 
 __all__ = [
     "AnthropicServer",
@@ -36,6 +37,7 @@ __all__ = [
     "NeutralRequest",
     "NeutralToolResult",
     "OpenAIServer",
+    "OllamaServer",
     "RecordedRequest",
     "Reply",
     "Response",
