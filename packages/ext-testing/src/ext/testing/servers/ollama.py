@@ -79,7 +79,9 @@ class OllamaServer(LoopbackServer):
     ``{"error": "..."}`` with Ollama's statuses; a chat for a model not in ``models`` (when given) is a 404
     ``model "x" not found, try pulling it first`` before any script item is used, and so is ``Fault("not_found")``.
     Also served: ``GET /api/tags``, ``POST /api/show``, ``GET /api/version`` and ``GET /`` (``Ollama is running``).
-    ``Reply.thought_signature`` has no Ollama field and is not sent.
+    ``Reply.thought_signature`` has no Ollama field and is not sent. Ollama itself has no auth; with
+    ``require_headers`` the server acts as the authenticating proxy a remote Ollama sits behind: a request without
+    those exact header values gets 401 ``{"error": "unauthorized"}``.
     """
 
     def __init__(
@@ -88,12 +90,14 @@ class OllamaServer(LoopbackServer):
         models: Sequence[str] | None = None,
         capabilities: Mapping[str, Sequence[str]] | None = None,
         context_length: int = 131072,
+        require_headers: Mapping[str, str] | None = None,
         default: ScriptItem | None = None,
         record: bool = True,
     ) -> None:
         self.models = [_full_name(m) for m in models] if models is not None else None
         self.capabilities = {_full_name(k): list(v) for k, v in (capabilities or {}).items()}
         self.context_length = context_length
+        self.require_headers = dict(require_headers or {})
         super().__init__(default=default, record=record)
 
     def routes(self) -> Sequence[Route]:
@@ -112,6 +116,9 @@ class OllamaServer(LoopbackServer):
         return self.models is None or _full_name(model) in self.models
 
     def _tags(self, request: RecordedRequest) -> Response:
+        denied = self._unauthorized(request)
+        if denied is not None:
+            return denied
         entries = [
             {
                 "name": name,
@@ -137,6 +144,9 @@ class OllamaServer(LoopbackServer):
         }
 
     def _show(self, request: RecordedRequest) -> Response:
+        denied = self._unauthorized(request)
+        if denied is not None:
+            return denied
         body = request.json if isinstance(request.json, dict) else {}
         model = body.get("model") or body.get("name")
         if not isinstance(model, str) or not model:
@@ -159,7 +169,16 @@ class OllamaServer(LoopbackServer):
 
     # -- protocol hooks ------------------------------------------------------------------------------------------
 
+    def _unauthorized(self, request: RecordedRequest) -> Response | None:
+        for name, value in self.require_headers.items():
+            if request.headers.get(name) != value:
+                return json_response({"error": "unauthorized"}, 401)
+        return None
+
     def check(self, request: RecordedRequest) -> Response | None:
+        denied = self._unauthorized(request)
+        if denied is not None:
+            return denied
         body = request.json
         if not isinstance(body, dict):
             return json_response({"error": "invalid character looking for beginning of value"}, 400)
