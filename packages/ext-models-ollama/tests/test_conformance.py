@@ -33,8 +33,17 @@ class TestOllamaConformance(ChatClientConformance):
     connection_error = OllamaConnectionError
     timeout_error = OllamaTimeoutError
     secret = SECRET
-    features = frozenset({"vision", "json_mode", "structured_output", "parallel_tool_calls", "tool_choice_none",
-                          "thought", "model_id_on_wire"})
+    features = frozenset(
+        {
+            "vision",
+            "json_mode",
+            "structured_output",
+            "parallel_tool_calls",
+            "tool_choice_none",
+            "thought",
+            "model_id_on_wire",
+        }
+    )
 
     def make_server(self) -> LoopbackServer:
         return OllamaServer(require_headers={"authorization": f"Bearer {SECRET}"})

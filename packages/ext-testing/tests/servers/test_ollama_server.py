@@ -11,7 +11,7 @@ import pytest
 ollama = pytest.importorskip("ollama", reason="install ollama (hatch env ext-testing has it)")
 
 from ext.testing.script import Fault, Reply, ToolCallSpec  # noqa: E402
-from ext.testing.servers import Response
+from ext.testing.servers import Response, StreamResponse, ndjson_frame  # noqa: E402
 from ext.testing.servers.ollama import OllamaServer, model_not_found_message  # noqa: E402
 
 MODEL = "llama3.2"
@@ -40,6 +40,7 @@ async def test_chat_json_reply(server: OllamaServer, client: Any) -> None:
     assert (response.prompt_eval_count, response.eval_count) == (12, 3)
     (request,) = server.requests
     assert request.path == "/api/chat"
+    assert isinstance(request.json, dict)
     assert request.json["stream"] is False and request.json["think"] is True
     assert server.decode(request).last_user_text == "Hi"
 
@@ -94,7 +95,9 @@ async def test_decode_pairs_tool_results_with_calls_by_position(server: OllamaSe
     results = [r for m in wire.messages for r in m.tool_results]
     assert [r.call_id for r in results] == [c.call_id for c in assistant.tool_calls]
     assert [r.content for r in results] == ["3", "12"]
-    assert [m["tool_name"] for m in server.requests[0].json["messages"][2:]] == ["add", "mul"]
+    sent = server.requests[0].json
+    assert isinstance(sent, dict)
+    assert [m["tool_name"] for m in sent["messages"][2:]] == ["add", "mul"]
 
 
 async def test_format_options_and_images_decode(server: OllamaServer, client: Any) -> None:
@@ -163,8 +166,6 @@ async def test_malformed_body_and_stream_error_line(server: OllamaServer, client
     with pytest.raises(ValueError):
         await client.chat(model=MODEL, messages=MESSAGES)
     # Ollama reports an error met mid-stream as a JSON line with an "error" key (status 200).
-    from ext.testing.servers import StreamResponse, ndjson_frame
-
     server.enqueue(StreamResponse([ndjson_frame({"error": "an error was encountered while running the model"})]))
     with pytest.raises(ollama.ResponseError, match="while running the model"):
         async for _ in await client.chat(model=MODEL, messages=MESSAGES, stream=True):

@@ -1,8 +1,8 @@
 """Ollama chat completion client for ext, on the ollama SDK.
 
-    from ext.models.ollama import OllamaChatCompletionClient
+from ext.models.ollama import OllamaChatCompletionClient
 
-    client = OllamaChatCompletionClient("llama3.2")  # host from OLLAMA_HOST, else http://localhost:11434
+client = OllamaChatCompletionClient("llama3.2")  # host from OLLAMA_HOST, else http://localhost:11434
 """
 
 from __future__ import annotations

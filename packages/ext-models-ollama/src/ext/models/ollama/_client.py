@@ -15,7 +15,7 @@ import logging
 import os
 import platform
 import urllib.parse
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ClassVar, NoReturn
 
@@ -264,7 +264,7 @@ class OllamaChatCompletionClient(BaseChatCompletionClient):
 
         return EventStream(parts, state.handle, state.result, close, translate)
 
-    async def _parts(self, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+    async def _parts(self, response: httpx.Response) -> AsyncGenerator[dict[str, Any], None]:
         """The NDJSON lines of a streamed reply, parsed. A line with `error` raises `OllamaResponseError`."""
         pending = b""
         async for data in response.aiter_bytes():

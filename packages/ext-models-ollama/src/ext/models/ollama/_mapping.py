@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ext.core import (
+    KNOWN_MODELS,
     AssistantMessage,
     ChatRequest,
     ConfigurationError,
@@ -21,7 +22,6 @@ from ext.core import (
     FunctionCall,
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
-    KNOWN_MODELS,
     LLMMessage,
     ModelRule,
     RequestUsage,
@@ -55,19 +55,39 @@ __all__ = [
 OLLAMA_MODELS = KNOWN_MODELS.extend(
     [
         ModelRule.of("", structured_output=True, family="unknown", context_window=4096),
-        ModelRule.of("llama3.2-vision", vision=True, function_calling=False, structured_output=True, family="llama-3",
-                     context_window=131_072),
+        ModelRule.of(
+            "llama3.2-vision",
+            vision=True,
+            function_calling=False,
+            structured_output=True,
+            family="llama-3",
+            context_window=131_072,
+        ),
         ModelRule.of("llama3", structured_output=True, family="llama-3", context_window=131_072),
-        ModelRule.of("llava", vision=True, function_calling=False, structured_output=True, family="llava",
-                     context_window=4096),
-        ModelRule.of("gemma3", vision=True, function_calling=False, structured_output=True, family="gemma",
-                     context_window=131_072),
+        ModelRule.of(
+            "llava", vision=True, function_calling=False, structured_output=True, family="llava", context_window=4096
+        ),
+        ModelRule.of(
+            "gemma3",
+            vision=True,
+            function_calling=False,
+            structured_output=True,
+            family="gemma",
+            context_window=131_072,
+        ),
         ModelRule.of("qwen3", structured_output=True, family="qwen3", context_window=40_960, reasoning=True),
-        ModelRule.of("qwen2.5vl", vision=True, function_calling=False, structured_output=True, family="qwen",
-                     context_window=128_000),
+        ModelRule.of(
+            "qwen2.5vl",
+            vision=True,
+            function_calling=False,
+            structured_output=True,
+            family="qwen",
+            context_window=128_000,
+        ),
         ModelRule.of("qwen", structured_output=True, family="qwen", context_window=32_768),
-        ModelRule.of("deepseek-r1", structured_output=True, family="deepseek-r1", context_window=131_072,
-                     reasoning=True),
+        ModelRule.of(
+            "deepseek-r1", structured_output=True, family="deepseek-r1", context_window=131_072, reasoning=True
+        ),
         ModelRule.of("gpt-oss", structured_output=True, family="gpt-oss", context_window=131_072, reasoning=True),
         ModelRule.of("mistral-small3", vision=True, structured_output=True, family="mistral", context_window=131_072),
         ModelRule.of("mistral", structured_output=True, family="mistral", context_window=32_768),
@@ -108,7 +128,9 @@ def _tool_call(call: FunctionCall, where: str) -> dict[str, Any]:
     return {"id": call.id, "function": {"name": call.name, "arguments": arguments}}
 
 
-def _ordered_results(results: list[FunctionExecutionResult], calls: Sequence[FunctionCall]) -> list[FunctionExecutionResult]:
+def _ordered_results(
+    results: list[FunctionExecutionResult], calls: Sequence[FunctionCall]
+) -> list[FunctionExecutionResult]:
     """Results in the order of the calls they answer: Ollama pairs `tool` messages with calls by position."""
     if len(results) < 2 or not calls:
         return results
@@ -151,7 +173,12 @@ def map_messages(messages: Sequence[LLMMessage]) -> list[dict[str, Any]]:
         elif isinstance(message, FunctionExecutionResultMessage):
             for result in _ordered_results(message.content, calls):
                 out.append(
-                    {"role": "tool", "content": result.content, "tool_name": result.name, "tool_call_id": result.call_id}
+                    {
+                        "role": "tool",
+                        "content": result.content,
+                        "tool_name": result.name,
+                        "tool_call_id": result.call_id,
+                    }
                 )
         else:  # pragma: no cover - the base validates message types
             raise ConfigurationError(f"messages[{i}]: unsupported message type {type(message).__name__}")
@@ -234,13 +261,13 @@ def _calls(raw: Sequence[Any]) -> list[FunctionCall]:
     out: list[FunctionCall] = []
     for call in raw:
         function = call.get("function") or {}
-        out.append(FunctionCall.of(new_call_id(), str(function.get("name", "")), arguments_to_json(function.get("arguments"))))
+        out.append(
+            FunctionCall.of(new_call_id(), str(function.get("name", "")), arguments_to_json(function.get("arguments")))
+        )
     return out
 
 
-def _result(
-    text: str, thinking: str | None, calls: list[FunctionCall], data: Mapping[str, Any]
-) -> CreateResult:
+def _result(text: str, thinking: str | None, calls: list[FunctionCall], data: Mapping[str, Any]) -> CreateResult:
     usage = RequestUsage.of(int(data.get("prompt_eval_count") or 0), int(data.get("eval_count") or 0))
     finish = normalize_finish_reason(data.get("done_reason"), has_tool_calls=bool(calls))
     if calls:

@@ -24,8 +24,8 @@ from ext.testing.servers._base import (
 )
 from ext.testing.servers.anthropic import AnthropicServer
 from ext.testing.servers.bedrock import BedrockServer
-from ext.testing.servers.openai import OpenAIServer
 from ext.testing.servers.ollama import OllamaServer
+from ext.testing.servers.openai import OpenAIServer
 
 __all__ = [
     "AnthropicServer",
