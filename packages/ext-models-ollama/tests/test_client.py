@@ -21,7 +21,6 @@ from ext.core import (
     FunctionCall,
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
-    FunctionTool,
     Image,
     LLMMessage,
     RetryPolicy,
@@ -42,31 +41,13 @@ from ext.models.ollama import (
     OllamaResponseError,
     parse_host,
 )
+from ext.testing.conformance import ADD, MULTIPLY, PNG_1PX
 from ext.testing.script import Fault, Reply, ToolCallSpec
 from ext.testing.servers import Response, StreamResponse, ndjson_frame
 from ext.testing.servers.ollama import OllamaServer
 
 MODEL = "llama3.2"
 HELLO: list[LLMMessage] = [UserMessage(content="Hi")]
-PNG_1PX = bytes.fromhex(
-    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63f8cfc0f01f0005000201"
-    "8f2b3f5a0000000049454e44ae426082"
-)
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
-
-
-ADD = FunctionTool(add)
-MULTIPLY = FunctionTool(multiply)
-
 # A schema the ollama SDK's Tool model would flatten: nested objects, arrays of objects, enums, required.
 BOOKING_SCHEMA: dict[str, Any] = {
     "type": "object",

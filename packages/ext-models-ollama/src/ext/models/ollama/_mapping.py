@@ -205,26 +205,27 @@ def check_tool_choice(request: ChatRequest) -> None:
         )
 
 
+_OPTION_NAMES = (
+    ("temperature", "temperature"),
+    ("top_p", "top_p"),
+    ("top_k", "top_k"),
+    ("max_tokens", "num_predict"),
+    ("stop_sequences", "stop"),
+    ("seed", "seed"),
+    ("frequency_penalty", "frequency_penalty"),
+    ("presence_penalty", "presence_penalty"),
+)
+"""`ChatOptions` fields and the Ollama options they set (every field but `model_id`, which picks the model)."""
+
+
 def map_options(request: ChatRequest, settings: OllamaWireSettings) -> dict[str, Any]:
     """Ollama's `options`: the client's Ollama options, then the call's `ChatOptions` over them."""
     options = dict(settings.options)
-    o = request.options
-    if o.temperature is not None:
-        options["temperature"] = o.temperature
-    if o.top_p is not None:
-        options["top_p"] = o.top_p
-    if o.top_k is not None:
-        options["top_k"] = o.top_k
-    if o.max_tokens is not None:
-        options["num_predict"] = o.max_tokens
-    if o.stop_sequences is not None:
-        options["stop"] = list(o.stop_sequences)
-    if o.seed is not None:
-        options["seed"] = o.seed
-    if o.frequency_penalty is not None:
-        options["frequency_penalty"] = o.frequency_penalty
-    if o.presence_penalty is not None:
-        options["presence_penalty"] = o.presence_penalty
+    given = request.options
+    for field_name, option in _OPTION_NAMES:
+        value = getattr(given, field_name)
+        if value is not None:
+            options[option] = list(value) if option == "stop" else value
     return options
 
 
