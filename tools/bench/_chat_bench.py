@@ -110,7 +110,8 @@ async def compare_creates(sides: ChatSides, *, iterations: int, rounds: int) -> 
         raw, ext = results[0], results[1]
         rows += [Row(case, raw), Row(case, ext, baseline=raw)]
         rows += [Row(case, other, baseline=raw) for other in results[2:]]
-        for label, result, cpu_ratios in zip(("ext/raw", "A/A raw/raw"), results[1:], block_ratios[1:]):
+        labels = ("ext/raw", "A/A raw/raw")[: len(results) - 1]
+        for label, result, cpu_ratios in zip(labels, results[1:], block_ratios[1:], strict=True):
             ratios = compare(raw, result)
             lo, hi = median_ci(cpu_ratios)
             notes.append(

@@ -10,7 +10,7 @@ NDJSON stream (chunks/s after the first, time to first chunk, CPU per chunk), an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 # Script-dir import: `python tools/bench/bench_ollama.py` puts tools/bench on sys.path.
@@ -71,7 +71,8 @@ async def run(iterations: int, rounds: int) -> None:
         sides = ChatSides(raw_call, ext_call, raw_parts, ext_chunks, raw_control=control_call)
         await compare_chat(sides, iterations=iterations, rounds=rounds)
         for sdk in (raw, raw_control, raw_stream_sdk):
-            await sdk.close()
+            close: Callable[[], Awaitable[None]] = sdk.close  # untyped in the SDK
+            await close()
         for client in (ours, ours_stream):
             await client.close()
 

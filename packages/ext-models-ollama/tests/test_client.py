@@ -613,6 +613,9 @@ async def test_malformed_replies_are_clear_errors(server: OllamaServer, client: 
     server.enqueue(StreamResponse([ndjson_frame({"model": MODEL, "message": {"content": "hi"}}), b"{oops\n"]))
     with pytest.raises(OllamaResponseError, match="not Ollama's JSON"):
         await collect(client, HELLO)
+    server.enqueue(StreamResponse([b"[1, 2]\n"]))
+    with pytest.raises(OllamaResponseError, match="a JSON list, not an object"):
+        await collect(client, HELLO)
     server.enqueue(StreamResponse([ndjson_frame({"error": "an error was encountered while running the model"})]))
     with pytest.raises(OllamaResponseError, match="while running the model"):
         await collect(client, HELLO)

@@ -277,17 +277,18 @@ class OllamaChatCompletionClient(BaseChatCompletionClient):
                 lines = data.split(b"\n")
                 pending = lines.pop()
             for line in lines:
-                if not line.strip():
-                    continue
-                part = json_loads(line)
-                if "error" in part:
-                    raise OllamaResponseError(str(part["error"]), -1, host=self._host, headers=response.headers)
-                yield part
+                if line.strip():
+                    yield self._part(line, response)
         if pending.strip():
-            part = json_loads(pending)
-            if "error" in part:
-                raise OllamaResponseError(str(part["error"]), -1, host=self._host, headers=response.headers)
-            yield part
+            yield self._part(pending, response)
+
+    def _part(self, line: bytes, response: httpx.Response) -> dict[str, Any]:
+        part = json_loads(line)
+        if type(part) is not dict:
+            raise ValueError(f"a line of the stream is a JSON {type(part).__name__}, not an object")
+        if "error" in part:
+            raise OllamaResponseError(str(part["error"]), -1, host=self._host, headers=response.headers)
+        return part
 
     # --- errors ------------------------------------------------------------------------------------
 
