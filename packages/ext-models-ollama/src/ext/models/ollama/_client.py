@@ -10,6 +10,7 @@ line. Errors are the SDK's types (see `_errors`).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -88,6 +89,7 @@ def parse_host(host: str | None) -> str:
     return f"{scheme}://{name}:{port}/{path}" if path else f"{scheme}://{name}:{port}"
 
 
+@functools.lru_cache(maxsize=1)
 def _user_agent() -> str:
     try:
         sdk = version("ollama")
