@@ -24,6 +24,7 @@ from ext.testing.servers._base import (
 )
 from ext.testing.servers.anthropic import AnthropicServer
 from ext.testing.servers.bedrock import BedrockServer
+from ext.testing.servers.ollama import OllamaServer
 from ext.testing.servers.openai import OpenAIServer
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "NeutralRequest",
     "NeutralToolResult",
     "OpenAIServer",
+    "OllamaServer",
     "RecordedRequest",
     "Reply",
     "Response",
