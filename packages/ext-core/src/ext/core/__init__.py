@@ -3,6 +3,14 @@
 from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
+from ._chat_completions import (
+    CHAT_TOOL_ERROR_PREFIX,
+    chat_messages,
+    chat_response_format,
+    chat_tool_choice,
+    chat_tools,
+    strict_schema,
+)
 from ._client import (
     BaseChatCompletionClient,
     ChatCompletionClient,
@@ -108,6 +116,12 @@ from ._workbench import (
 )
 
 __all__ = [
+    "CHAT_TOOL_ERROR_PREFIX",
+    "chat_messages",
+    "chat_response_format",
+    "chat_tool_choice",
+    "chat_tools",
+    "strict_schema",
     "merge_default_options",
     "validate_config",
     "config_from_arguments",

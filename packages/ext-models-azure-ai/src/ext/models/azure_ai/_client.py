@@ -1,0 +1,233 @@
+"""`AzureAIChatCompletionClient` on azure-ai-inference's async `ChatCompletionsClient`.
+
+ext-core's base does validation, options merging, retries, cancellation and output parsing; this module builds
+the SDK client from the configuration and runs one request. The SDK's own retries are off (`retry_total=0`):
+core retries with backoff and Retry-After, so a retry is never doubled.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Union
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, SecretStr
+
+from ext.core import (
+    BaseChatCompletionClient,
+    ChatOptions,
+    ChatRequest,
+    ConfigurationError,
+    CreateResult,
+    EventStream,
+    ModelInfo,
+    RetryPolicy,
+    config_from_arguments,
+    merge_default_options,
+    resolve_secret,
+)
+
+from ._config import AzureAIClientConfig
+from ._mapping import StreamState, WireSettings, map_request, map_response, map_stream_update, split_extra_args
+from ._models import AZURE_AI_MODELS
+from ._retry import classify_azure_error
+
+if TYPE_CHECKING:
+    from azure.core.credentials import AzureKeyCredential
+    from azure.core.credentials_async import AsyncTokenCredential
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AzureAIChatCompletionClient", "Credential"]
+
+Credential = Union[str, SecretStr, "AzureKeyCredential", "AsyncTokenCredential"]
+"""A key (string, `SecretStr` or `AzureKeyCredential`) or an async token credential (`azure.identity.aio`)."""
+
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _default_options(config: AzureAIClientConfig) -> ChatOptions | None:
+    return merge_default_options(
+        config.default_options,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        max_tokens=config.max_tokens,
+        frequency_penalty=config.frequency_penalty,
+        presence_penalty=config.presence_penalty,
+        seed=config.seed,
+        stop_sequences=config.stop,
+    )
+
+
+def _is_token_credential(credential: object) -> bool:
+    return inspect.iscoroutinefunction(getattr(credential, "get_token", None))
+
+
+class AzureAIChatCompletionClient(BaseChatCompletionClient):
+    """A chat client for models deployed on Azure AI Foundry (the Azure AI Model Inference API).
+
+    `credential` is a key (a string, `SecretStr` or `azure.core.credentials.AzureKeyCredential`; the SDK sends
+    it as both `api-key` and `Authorization: Bearer`) or an async token credential (anything with an async
+    `get_token`, e.g. `azure.identity.aio.DefaultAzureCredential`). Without one, the key is read from the
+    environment variable named by `api_key_env` (AZURE_AI_API_KEY). See the package README for every option.
+    """
+
+    provider_name = "azure_ai"
+    model_table = AZURE_AI_MODELS
+    component_config_schema: ClassVar[type[BaseModel]] = AzureAIClientConfig
+    component_provider_override: ClassVar[str | None] = "ext.models.azure_ai.AzureAIChatCompletionClient"
+    _config: AzureAIClientConfig
+
+    def __init__(
+        self,
+        *,
+        endpoint: str,
+        model: str,
+        credential: Credential | None = None,
+        api_key_env: str | None = "AZURE_AI_API_KEY",
+        api_version: str | None = None,
+        credential_scopes: Sequence[str] | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        frequency_penalty: float | None = None,
+        presence_penalty: float | None = None,
+        seed: int | None = None,
+        stop: str | Sequence[str] | None = None,
+        model_extras: Mapping[str, Any] | None = None,
+        include_usage: bool = True,
+        think_tags: bool = True,
+        model_info: ModelInfo | Mapping[str, Any] | None = None,
+        token_limit: int | None = None,
+        default_options: ChatOptions | Mapping[str, Any] | None = None,
+        retry_policy: RetryPolicy | None = None,
+        api_key: str | SecretStr | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        from azure.core.credentials import AzureKeyCredential  # deferred: importing ext stays cheap
+
+        sdk_credential: Any
+        if credential is not None and api_key is not None:
+            raise ConfigurationError(f"{owner}: pass credential or api_key, not both")
+        if credential is None or isinstance(credential, (str, SecretStr)):
+            if isinstance(credential, (str, SecretStr)):
+                api_key = credential
+            self._auth = "api_key"
+        elif isinstance(credential, AzureKeyCredential):
+            self._auth = "api_key"
+        elif _is_token_credential(credential):
+            self._auth = "token_credential"
+        else:
+            raise ConfigurationError(
+                f"{owner}: credential must be a key (str, SecretStr or AzureKeyCredential) or an async token "
+                f"credential (an object with an async get_token, e.g. azure.identity.aio), got "
+                f"{type(credential).__name__}"
+            )
+        config = config_from_arguments(AzureAIClientConfig, locals(), owner)
+        if isinstance(credential, AzureKeyCredential):
+            if not credential.key:
+                raise ConfigurationError(f"{owner}: credential: the AzureKeyCredential holds an empty key")
+            sdk_credential = credential
+        elif self._auth == "token_credential":
+            sdk_credential = credential
+        else:
+            key, _ = resolve_secret(config.api_key, config.api_key_env)
+            if key is None or not key.get_secret_value():
+                where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
+                raise ConfigurationError(
+                    f"{owner}: no credential: pass credential=<key, AzureKeyCredential or async token credential>"
+                    f"{where}"
+                )
+            sdk_credential = AzureKeyCredential(key.get_secret_value())
+
+        super().__init__(
+            model=config.model,
+            model_info=config.model_info,
+            token_limit=config.token_limit,
+            default_options=_default_options(config),
+            max_retries=config.max_retries,
+            retry_policy=retry_policy,
+        )
+        self._retry = self._retry.with_classifiers([classify_azure_error])
+        self._config = config
+        self._wire = WireSettings(
+            include_usage=config.include_usage, think_tags=config.think_tags, model_extras=config.model_extras
+        )
+
+        from azure.ai.inference.aio import ChatCompletionsClient
+
+        options: dict[str, Any] = {
+            "retry_total": 0,
+            "connection_timeout": config.timeout,
+            "read_timeout": config.timeout,
+        }
+        if config.api_version is not None:
+            options["api_version"] = config.api_version
+        if config.credential_scopes is not None:
+            options["credential_scopes"] = list(config.credential_scopes)
+        self._sdk = ChatCompletionsClient(config.endpoint, sdk_credential, **options)
+        # azure-core refuses bearer tokens over plain http; a loopback endpoint keeps them on this machine.
+        split = urlsplit(config.endpoint)
+        self._call_options: dict[str, Any] = (
+            {"enforce_https": False}
+            if self._auth == "token_credential" and split.scheme == "http" and split.hostname in _LOOPBACK_HOSTS
+            else {}
+        )
+
+    # --- the provider's part ---------------------------------------------------------------------
+
+    def _check_request(self, request: ChatRequest) -> None:
+        if request.extra:
+            split_extra_args(request.extra)
+
+    async def _create(self, request: ChatRequest) -> CreateResult:
+        kwargs = map_request(request, self.info_for(request.model), self._wire)
+        completion = await self._sdk.complete(**kwargs, **self._call_options)
+        return map_response(completion, self._wire)
+
+    async def _open_events(self, request: ChatRequest) -> EventStream:
+        kwargs = map_request(request, self.info_for(request.model), self._wire, stream=True)
+        stream = await self._sdk.complete(**kwargs, **self._call_options)
+        state = StreamState(self._wire)
+
+        def handle(update: Any) -> Any:
+            return map_stream_update(update, state)
+
+        # Closing the response before its end closes the connection, so the server sees the client go away.
+        return EventStream(events=stream, handle=handle, result=state.result, close=stream.aclose)
+
+    async def _close(self) -> None:
+        await self._sdk.close()
+
+    # --- public ----------------------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        return self._config.endpoint
+
+    @property
+    def api_version(self) -> str | None:
+        """The API version given; None means the SDK's default (2024-05-01-preview in azure-ai-inference 1.0.0b9)."""
+        return self._config.api_version
+
+    @property
+    def auth_method(self) -> str:
+        """`api_key` (a key or `AzureKeyCredential`) or `token_credential`."""
+        return self._auth
+
+    # --- components ------------------------------------------------------------------------------
+
+    def _to_config(self) -> BaseModel:
+        # The key never goes into a dump; a loaded client reads it from api_key_env.
+        return self._config.model_copy(update={"api_key": None})
+
+    @classmethod
+    def _from_config(cls, config: AzureAIClientConfig) -> AzureAIChatCompletionClient:
+        return cls(**config.model_dump())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(endpoint={self.endpoint!r}, model={self.model!r})"
