@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from azure.core.credentials import AccessToken, AzureKeyCredential
+from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import (
     HttpResponseError,
     ServiceRequestError,
@@ -15,6 +15,7 @@ from azure.core.exceptions import (
 from ext.core import ChatCompletionClient
 from ext.models.azure_ai import AzureAIChatCompletionClient
 from ext.testing.conformance import ChatClientConformance
+from ext.testing.credentials import StaticTokenCredential
 from ext.testing.servers import AzureAIServer, LoopbackServer
 
 SECRET = "azure-ai-conformance-secret-0000"
@@ -32,21 +33,6 @@ FEATURES = frozenset(
         "content_filter",
     }
 )
-
-
-class StaticTokenCredential:
-    """The smallest async token credential: what azure.identity.aio's credentials look like to the SDK."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self.calls: list[tuple[str, ...]] = []
-
-    async def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
-        self.calls.append(scopes)
-        return AccessToken(self.token, 4102444800)
-
-    async def close(self) -> None:
-        pass
 
 
 class _AzureAIErrors(ChatClientConformance):

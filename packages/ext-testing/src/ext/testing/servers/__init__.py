@@ -23,9 +23,9 @@ from ext.testing.servers._base import (
     sse_frame,
 )
 from ext.testing.servers.anthropic import AnthropicServer
+from ext.testing.servers.azure_ai import AzureAIServer
 from ext.testing.servers.bedrock import BedrockServer
 from ext.testing.servers.openai import OpenAIServer
-from ext.testing.servers.azure_ai import AzureAIServer
 
 __all__ = [
     "AzureAIServer",

@@ -80,7 +80,8 @@ class AzureAIServer(OpenAIServer):
 
     Extra parameters: body fields outside :data:`AZURE_AI_CHAT_PARAMETERS` are refused with 422 unless the request
     carries ``extra-parameters: pass-through`` (kept, so ``stream_options.include_usage`` then adds the usage chunk)
-    or ``drop`` (removed from ``request.json`` before the reply is rendered; ``request.body`` keeps the bytes sent); ``error`` refuses them as the default does.
+    or ``drop`` (removed from ``request.json`` before the reply is rendered; ``request.body`` keeps the bytes
+    sent); ``error`` refuses them as the default does.
 
     ``reasoning`` says how ``Reply.thought`` is sent: ``reasoning_content`` (a message / delta field) or
     ``think_tags`` (``<think>...</think>`` before the answer in the content, as DeepSeek-R1 on Azure does).
@@ -147,7 +148,9 @@ class AzureAIServer(OpenAIServer):
         return json_response(_azure_error("401", message, 401), 401, self._request_id_headers())
 
     def _extra_failure(self, request: RecordedRequest) -> Response | None:
-        body: dict[str, Any] = request.json
+        body = request.json
+        if not isinstance(body, dict):
+            return None
         extra = [key for key in body if key not in AZURE_AI_CHAT_PARAMETERS]
         if not extra:
             return None
