@@ -26,7 +26,7 @@ from ext.core import (
 from ext.models.azure_ai import AzureAIChatCompletionClient, classify_azure_error
 from ext.testing.credentials import StaticTokenCredential
 from ext.testing.script import Fault, Reply, ToolCallSpec
-from ext.testing.servers import AzureAIServer, RecordedRequest
+from ext.testing.servers import AzureAIServer, RecordedRequest, StreamResponse, sse_frame
 
 KEY = "azure-ai-test-key-0123456789"
 HELLO = [UserMessage(content="Hi")]
@@ -535,3 +535,42 @@ def test_aiohttp_is_declared() -> None:
     sdk_requires = importlib.metadata.requires("azure-ai-inference") or []
     assert not any(r.startswith("aiohttp") and "extra" not in r for r in sdk_requires)
     import aiohttp  # noqa: F401
+
+
+async def test_a_stream_cut_short_is_a_connection_error(server: AzureAIServer, client: Any) -> None:
+    frames = [
+        sse_frame(
+            {"id": "1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "par"}}]}
+        ),
+    ]
+    server.enqueue(StreamResponse(frames))
+    seen: list[str] = []
+    with pytest.raises(ConnectionError, match="ended before its last event"):
+        async for item in client.create_stream(HELLO):
+            if isinstance(item, StreamChunk):
+                seen.append(item.content)
+    assert seen == ["par"]
+
+
+async def test_a_stream_dropped_mid_body_raises_the_transport_error(server: AzureAIServer, client: Any) -> None:
+    from azure.core.exceptions import AzureError
+
+    server.enqueue(Fault("drop_mid_body"))
+    with pytest.raises((AzureError, ConnectionError)):
+        async for _ in client.create_stream(HELLO):
+            pass
+
+
+async def test_sse_comments_and_crlf_line_ends_are_read(server: AzureAIServer, client: Any) -> None:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": "1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    frames = [
+        b": keep-alive\r\n\r\n",
+        sse_frame(chunk({"content": "a"})).replace(b"\n", b"\r\n"),
+        sse_frame(chunk({"content": "b"}, "stop")),
+        b"data: [DONE]\n\n",
+    ]
+    server.enqueue(StreamResponse(frames))
+    _, result = await _collect(client.create_stream(HELLO))
+    assert (result.content, result.finish_reason) == ("ab", "stop")

@@ -100,6 +100,7 @@ from ._runtime import (
     check_timeout,
     message_handler,
 )
+from ._sse import sse_events
 from ._tools import BaseTool, FunctionTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
     AudioResultContent,
@@ -116,6 +117,7 @@ from ._workbench import (
 )
 
 __all__ = [
+    "sse_events",
     "CHAT_TOOL_ERROR_PREFIX",
     "chat_messages",
     "chat_response_format",

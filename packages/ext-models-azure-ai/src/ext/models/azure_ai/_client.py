@@ -24,9 +24,12 @@ from ext.core import (
     EventStream,
     ModelInfo,
     RetryPolicy,
+    StreamChunk,
     config_from_arguments,
+    json_loads,
     merge_default_options,
     resolve_secret,
+    sse_events,
 )
 
 from ._config import AzureAIClientConfig
@@ -46,6 +49,7 @@ Credential = Union[str, SecretStr, "AzureKeyCredential", "AsyncTokenCredential"]
 """A key (string, `SecretStr` or `AzureKeyCredential`) or an async token credential (`azure.identity.aio`)."""
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+_DONE = b"[DONE]"
 
 
 def _default_options(config: AzureAIClientConfig) -> ChatOptions | None:
@@ -191,14 +195,35 @@ class AzureAIChatCompletionClient(BaseChatCompletionClient):
 
     async def _open_events(self, request: ChatRequest) -> EventStream:
         kwargs = map_request(request, self.info_for(request.model), self._wire, stream=True)
-        stream = await self._sdk.complete(**kwargs, **self._call_options)
+        responses: list[Any] = []
+        # The SDK sends the request and raises for HTTP errors as usual; the body is read here, from the
+        # response azure-core hands its `raw_response_hook`: the SDK's stream would turn every event into a
+        # model object (most of its cost per token) that `map_stream_update` does not need.
+        await self._sdk.complete(**kwargs, **self._call_options, raw_response_hook=responses.append)
+        response = responses[-1].http_response
         state = StreamState(self._wire)
+        events = sse_events(response.iter_bytes())
 
-        def handle(update: Any) -> Any:
-            return map_stream_update(update, state)
+        def handle(event: tuple[bytes | None, bytes]) -> StreamChunk | None:
+            data = event[1]
+            if data == _DONE:
+                state.done = True
+                return None
+            return map_stream_update(json_loads(data), state)
 
-        # Closing the response before its end closes the connection, so the server sees the client go away.
-        return EventStream(events=stream, handle=handle, result=state.result, close=stream.aclose)
+        def result() -> CreateResult:
+            if not state.done and state.finish_reason is None:
+                raise ConnectionError(
+                    f"the stream from {self._config.endpoint} ended before its last event (no finish_reason, no [DONE])"
+                )
+            return state.result()
+
+        async def close() -> None:
+            # Closing the response before its end closes the connection, so the server sees the client go away.
+            await events.aclose()
+            await response.close()
+
+        return EventStream(events=events, handle=handle, result=result, close=close)
 
     async def _close(self) -> None:
         await self._sdk.close()

@@ -333,7 +333,7 @@ class _ToolCallParts:
 class StreamState:
     """What a stream has delivered so far; `result()` builds the final `CreateResult`."""
 
-    __slots__ = ("content", "finish_reason", "splitter", "thought", "tool_calls", "usage")
+    __slots__ = ("content", "done", "finish_reason", "splitter", "thought", "tool_calls", "usage")
 
     def __init__(self, settings: WireSettings = DEFAULT_SETTINGS) -> None:
         self.content: list[str] = []
@@ -341,6 +341,7 @@ class StreamState:
         self.tool_calls: dict[int, _ToolCallParts] = {}
         self.finish_reason: str | None = None
         self.usage: Mapping[str, Any] | None = None
+        self.done = False
         self.splitter = ThinkTagSplitter() if settings.think_tags else None
 
     def result(self) -> CreateResult:
