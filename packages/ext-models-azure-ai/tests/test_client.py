@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import json
 import logging
+import os
+import pathlib
+import re
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -71,6 +76,54 @@ async def _collect(stream: AsyncIterator[StreamChunk | CreateResult]) -> tuple[l
 
 
 # --- endpoint, credentials, api version -------------------------------------------------------------------------
+
+
+async def test_the_default_api_version_is_the_sdks(server: AzureAIServer) -> None:
+    from azure.ai.inference.aio import ChatCompletionsClient
+
+    from ext.models.azure_ai import SDK_DEFAULT_API_VERSION
+
+    server.enqueue(Reply(text="raw"))
+    async with ChatCompletionsClient(server.base_url, AzureKeyCredential(KEY), retry_total=0) as raw:
+        await raw.complete(body={"messages": [{"role": "user", "content": "Hi"}]})
+    assert server.requests[0].query_value("api-version") == SDK_DEFAULT_API_VERSION
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        (Fault("auth"), "ClientAuthenticationError"),
+        (Fault("not_found"), "ResourceNotFoundError"),
+        (Fault("bad_request", status=409), "ResourceExistsError"),
+        (Fault("bad_request"), "HttpResponseError"),
+        (Fault("rate_limit"), "HttpResponseError"),
+    ],
+)
+async def test_errors_are_the_classes_the_sdks_complete_raises(server: AzureAIServer, fault: Fault, error: str) -> None:
+    from azure.ai.inference.aio import ChatCompletionsClient
+
+    server.enqueue(fault, fault)
+    async with AzureAIChatCompletionClient(
+        endpoint=server.base_url, model="m", credential=KEY, max_retries=0
+    ) as client:
+        with pytest.raises(HttpResponseError) as ours:
+            await client.create(HELLO)
+    async with ChatCompletionsClient(server.base_url, AzureKeyCredential(KEY), retry_total=0) as raw:
+        with pytest.raises(HttpResponseError) as theirs:
+            await raw.complete(body={"messages": [{"role": "user", "content": "Hi"}]})
+    assert type(ours.value) is type(theirs.value)
+    assert type(ours.value).__name__ == error
+    assert str(ours.value) == str(theirs.value)
+    assert ours.value.status_code == theirs.value.status_code
+
+
+async def test_stream_errors_carry_the_error_body(server: AzureAIServer) -> None:
+    server.enqueue(Fault("server_error", message="the model is sad"))
+    async with AzureAIChatCompletionClient(endpoint=server.base_url, model="m", credential=KEY, max_retries=0) as c:
+        with pytest.raises(HttpResponseError, match="the model is sad") as info:
+            async for _ in c.create_stream(HELLO):
+                pass
+    assert info.value.status_code == 500
 
 
 async def test_key_string_is_sent_as_api_key_and_bearer(server: AzureAIServer, client: Any) -> None:
@@ -552,13 +605,20 @@ async def test_a_stream_cut_short_is_a_connection_error(server: AzureAIServer, c
     assert seen == ["par"]
 
 
-async def test_a_stream_dropped_mid_body_raises_the_transport_error(server: AzureAIServer, client: Any) -> None:
-    from azure.core.exceptions import AzureError
+async def test_a_stream_dropped_mid_body_raises_the_transport_error(server: AzureAIServer) -> None:
+    from azure.core.exceptions import IncompleteReadError
 
     server.enqueue(Fault("drop_mid_body"))
-    with pytest.raises((AzureError, ConnectionError)):
-        async for _ in client.create_stream(HELLO):
-            pass
+    seen: list[str] = []
+    async with AzureAIChatCompletionClient(endpoint=server.base_url, model="m", credential=KEY) as c:
+        with pytest.raises(IncompleteReadError) as info:
+            async for item in c.create_stream(HELLO):
+                if isinstance(item, StreamChunk):
+                    seen.append(item.content)
+    assert seen  # some text arrived before the connection dropped: after the first chunk nothing is retried
+    assert len(server.requests) == 1
+    decision = classify_azure_error(info.value)
+    assert decision is not None and decision.retryable  # before the first chunk it would be
 
 
 async def test_sse_comments_and_crlf_line_ends_are_read(server: AzureAIServer, client: Any) -> None:
@@ -574,3 +634,19 @@ async def test_sse_comments_and_crlf_line_ends_are_read(server: AzureAIServer, c
     server.enqueue(StreamResponse(frames))
     _, result = await _collect(client.create_stream(HELLO))
     assert (result.content, result.finish_reason) == ("ab", "stop")
+
+
+async def test_the_readme_example_runs_as_written(server: AzureAIServer) -> None:
+    readme = pathlib.Path(__file__).parent.parent / "README.md"
+    example = re.findall(r"```python\n(.*?)```", readme.read_text(), re.DOTALL)[0]
+    server.enqueue(Reply(text="4", prompt_tokens=12, completion_tokens=1), Reply(text="one two three four five"))
+    env = {**os.environ, "AZURE_AI_ENDPOINT": server.base_url + "/models", "AZURE_AI_API_KEY": KEY}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", example, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[0].startswith("4 ") and "prompt_tokens=12" in lines[0]
+    assert "CreateResult" in lines[-1] and "one two three four five" in lines[-1]
+    assert [r.path for r in server.requests] == ["/models/chat/completions"] * 2

@@ -102,7 +102,7 @@ class Out(BaseModel):
     x: int
 
 
-def test_request_kwargs() -> None:
+def test_request_body() -> None:
     info = AZURE_AI_MODELS.lookup("gpt-4o")
     request = ChatRequest(
         messages=[UserMessage(content="hi")],
@@ -110,21 +110,30 @@ def test_request_kwargs() -> None:
         options=ChatOptions(temperature=0.5, max_tokens=9, stop_sequences=["x"], top_k=4),
         json_output=Out,
         tool_choice="none",
+        extra={"seed": 1, "safe_mode": True},
     )
-    kwargs = map_request(request, info, WireSettings(model_extras={"a": 1}), stream=True)
-    response_format = kwargs.pop("response_format")
-    assert response_format.as_dict()["name"] == "Out"
-    assert kwargs == {
+    body, extras = map_request(request, info, WireSettings(model_extras={"a": 1}), stream=True)
+    assert extras is True
+    response_format = body.pop("response_format")
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["name"] == "Out"
+    assert body == {
         "messages": [{"role": "user", "content": "hi"}],
         "model": "gpt-4o",
         "temperature": 0.5,
         "max_tokens": 9,
         "stop": ["x"],
+        "seed": 1,
         "stream": True,
-        "model_extras": {"a": 1, "top_k": 4, "stream_options": {"include_usage": True}},
+        "a": 1,
+        "top_k": 4,
+        "safe_mode": True,
+        "stream_options": {"include_usage": True},
     }
     json_mode = ChatRequest(messages=[UserMessage(content="hi")], model="m", json_output=True)
-    assert map_request(json_mode, info)["response_format"] == "json_object"
+    body, extras = map_request(json_mode, info, WireSettings(include_usage=True))
+    assert body["response_format"] == {"type": "json_object"}
+    assert extras is False  # no stream, no extras: no pass-through header
 
 
 def test_the_model_table_is_valid() -> None:

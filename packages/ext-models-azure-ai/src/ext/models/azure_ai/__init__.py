@@ -6,14 +6,24 @@ client = AzureAIChatCompletionClient(endpoint="https://<resource>.services.ai.az
 """
 
 from .__about__ import __version__
-from ._client import AzureAIChatCompletionClient, Credential
+from ._client import SDK_DEFAULT_API_VERSION, AzureAIChatCompletionClient, Credential
 from ._config import AzureAIClientConfig, check_api_version
-from ._mapping import StreamState, ThinkTagSplitter, WireSettings, map_request, map_response, split_think_tags
+from ._mapping import (
+    API_FIELDS,
+    StreamState,
+    ThinkTagSplitter,
+    WireSettings,
+    map_request,
+    map_response,
+    split_think_tags,
+)
 from ._models import AZURE_AI_MODELS
 from ._retry import classify_azure_error
 
 __all__ = [
+    "API_FIELDS",
     "AZURE_AI_MODELS",
+    "SDK_DEFAULT_API_VERSION",
     "AzureAIChatCompletionClient",
     "AzureAIClientConfig",
     "Credential",

@@ -13,6 +13,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Union
 from urllib.parse import urlsplit
 
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+    ResourceNotModifiedError,
+    map_error,
+)
+from azure.core.rest import HttpRequest
 from pydantic import BaseModel, SecretStr
 
 from ext.core import (
@@ -26,6 +35,7 @@ from ext.core import (
     RetryPolicy,
     StreamChunk,
     config_from_arguments,
+    json_dumps_compact,
     json_loads,
     merge_default_options,
     resolve_secret,
@@ -43,12 +53,24 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AzureAIChatCompletionClient", "Credential"]
+__all__ = ["SDK_DEFAULT_API_VERSION", "AzureAIChatCompletionClient", "Credential"]
+
+# What `complete()` raises for these statuses (azure-ai-inference 1.0.0b9); other errors: HttpResponseError.
+_ERROR_MAP: dict[int, type[HttpResponseError]] = {
+    401: ClientAuthenticationError,
+    404: ResourceNotFoundError,
+    409: ResourceExistsError,
+    304: ResourceNotModifiedError,
+}
 
 Credential = Union[str, SecretStr, "AzureKeyCredential", "AsyncTokenCredential"]
 """A key (string, `SecretStr` or `AzureKeyCredential`) or an async token credential (`azure.identity.aio`)."""
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+SDK_DEFAULT_API_VERSION = "2024-05-01-preview"
+"""The `api-version` azure-ai-inference 1.0.0b9's `complete()` sends when none is given (a test checks it)."""
+_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+_PASS_THROUGH_HEADERS = {**_JSON_HEADERS, "extra-parameters": "pass-through"}
 _DONE = b"[DONE]"
 
 
@@ -174,6 +196,9 @@ class AzureAIChatCompletionClient(BaseChatCompletionClient):
         if config.credential_scopes is not None:
             options["credential_scopes"] = list(config.credential_scopes)
         self._sdk = ChatCompletionsClient(config.endpoint, sdk_credential, **options)
+        # The SDK's own route and parameters: `complete()` posts to {endpoint}/chat/completions?api-version=...
+        self._chat_url = config.endpoint + "/chat/completions"
+        self._params = {"api-version": config.api_version or SDK_DEFAULT_API_VERSION}
         # azure-core refuses bearer tokens over plain http; a loopback endpoint keeps them on this machine.
         split = urlsplit(config.endpoint)
         self._call_options: dict[str, Any] = (
@@ -188,19 +213,29 @@ class AzureAIChatCompletionClient(BaseChatCompletionClient):
         if request.extra:
             split_extra_args(request.extra)
 
+    async def _send(self, body: dict[str, Any], extras: bool, *, stream: bool) -> Any:
+        """POST the body through the SDK client's pipeline (auth, headers, timeouts, logging) and raise for an
+        error status as `complete()` does; the open response."""
+        headers = _PASS_THROUGH_HEADERS if extras else _JSON_HEADERS
+        http_request = HttpRequest(
+            "POST", self._chat_url, params=self._params, headers=headers, content=json_dumps_compact(body)
+        )
+        response = await self._sdk.send_request(http_request, stream=stream, **self._call_options)
+        if response.status_code != 200:
+            if stream:
+                await response.read()  # the error body, for the exception's message; closes the connection
+            map_error(status_code=response.status_code, response=response, error_map=_ERROR_MAP)
+            raise HttpResponseError(response=response)
+        return response
+
     async def _create(self, request: ChatRequest) -> CreateResult:
-        kwargs = map_request(request, self.info_for(request.model), self._wire)
-        completion = await self._sdk.complete(**kwargs, **self._call_options)
-        return map_response(completion, self._wire)
+        body, extras = map_request(request, self.info_for(request.model), self._wire)
+        response = await self._send(body, extras, stream=False)
+        return map_response(json_loads(response.content), self._wire)
 
     async def _open_events(self, request: ChatRequest) -> EventStream:
-        kwargs = map_request(request, self.info_for(request.model), self._wire, stream=True)
-        responses: list[Any] = []
-        # The SDK sends the request and raises for HTTP errors as usual; the body is read here, from the
-        # response azure-core hands its `raw_response_hook`: the SDK's stream would turn every event into a
-        # model object (most of its cost per token) that `map_stream_update` does not need.
-        await self._sdk.complete(**kwargs, **self._call_options, raw_response_hook=responses.append)
-        response = responses[-1].http_response
+        body, extras = map_request(request, self.info_for(request.model), self._wire, stream=True)
+        response = await self._send(body, extras, stream=True)
         state = StreamState(self._wire)
         events = sse_events(response.iter_bytes())
 

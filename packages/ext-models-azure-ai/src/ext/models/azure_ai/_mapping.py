@@ -1,10 +1,9 @@
 """ext types to Azure AI Inference's chat completions and back, as plain functions.
 
-Requests are the OpenAI Chat Completions shapes (built by ext-core's `chat_*` functions) passed to the SDK's
-`ChatCompletionsClient.complete(**kwargs)`; what the API does not name goes into `model_extras`, which the SDK
-sends at the body's root with `extra-parameters: pass-through`. Responses are read through the SDK models'
-mapping interface (`completion["choices"]`), which hands out the JSON as received, so nothing is converted
-twice. Nothing here touches the network.
+Requests are JSON bodies in the OpenAI Chat Completions shapes (built by ext-core's `chat_*` functions), as the
+SDK's `ChatCompletionsClient.complete()` builds them: fields the API does not name ("model extras") go at the
+body's root, and such a body is sent with `extra-parameters: pass-through`. Responses are read as JSON (dicts;
+the SDK's response models are mappings over the same JSON, so both work). Nothing here touches the network.
 
 Reasoning: a `reasoning_content` field (DeepSeek-R1 and others on Azure AI Foundry, message and stream delta)
 becomes the thought; so does a `<think>...</think>` block at the start of the content (how DeepSeek-R1 sends it
@@ -13,8 +12,6 @@ on serverless endpoints), split off the answer also when the tags arrive cut acr
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -36,6 +33,7 @@ from ext.core import (
 )
 
 __all__ = [
+    "API_FIELDS",
     "RESERVED_EXTRA_ARGS",
     "StreamState",
     "ThinkTagSplitter",
@@ -49,7 +47,7 @@ __all__ = [
     "split_think_tags",
 ]
 
-RESERVED_EXTRA_ARGS = frozenset({"messages", "model", "stream", "body"})
+RESERVED_EXTRA_ARGS = frozenset({"messages", "model", "stream"})
 """`extra_create_args` keys ext owns: messages and the model come from the call, streaming from the method."""
 
 THINK_OPEN = "<think>"
@@ -92,19 +90,28 @@ def map_options(options: ChatOptions) -> tuple[dict[str, Any], dict[str, Any]]:
     return out, extras
 
 
-@functools.lru_cache(maxsize=1)
-def _sdk_complete_params() -> frozenset[str]:
-    from azure.ai.inference.aio import ChatCompletionsClient
-
-    return frozenset(inspect.signature(ChatCompletionsClient.complete).parameters) - {"self", "kwargs"}
+API_FIELDS = frozenset(
+    {
+        "frequency_penalty",
+        "presence_penalty",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "response_format",
+        "stop",
+        "tools",
+        "tool_choice",
+        "seed",
+        "modalities",
+    }
+)
+"""Body fields of the chat completions API besides messages, model and stream (`complete()`'s own arguments)."""
 
 
 def split_extra_args(extra: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`extra_create_args` split into `complete()` keyword arguments (the API's own fields) and `model_extras`
-    (anything else, sent at the body's root with `extra-parameters: pass-through`). A given `model_extras`
-    mapping is merged in."""
-    known = _sdk_complete_params()
-    kwargs: dict[str, Any] = {}
+    """`extra_create_args` split into API fields (`API_FIELDS`) and model extras (anything else, sent with
+    `extra-parameters: pass-through`). A given `model_extras` mapping is merged into the extras."""
+    fields: dict[str, Any] = {}
     extras: dict[str, Any] = {}
     for key, value in extra.items():
         if key in RESERVED_EXTRA_ARGS:
@@ -118,54 +125,44 @@ def split_extra_args(extra: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
                     f"extra_create_args['model_extras'] must be a mapping, got {type(value).__name__}"
                 )
             extras.update(value)
-        elif key in known:
-            kwargs[key] = value
+        elif key in API_FIELDS:
+            fields[key] = value
         else:
             extras[key] = value
-    return kwargs, extras
-
-
-def _response_format(json_output: bool | Any, info: ModelInfo) -> Any:
-    wire = chat_response_format(json_output, info)
-    if wire is None:
-        return None
-    if wire["type"] == "json_object":
-        return "json_object"
-    from azure.ai.inference.models import JsonSchemaFormat
-
-    spec = wire["json_schema"]
-    return JsonSchemaFormat(name=spec["name"], schema=spec["schema"], strict=spec["strict"])
+    return fields, extras
 
 
 def map_request(
     request: ChatRequest, info: ModelInfo, settings: WireSettings = DEFAULT_SETTINGS, *, stream: bool = False
-) -> dict[str, Any]:
-    """Keyword arguments for `ChatCompletionsClient.complete(**kwargs)`."""
-    kwargs: dict[str, Any] = {"messages": chat_messages(request.messages), "model": request.model}
+) -> tuple[dict[str, Any], bool]:
+    """The JSON body of a chat completions request, and whether it carries model extras (then it is sent with
+    `extra-parameters: pass-through`). Extras go at the body's root and win over API fields, as with the SDK's
+    `complete(model_extras=...)`."""
+    body: dict[str, Any] = {"messages": chat_messages(request.messages), "model": request.model}
     options, extras = map_options(request.options)
-    kwargs.update(options)
+    body.update(options)
     if request.tools:
-        kwargs["tools"] = chat_tools(request.tools)
+        body["tools"] = chat_tools(request.tools)
         choice = chat_tool_choice(request.tool_choice)
         if choice is not None:
-            kwargs["tool_choice"] = choice
+            body["tool_choice"] = choice
     if request.json_output is not False:
-        response_format = _response_format(request.json_output, info)
+        response_format = chat_response_format(request.json_output, info)
         if response_format is not None:
-            kwargs["response_format"] = response_format
+            body["response_format"] = response_format
     if settings.model_extras:
         extras = {**settings.model_extras, **extras}
     if stream:
-        kwargs["stream"] = True
+        body["stream"] = True
         if settings.include_usage:
             extras["stream_options"] = {"include_usage": True}
     if request.extra:
-        extra_kwargs, extra_extras = split_extra_args(request.extra)
-        kwargs.update(extra_kwargs)
+        extra_fields, extra_extras = split_extra_args(request.extra)
+        body.update(extra_fields)
         extras.update(extra_extras)
     if extras:
-        kwargs["model_extras"] = extras
-    return kwargs
+        body.update(extras)
+    return body, bool(extras)
 
 
 # --- responses ----------------------------------------------------------------------------------------

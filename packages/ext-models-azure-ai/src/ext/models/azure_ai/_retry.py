@@ -26,11 +26,14 @@ def _retry_after(headers: object) -> float | None:
 def classify_azure_error(error: BaseException) -> RetryDecision | None:
     """`HttpResponseError` with a retryable status (429, 5xx, 408, ...), honouring `retry-after-ms`,
     `x-ms-retry-after-ms` and `Retry-After`; transport failures (`ServiceRequestError` raised by the transport,
-    `ServiceResponseError`: a dropped connection or a read timeout) are transient. A `ServiceRequestError` with
+    `ServiceResponseError`: a dropped connection or a read timeout; `IncompleteReadError`: a body cut short) are
+    transient. A `ServiceRequestError` with
     no transport error inside (e.g. a bearer token refused for a non-https URL) is not retried."""
     exceptions = sys.modules.get("azure.core.exceptions")
     if exceptions is None:  # no azure error can exist before azure-core was imported
         return None
+    if isinstance(error, exceptions.IncompleteReadError):  # the body broke off (an HttpResponseError of a 200)
+        return RetryDecision(True)
     if isinstance(error, exceptions.HttpResponseError):
         status = error.status_code
         if status is None:
