@@ -10,7 +10,7 @@ from ext.core import sse_events
 
 BODY = (
     b": a comment\r\n\r\n"
-    b"event: message_start\r\ndata: {\"a\": 1}\r\n\r\n"
+    b'event: message_start\r\ndata: {"a": 1}\r\n\r\n'
     b"data: line one\ndata: line two\n\n"
     b"event: ping\n\n"
     b"data:no-space\rdata:  two spaces\r\r"

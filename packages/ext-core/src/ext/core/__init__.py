@@ -5,7 +5,9 @@ from ._agent_id import AgentId, AgentType
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
 from ._chat_completions import (
     CHAT_TOOL_ERROR_PREFIX,
+    ChatToolCallDeltas,
     chat_messages,
+    chat_options,
     chat_response_format,
     chat_tool_choice,
     chat_tools,
@@ -80,7 +82,14 @@ from ._model_info import (
     normalize_model_name,
     resolve_model_info,
 )
-from ._options import AIClientOptions, ChatMessage, ChatOptions, VectorStoreOptions, merge_default_options
+from ._options import (
+    AIClientOptions,
+    ChatMessage,
+    ChatOptions,
+    VectorStoreOptions,
+    check_api_version,
+    merge_default_options,
+)
 from ._retry import RETRYABLE_STATUS, RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
 from ._runtime import (
     DEFAULT_RPC_TIMEOUT,
@@ -117,8 +126,11 @@ from ._workbench import (
 )
 
 __all__ = [
+    "check_api_version",
     "sse_events",
     "CHAT_TOOL_ERROR_PREFIX",
+    "ChatToolCallDeltas",
+    "chat_options",
     "chat_messages",
     "chat_response_format",
     "chat_tool_choice",

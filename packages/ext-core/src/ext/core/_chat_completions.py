@@ -17,12 +17,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from ._mapping import normalize_parameters
-from ._messages import AssistantMessage, LLMMessage, SystemMessage, UserMessage
+from ._messages import AssistantMessage, FunctionCall, LLMMessage, SystemMessage, UserMessage
 from ._model_info import ModelInfo
+from ._options import ChatOptions
 from ._tools import ToolSchema
 
 __all__ = [
     "CHAT_TOOL_ERROR_PREFIX",
+    "ChatToolCallDeltas",
+    "chat_options",
     "chat_messages",
     "chat_response_format",
     "chat_tool_choice",
@@ -182,3 +185,77 @@ def chat_tool_choice(tool_choice: str) -> str | dict[str, Any] | None:
     if tool_choice in ("none", "required"):
         return tool_choice
     return {"type": "function", "function": {"name": tool_choice}}
+
+
+# --- options ------------------------------------------------------------------------------------------
+
+
+def chat_options(
+    options: ChatOptions, *, max_tokens_field: str = "max_tokens", sampling: bool = True
+) -> dict[str, Any]:
+    """Chat Completions parameters for `ChatOptions` (`top_k` has no field: each provider decides).
+
+    `max_tokens_field` names the token limit (OpenAI's reasoning models take `max_completion_tokens`);
+    `sampling=False` leaves out temperature, top_p and the penalties (for models that take none).
+    """
+    out: dict[str, Any] = {}
+    if options.max_tokens is not None:
+        out[max_tokens_field] = options.max_tokens
+    if options.stop_sequences:
+        out["stop"] = list(options.stop_sequences)
+    if options.seed is not None:
+        out["seed"] = options.seed
+    if not sampling:
+        return out
+    if options.temperature is not None:
+        out["temperature"] = options.temperature
+    if options.top_p is not None:
+        out["top_p"] = options.top_p
+    if options.frequency_penalty is not None:
+        out["frequency_penalty"] = options.frequency_penalty
+    if options.presence_penalty is not None:
+        out["presence_penalty"] = options.presence_penalty
+    return out
+
+
+# --- streamed tool calls ----------------------------------------------------------------------------------
+
+
+class _ToolCallParts:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class ChatToolCallDeltas:
+    """Tool calls of a Chat Completions stream, assembled from their deltas by `index` (fragments of parallel
+    calls may interleave). `add` takes one delta's fields; `calls()` gives the `FunctionCall`s in index order
+    (a call whose id never came gets `call_<index>`)."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: dict[int, _ToolCallParts] = {}
+
+    def add(self, index: int, id: str | None, name: str | None, arguments: str | None) -> None:
+        parts = self._parts.get(index)
+        if parts is None:
+            parts = self._parts[index] = _ToolCallParts()
+        if id:
+            parts.id = id
+        if name:
+            parts.name = name
+        if arguments:
+            parts.arguments.append(arguments)
+
+    def __bool__(self) -> bool:
+        return bool(self._parts)
+
+    def calls(self) -> list[FunctionCall]:
+        return [
+            FunctionCall.of(part.id or f"call_{index}", part.name, "".join(part.arguments))
+            for index, part in sorted(self._parts.items())
+        ]

@@ -5,9 +5,11 @@ from ext.models.azure_ai import AzureAIChatCompletionClient
 client = AzureAIChatCompletionClient(endpoint="https://<resource>.services.ai.azure.com/models", model="Phi-4")
 """
 
+from ext.core import check_api_version
+
 from .__about__ import __version__
 from ._client import SDK_DEFAULT_API_VERSION, AzureAIChatCompletionClient, Credential
-from ._config import AzureAIClientConfig, check_api_version
+from ._config import AzureAIClientConfig
 from ._mapping import (
     API_FIELDS,
     StreamState,

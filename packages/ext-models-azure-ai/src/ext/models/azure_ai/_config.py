@@ -6,32 +6,16 @@ variable a loaded client reads it from. A token credential is an object and is n
 
 from __future__ import annotations
 
-import datetime
 import re
 from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from ext.core import check_api_version
+
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_API_KEY_ENV = "AZURE_AI_API_KEY"
-
-_API_VERSION = re.compile(r"^(\d{4}-\d{2}-\d{2})(-preview)?$")
-
-
-def check_api_version(value: str) -> str:
-    """`value` if it is an API version (YYYY-MM-DD, optionally `-preview`), else ValueError."""
-    match = _API_VERSION.match(value) if isinstance(value, str) else None
-    if match is not None:
-        try:
-            datetime.date.fromisoformat(match.group(1))
-        except ValueError:
-            match = None
-    if match is None:
-        raise ValueError(
-            f"api_version must be a date like 2024-05-01-preview (YYYY-MM-DD, optionally -preview), got {value!r}"
-        )
-    return value
 
 
 class AzureAIClientConfig(BaseModel):
@@ -79,7 +63,7 @@ class AzureAIClientConfig(BaseModel):
     @field_validator("api_version")
     @classmethod
     def _version(cls, value: str | None) -> str | None:
-        return None if value is None else check_api_version(value)
+        return None if value is None else check_api_version(value, example="2024-05-01-preview")
 
     @field_validator("stop", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from ext.core import (
     ChatOptions,
     ChatRequest,
+    ChatToolCallDeltas,
     ConfigurationError,
     CreateResult,
     ExtError,
@@ -26,6 +27,7 @@ from ext.core import (
     RequestUsage,
     StreamChunk,
     chat_messages,
+    chat_options,
     chat_response_format,
     chat_tool_choice,
     chat_tools,
@@ -68,26 +70,8 @@ DEFAULT_SETTINGS = WireSettings()
 
 
 def map_options(options: ChatOptions) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`complete()` keyword arguments for `ChatOptions`, and the extras the API has no field for (`top_k`)."""
-    out: dict[str, Any] = {}
-    extras: dict[str, Any] = {}
-    if options.temperature is not None:
-        out["temperature"] = options.temperature
-    if options.top_p is not None:
-        out["top_p"] = options.top_p
-    if options.max_tokens is not None:
-        out["max_tokens"] = options.max_tokens
-    if options.stop_sequences:
-        out["stop"] = list(options.stop_sequences)
-    if options.seed is not None:
-        out["seed"] = options.seed
-    if options.frequency_penalty is not None:
-        out["frequency_penalty"] = options.frequency_penalty
-    if options.presence_penalty is not None:
-        out["presence_penalty"] = options.presence_penalty
-    if options.top_k is not None:
-        extras["top_k"] = options.top_k
-    return out, extras
+    """Body fields for `ChatOptions`, and the model extras for what the API has no field for (`top_k`)."""
+    return chat_options(options), ({"top_k": options.top_k} if options.top_k is not None else {})
 
 
 API_FIELDS = frozenset(
@@ -318,15 +302,6 @@ def _partial_suffix(text: str, tag: str) -> int:
     return 0
 
 
-class _ToolCallParts:
-    __slots__ = ("arguments", "id", "name")
-
-    def __init__(self) -> None:
-        self.id: str | None = None
-        self.name = ""
-        self.arguments: list[str] = []
-
-
 class StreamState:
     """What a stream has delivered so far; `result()` builds the final `CreateResult`."""
 
@@ -335,7 +310,7 @@ class StreamState:
     def __init__(self, settings: WireSettings = DEFAULT_SETTINGS) -> None:
         self.content: list[str] = []
         self.thought: list[str] = []
-        self.tool_calls: dict[int, _ToolCallParts] = {}
+        self.tool_calls = ChatToolCallDeltas()
         self.finish_reason: str | None = None
         self.usage: Mapping[str, Any] | None = None
         self.done = False
@@ -352,12 +327,11 @@ class StreamState:
         reasoning = "".join(self.thought).strip() or None
         text = "".join(self.content)
         if self.tool_calls:
-            calls = [
-                FunctionCall.of(part.id or f"call_{index}", part.name, "".join(part.arguments) or "{}")
-                for index, part in sorted(self.tool_calls.items())
-            ]
             return CreateResult.of(
-                normalize_finish_reason(self.finish_reason, has_tool_calls=True), calls, usage, _join(reasoning, text)
+                normalize_finish_reason(self.finish_reason, has_tool_calls=True),
+                self.tool_calls.calls(),
+                usage,
+                _join(reasoning, text),
             )
         return CreateResult.of(normalize_finish_reason(self.finish_reason), text, usage, reasoning)
 
@@ -380,19 +354,10 @@ def map_stream_update(update: Mapping[str, Any], state: StreamState) -> StreamCh
         return None
     tool_calls = delta.get("tool_calls")
     if tool_calls:
+        add = state.tool_calls.add
         for position, fragment in enumerate(tool_calls):
-            index = fragment.get("index", position)
-            parts = state.tool_calls.get(index)
-            if parts is None:
-                parts = state.tool_calls[index] = _ToolCallParts()
-            if fragment.get("id"):
-                parts.id = fragment["id"]
-            function = fragment.get("function")
-            if function:
-                if function.get("name"):
-                    parts.name = function["name"]
-                if function.get("arguments"):
-                    parts.arguments.append(function["arguments"])
+            function = fragment.get("function") or {}
+            add(fragment.get("index", position), fragment.get("id"), function.get("name"), function.get("arguments"))
     thought = _reasoning(delta) or ""
     text = delta.get("content") or ""
     splitter = state.splitter

@@ -17,6 +17,7 @@ from ext.core import (
     CHAT_TOOL_ERROR_PREFIX,
     ChatOptions,
     ChatRequest,
+    ChatToolCallDeltas,
     ConfigurationError,
     CreateResult,
     ExtError,
@@ -26,6 +27,7 @@ from ext.core import (
     StreamChunk,
     arguments_to_json,
     chat_messages,
+    chat_options,
     chat_response_format,
     chat_tool_choice,
     chat_tools,
@@ -93,24 +95,9 @@ def map_options(options: ChatOptions, *, reasoning: bool = False) -> dict[str, A
     Reasoning models (o-series, gpt-5) get `max_completion_tokens` and no sampling parameters;
     non-neutral sampling values for them are rejected before this point.
     """
-    out: dict[str, Any] = {}
-    if options.max_tokens is not None:
-        out["max_completion_tokens" if reasoning else "max_tokens"] = options.max_tokens
-    if options.stop_sequences:
-        out["stop"] = list(options.stop_sequences)
-    if options.seed is not None:
-        out["seed"] = options.seed
     if reasoning:
-        return out
-    if options.temperature is not None:
-        out["temperature"] = options.temperature
-    if options.top_p is not None:
-        out["top_p"] = options.top_p
-    if options.frequency_penalty is not None:
-        out["frequency_penalty"] = options.frequency_penalty
-    if options.presence_penalty is not None:
-        out["presence_penalty"] = options.presence_penalty
-    return out
+        return chat_options(options, max_tokens_field="max_completion_tokens", sampling=False)
+    return chat_options(options)
 
 
 @functools.lru_cache(maxsize=1)
@@ -263,15 +250,6 @@ def map_response(completion: ChatCompletion) -> CreateResult:
     return CreateResult(finish_reason=finish, content=text or "", usage=usage, thought=reasoning)
 
 
-class _ToolCallParts:
-    __slots__ = ("arguments", "id", "name")
-
-    def __init__(self) -> None:
-        self.id: str | None = None
-        self.name = ""
-        self.arguments: list[str] = []
-
-
 class StreamState:
     """What a stream has delivered so far; `result()` builds the final `CreateResult`."""
 
@@ -281,7 +259,7 @@ class StreamState:
         self.content: list[str] = []
         self.thought: list[str] = []
         self.refusal: list[str] = []
-        self.tool_calls: dict[int, _ToolCallParts] = {}
+        self.tool_calls = ChatToolCallDeltas()
         self.finish_reason: str | None = None
         self.usage: CompletionUsage | None = None
 
@@ -290,13 +268,9 @@ class StreamState:
         reasoning = "".join(self.thought) or None
         text = "".join(self.content)
         if self.tool_calls:
-            calls = [
-                FunctionCall(id=part.id or f"call_{index}", name=part.name, arguments="".join(part.arguments))
-                for index, part in sorted(self.tool_calls.items())
-            ]
             return CreateResult(
                 finish_reason=normalize_finish_reason(self.finish_reason, has_tool_calls=True),
-                content=calls,
+                content=self.tool_calls.calls(),
                 usage=usage,
                 thought=_join_thought(reasoning, text),
             )
@@ -321,18 +295,13 @@ def map_stream_chunk(chunk: ChatCompletionChunk, state: StreamState) -> StreamCh
         state.finish_reason = choice.finish_reason
     delta = choice.delta
     if delta.tool_calls:
+        add = state.tool_calls.add
         for fragment in delta.tool_calls:
-            parts = state.tool_calls.get(fragment.index)
-            if parts is None:
-                parts = state.tool_calls[fragment.index] = _ToolCallParts()
-            if fragment.id:
-                parts.id = fragment.id
             function = fragment.function
-            if function is not None:
-                if function.name:
-                    parts.name = function.name
-                if function.arguments:
-                    parts.arguments.append(function.arguments)
+            if function is None:
+                add(fragment.index, fragment.id, None, None)
+            else:
+                add(fragment.index, fragment.id, function.name, function.arguments)
     if delta.refusal:
         state.refusal.append(delta.refusal)
     thought = _reasoning_text(delta.__pydantic_extra__)
