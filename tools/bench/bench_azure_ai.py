@@ -15,28 +15,11 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 # Script-dir import: `python tools/bench/bench_azure_ai.py` puts tools/bench on sys.path.
-from _chat_bench import STREAM_CHUNKS, ChatSides, chat_main, compare_chat, compare_imports, loopback_servers
+from _chat_bench import ChatSides, chat_main, compare_chat, compare_imports, text_and_stream_servers
 
 MODEL = "Phi-4"
 KEY = "azure-ai-bench-key"
 _AA = False
-
-_SERVER = """
-import asyncio, sys
-from ext.testing.script import Reply
-from ext.testing.servers import AzureAIServer
-
-async def main():
-    text = AzureAIServer(api_key=sys.argv[1], default=Reply(text="Hello! How can I help you today?"), record=False)
-    stream = AzureAIServer(
-        api_key=sys.argv[1], default=Reply(chunks=[f"w{i} " for i in range(int(sys.argv[2]))]), record=False
-    )
-    async with text, stream:
-        print(text.port, stream.port, flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-
-asyncio.run(main())
-"""
 
 
 async def run(iterations: int, rounds: int) -> None:
@@ -46,7 +29,7 @@ async def run(iterations: int, rounds: int) -> None:
     from ext.core import LLMMessage, UserMessage
     from ext.models.azure_ai import AzureAIChatCompletionClient
 
-    async with loopback_servers(_SERVER, KEY, str(STREAM_CHUNKS)) as (text_port, stream_port):
+    async with text_and_stream_servers("ext.testing.servers", "AzureAIServer", KEY) as (text_port, stream_port):
         text_url, stream_url = f"http://127.0.0.1:{text_port}", f"http://127.0.0.1:{stream_port}"
 
         def raw_client(url: str) -> ChatCompletionsClient:

@@ -4,6 +4,7 @@ from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
 from ._chat_completions import (
+    CHAT_RESERVED_EXTRA_ARGS,
     CHAT_TOOL_ERROR_PREFIX,
     ChatToolCallDeltas,
     chat_messages,
@@ -11,6 +12,7 @@ from ._chat_completions import (
     chat_response_format,
     chat_tool_choice,
     chat_tools,
+    split_chat_extra_args,
     strict_schema,
 )
 from ._client import (
@@ -128,7 +130,9 @@ from ._workbench import (
 __all__ = [
     "check_api_version",
     "sse_events",
+    "CHAT_RESERVED_EXTRA_ARGS",
     "CHAT_TOOL_ERROR_PREFIX",
+    "split_chat_extra_args",
     "ChatToolCallDeltas",
     "chat_options",
     "chat_messages",

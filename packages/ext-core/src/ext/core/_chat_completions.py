@@ -11,11 +11,12 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
+from ._errors import ConfigurationError
 from ._mapping import normalize_parameters
 from ._messages import AssistantMessage, FunctionCall, LLMMessage, SystemMessage, UserMessage
 from ._model_info import ModelInfo
@@ -23,7 +24,9 @@ from ._options import ChatOptions
 from ._tools import ToolSchema
 
 __all__ = [
+    "CHAT_RESERVED_EXTRA_ARGS",
     "CHAT_TOOL_ERROR_PREFIX",
+    "split_chat_extra_args",
     "ChatToolCallDeltas",
     "chat_options",
     "chat_messages",
@@ -259,3 +262,36 @@ class ChatToolCallDeltas:
             FunctionCall.of(part.id or f"call_{index}", part.name, "".join(part.arguments))
             for index, part in sorted(self._parts.items())
         ]
+
+
+# --- extra_create_args ------------------------------------------------------------------------------------
+
+CHAT_RESERVED_EXTRA_ARGS = frozenset({"messages", "model", "stream"})
+"""`extra_create_args` keys ext owns: messages and the model come from the call, streaming from the method."""
+
+
+def split_chat_extra_args(
+    extra: Mapping[str, Any], *, known: Collection[str], extras_key: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`extra_create_args` split into the fields a provider's API (or SDK call) names (`known`) and the rest,
+    which the provider sends as extra body fields. A mapping under `extras_key` (e.g. `extra_body`,
+    `model_extras`) is merged into the rest. `CHAT_RESERVED_EXTRA_ARGS` raise `ConfigurationError`."""
+    fields: dict[str, Any] = {}
+    extras: dict[str, Any] = {}
+    for key, value in extra.items():
+        if key in CHAT_RESERVED_EXTRA_ARGS:
+            raise ConfigurationError(
+                f"extra_create_args must not set {key!r}: pass messages to create(), the model as "
+                "options={'model_id': ...}, and use create_stream() to stream"
+            )
+        if key == extras_key:
+            if not isinstance(value, Mapping):
+                raise ConfigurationError(
+                    f"extra_create_args[{extras_key!r}] must be a mapping, got {type(value).__name__}"
+                )
+            extras.update(value)
+        elif key in known:
+            fields[key] = value
+        else:
+            extras[key] = value
+    return fields, extras

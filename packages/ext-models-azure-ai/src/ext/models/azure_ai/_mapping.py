@@ -19,7 +19,6 @@ from ext.core import (
     ChatOptions,
     ChatRequest,
     ChatToolCallDeltas,
-    ConfigurationError,
     CreateResult,
     ExtError,
     FunctionCall,
@@ -32,11 +31,11 @@ from ext.core import (
     chat_tool_choice,
     chat_tools,
     normalize_finish_reason,
+    split_chat_extra_args,
 )
 
 __all__ = [
     "API_FIELDS",
-    "RESERVED_EXTRA_ARGS",
     "StreamState",
     "ThinkTagSplitter",
     "WireSettings",
@@ -49,8 +48,6 @@ __all__ = [
     "split_think_tags",
 ]
 
-RESERVED_EXTRA_ARGS = frozenset({"messages", "model", "stream"})
-"""`extra_create_args` keys ext owns: messages and the model come from the call, streaming from the method."""
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
@@ -95,25 +92,7 @@ API_FIELDS = frozenset(
 def split_extra_args(extra: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """`extra_create_args` split into API fields (`API_FIELDS`) and model extras (anything else, sent with
     `extra-parameters: pass-through`). A given `model_extras` mapping is merged into the extras."""
-    fields: dict[str, Any] = {}
-    extras: dict[str, Any] = {}
-    for key, value in extra.items():
-        if key in RESERVED_EXTRA_ARGS:
-            raise ConfigurationError(
-                f"extra_create_args must not set {key!r}: pass messages to create(), the model as "
-                "options={'model_id': ...}, and use create_stream() to stream"
-            )
-        if key == "model_extras":
-            if not isinstance(value, Mapping):
-                raise ConfigurationError(
-                    f"extra_create_args['model_extras'] must be a mapping, got {type(value).__name__}"
-                )
-            extras.update(value)
-        elif key in API_FIELDS:
-            fields[key] = value
-        else:
-            extras[key] = value
-    return fields, extras
+    return split_chat_extra_args(extra, known=API_FIELDS, extras_key="model_extras")
 
 
 def map_request(

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ext.core import (
+    CHAT_RESERVED_EXTRA_ARGS,
     CHAT_TOOL_ERROR_PREFIX,
     ChatOptions,
     ChatRequest,
     ChatToolCallDeltas,
-    ConfigurationError,
     CreateResult,
     ExtError,
     FunctionCall,
@@ -32,6 +32,7 @@ from ext.core import (
     chat_tool_choice,
     chat_tools,
     normalize_finish_reason,
+    split_chat_extra_args,
     strict_schema,
 )
 
@@ -66,7 +67,7 @@ map_tools = chat_tools
 map_tool_choice = chat_tool_choice
 map_response_format = chat_response_format
 
-RESERVED_EXTRA_ARGS = frozenset({"messages", "model", "stream"})
+RESERVED_EXTRA_ARGS = CHAT_RESERVED_EXTRA_ARGS
 """`extra_create_args` keys ext owns: messages and the model come from the call, streaming from the method."""
 
 
@@ -111,26 +112,7 @@ def _sdk_create_params() -> frozenset[str]:
 def split_extra_args(extra: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """`extra_create_args` split into SDK keyword arguments and `extra_body` fields (anything the SDK
     does not name, e.g. `top_k` for a vLLM server). A given `extra_body` mapping is merged in."""
-    known = _sdk_create_params()
-    kwargs: dict[str, Any] = {}
-    body: dict[str, Any] = {}
-    for key, value in extra.items():
-        if key in RESERVED_EXTRA_ARGS:
-            raise ConfigurationError(
-                f"extra_create_args must not set {key!r}: pass messages to create(), the model as "
-                "options={'model_id': ...}, and use create_stream() to stream"
-            )
-        if key == "extra_body":
-            if not isinstance(value, Mapping):
-                raise ConfigurationError(
-                    f"extra_create_args['extra_body'] must be a mapping, got {type(value).__name__}"
-                )
-            body.update(value)
-        elif key in known:
-            kwargs[key] = value
-        else:
-            body[key] = value
-    return kwargs, body
+    return split_chat_extra_args(extra, known=_sdk_create_params(), extras_key="extra_body")
 
 
 # --- the whole request ---------------------------------------------------------------------------------
