@@ -1,8 +1,11 @@
 """`AzureAIChatCompletionClient` on azure-ai-inference's async `ChatCompletionsClient`.
 
 ext-core's base does validation, options merging, retries, cancellation and output parsing; this module builds
-the SDK client from the configuration and runs one request. The SDK's own retries are off (`retry_total=0`):
-core retries with backoff and Retry-After, so a retry is never doubled.
+the SDK client from the configuration and runs one request through it: the body `complete()` would send, to the
+route and `api-version` it uses, through the client's `send_request` (its pipeline: credential policy, timeouts,
+logging, transport), raising for an error status what `complete()` raises. Replies are read as JSON, skipping
+the SDK's per-reply and per-event model objects. The SDK's own retries are off (`retry_total=0`): core retries
+with backoff and Retry-After, so a retry is never doubled.
 """
 
 from __future__ import annotations
