@@ -140,3 +140,19 @@ def test_the_model_table_is_valid() -> None:
     AZURE_AI_MODELS.validate()
     assert AZURE_AI_MODELS.lookup("DeepSeek-R1-0528").reasoning is True
     assert AZURE_AI_MODELS.lookup("Llama-4-Maverick-17B-128E-Instruct-FP8").vision is True
+
+
+def test_importing_the_package_does_not_load_the_inference_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import ext.models.azure_ai\n"
+        "assert 'azure.ai.inference' not in sys.modules, 'the SDK was imported'\n"
+        "from ext.models.azure_ai import AzureAIChatCompletionClient\n"
+        "AzureAIChatCompletionClient(endpoint='https://x', model='m', credential='k')\n"
+        "assert 'azure.ai.inference.aio' in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
