@@ -80,6 +80,31 @@ async def loopback_servers(code: str, *args: str) -> AsyncIterator[list[int]]:
             await proc.wait()
 
 
+_TEXT_AND_STREAM = """
+import asyncio, sys
+from ext.testing.script import Reply
+from {module} import {server}
+
+async def main():
+    text = {server}(api_key=sys.argv[1], default=Reply(text="Hello! How can I help you today?"), record=False)
+    stream = {server}(
+        api_key=sys.argv[1], default=Reply(chunks=[f"w{{i}} " for i in range(int(sys.argv[2]))]), record=False
+    )
+    async with text, stream:
+        print(text.port, stream.port, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+asyncio.run(main())
+"""
+
+
+def text_and_stream_servers(module: str, server: str, api_key: str) -> Any:
+    """Two loopback servers of class `module.server` (taking `api_key=`) in a child process: one answering every
+    request with a short text, one with a `STREAM_CHUNKS`-chunk reply. An async context manager yielding
+    `(text_port, stream_port)`."""
+    return loopback_servers(_TEXT_AND_STREAM.format(module=module, server=server), api_key, str(STREAM_CHUNKS))
+
+
 _BLOCK = {1: 25, 64: 256}
 """Ops per side per interleaved block, by concurrency."""
 

@@ -150,7 +150,7 @@ async def test_ollama_host_is_honoured_like_the_sdk(server: OllamaServer, monkey
     async with ollama.AsyncClient() as raw:
         assert (await raw.chat(model=MODEL, messages=[{"role": "user", "content": "Hi"}])).message.content == "raw"
     async with OllamaChatCompletionClient(MODEL, max_retries=0) as client:
-        assert client.host == f"http://127.0.0.1:{server.port}"  # type: ignore[attr-defined]
+        assert client.host == f"http://127.0.0.1:{server.port}"
         assert (await client.create(HELLO)).content == "ext"
     assert [r.path for r in server.requests] == ["/api/chat", "/api/chat"]
     # The host argument wins over the variable.
