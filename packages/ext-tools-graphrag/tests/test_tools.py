@@ -29,8 +29,12 @@ RIVERTON = "Community of Alice, Bob, Riverton, Carol"
 STONEHAVEN = "Community of Stonehaven, Dmitri, Granite Guild"
 
 
-async def test_index_built_from_scratch_by_graphrag_then_searched(tmp_path: Path, server: GraphRagServer) -> None:
+async def test_index_built_from_scratch_by_graphrag_then_searched(
+    tmp_path: Path, server: GraphRagServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "fresh"
+    monkeypatch.setenv(API_BASE_ENV, server.base_url + "/v1")
+    monkeypatch.setenv("GRAPHRAG_API_KEY", "sk-loopback-not-a-secret")  # as .env says; restored afterwards
     server.api_key = None  # graphrag init writes its own key placeholder; .env gives a fake one
     await build_project(root, server)
 
@@ -48,7 +52,7 @@ async def test_index_built_from_scratch_by_graphrag_then_searched(tmp_path: Path
     ]
     reports = pd.read_parquet(root / "output" / "community_reports.parquet")
     assert sorted(reports["title"]) == [RIVERTON, STONEHAVEN]
-    assert "Alice is the baker of Riverton." in server.embedded
+    assert "ALICE:Alice is the baker of Riverton." in server.embedded  # entity title:description
 
     server.reset()
     tool = GlobalSearchTool.from_settings(root)
@@ -84,8 +88,11 @@ async def test_global_search_sends_every_community_report_to_map_and_points_to_r
 async def test_local_search_puts_the_questioned_entity_and_its_community_in_context(
     project: Path, server: GraphRagServer
 ) -> None:
+    settings = project / "settings.yaml"
+    settings.write_text(settings.read_text().replace("local_search:\n", "local_search:\n  top_k_entities: 1\n"))
     tool = LocalSearchTool.from_settings(project)
     assert tool.name == "local_search"
+    assert tool.context_config.top_k_entities == 1
 
     answer = await tool.run_json({"query": "Who is Dmitri of Stonehaven?"})
 
@@ -200,8 +207,8 @@ async def test_dump_and_load_round_trip_without_keys(
 
     monkeypatch.setenv("EXT_TEST_GRAPHRAG_KEY", "sk-loopback-not-a-secret")
     out = project / "output"
-    model = ModelSettings(model="gpt-4o-mini", api_base=server.base_url + "/v1", api_key_env="EXT_TEST_GRAPHRAG_KEY")
-    embedding = model.model_copy(update={"model": "text-embedding-3-small"})
+    base = server.base_url + "/v1"
+    embedding = ModelSettings(model="text-embedding-3-small", api_base=base, api_key_env="EXT_TEST_GRAPHRAG_KEY")
     explicit = LocalSearchTool(
         LocalDataConfig(
             entities_filepath=str(out / "entities.parquet"),
@@ -211,12 +218,17 @@ async def test_dump_and_load_round_trip_without_keys(
             communities_filepath=str(out / "communities.parquet"),
             vector_store={"type": "lancedb", "db_uri": str(out / "lancedb"), "api_key": "vs-secret"},
         ),
-        model.model_copy(update={"api_key": "sk-loopback-not-a-secret"}),
+        ModelSettings(
+            model="gpt-4o-mini", api_base=base, api_key="sk-loopback-not-a-secret", api_key_env="EXT_TEST_GRAPHRAG_KEY"
+        ),
         embedding,
     )
     text = json.dumps(explicit.dump_component().model_dump())
     assert "sk-loopback" not in text and "vs-secret" not in text
     assert '"api_key_env": "EXT_TEST_GRAPHRAG_KEY"' in text
     again = LocalSearchTool.load_component(explicit.dump_component())
-    assert again.dump_component() == explicit.dump_component()
+    reloaded, original = again.dump_component().config, explicit.dump_component().config
+    assert reloaded["model"].pop("api_key") is None  # the key itself stays out; api_key_env brings it back
+    assert "api_key" not in original["model"]
+    assert reloaded == original
     assert await again.run_json({"query": "Who is Bob?"}) == "Bob fishes."

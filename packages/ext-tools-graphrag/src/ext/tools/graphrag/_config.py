@@ -61,7 +61,6 @@ class MapReduceConfig(_Config):
     reduce_max_length: int = Field(2_000, gt=0, description="Word limit written into the reduce prompt.")
     response_type: str = "multiple paragraphs"
     allow_general_knowledge: bool = False
-    json_mode: bool = True
     concurrency: int = Field(25, gt=0, description="Map calls in flight at once.")
     map_prompt_filepath: str | None = None
     reduce_prompt_filepath: str | None = None

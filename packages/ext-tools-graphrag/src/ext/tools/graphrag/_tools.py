@@ -328,7 +328,7 @@ class GlobalSearchTool(_GraphRagTool):
             map_max_length=mr.map_max_length,
             reduce_max_length=mr.reduce_max_length,
             allow_general_knowledge=mr.allow_general_knowledge,
-            json_mode=mr.json_mode,
+            json_mode=False,  # graphrag asks the map calls for a JSON object itself
             context_builder_params={
                 "use_community_summary": ctx.use_community_summary,
                 "shuffle_data": ctx.shuffle_data,
@@ -410,7 +410,8 @@ class LocalSearchTool(_GraphRagTool):
             relationships_typed,
             text_units_typed,
         )
-        from graphrag_vectors import VectorStoreConfig
+        from graphrag.config.embeddings import entity_description_embedding
+        from graphrag_vectors import IndexSchema, VectorStoreConfig
 
         d = data_config
         self._entities = _read_table(d.entities_filepath, "entities_filepath", entities_typed)
@@ -422,6 +423,11 @@ class LocalSearchTool(_GraphRagTool):
             self._vector_store = VectorStoreConfig(**d.vector_store)
         except ValidationError as exc:
             raise ConfigurationError(f"vector_store: invalid graphrag vector store config: {exc}") from None
+        schemas = self._vector_store.index_schema
+        if entity_description_embedding not in schemas:  # as graphrag's own settings loader fills it in
+            schemas[entity_description_embedding] = IndexSchema(
+                index_name=entity_description_embedding, vector_size=self._vector_store.vector_size
+            )
         db_uri = self._vector_store.db_uri
         if self._vector_store.type == "lancedb" and db_uri and not Path(db_uri).exists():
             raise GraphRagSettingsError(
