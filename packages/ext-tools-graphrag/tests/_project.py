@@ -58,7 +58,8 @@ def offline_env() -> dict[str, str]:
 
 def point_settings_at_loopback(root: Path) -> None:
     """Rewrite `graphrag init`'s settings.yaml: every model's api_base from ${EXT_GRAPHRAG_TEST_API_BASE}, a
-    fake key in .env, gleaning off, every component clustered, and two retries (graphrag's minimum for exponential backoff)."""
+    fake key in .env, gleaning off, every component clustered, and two retries (graphrag's minimum for
+    exponential backoff)."""
     settings_file = root / "settings.yaml"
     settings = yaml.safe_load(settings_file.read_text(encoding="utf-8"))
     for group in ("completion_models", "embedding_models"):

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _project import API_BASE_ENV, FIXTURE, offline_env, responder  # noqa: E402
+from _project import API_BASE_ENV, FIXTURE, offline_env, responder
 
 os.environ.update(offline_env())  # before graphrag (and tiktoken) are imported
 
-from ext.testing.graphrag import GraphRagServer  # noqa: E402
+from ext.testing.graphrag import GraphRagServer
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", None}
 _outside: list[str] = []

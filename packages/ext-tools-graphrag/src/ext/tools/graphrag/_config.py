@@ -20,7 +20,7 @@ class ModelSettings(_Config):
     (`call_args`, `retry`, `rate_limit`, `azure_deployment_name`, ...).
     """
 
-    model_provider: str = Field("openai", min_length=1)
+    model_provider: str = Field(default="openai", min_length=1)
     model: str = Field(min_length=1)
     api_base: str | None = None
     api_version: str | None = None
@@ -35,7 +35,7 @@ class GlobalDataConfig(_Config):
     entities_filepath: str
     communities_filepath: str
     reports_filepath: str
-    community_level: int | None = Field(2, ge=0, description="Community level to search at (None: all levels).")
+    community_level: int | None = Field(default=2, ge=0, description="Community level to search at (None: all levels).")
 
 
 class GlobalContextConfig(_Config):
@@ -47,21 +47,23 @@ class GlobalContextConfig(_Config):
     min_community_rank: int = 0
     include_community_weight: bool = True
     normalize_community_weight: bool = True
-    max_context_tokens: int = Field(12_000, gt=0)
+    max_context_tokens: int = Field(default=12_000, gt=0)
     random_state: int = 86
 
 
 class MapReduceConfig(_Config):
     """The map (one JSON list of points per batch of reports) and reduce (the final answer) calls."""
 
-    max_data_tokens: int = Field(12_000, gt=0, description="Token budget of the reduce step's analyst reports.")
-    map_max_tokens: int = Field(1_000, gt=0, description="Completion tokens of each map call (max_tokens).")
-    reduce_max_tokens: int = Field(2_000, gt=0, description="Completion tokens of the reduce call (max_tokens).")
-    map_max_length: int = Field(1_000, gt=0, description="Word limit written into the map prompt.")
-    reduce_max_length: int = Field(2_000, gt=0, description="Word limit written into the reduce prompt.")
+    max_data_tokens: int = Field(default=12_000, gt=0, description="Token budget of the reduce step's analyst reports.")
+    map_max_tokens: int = Field(default=1_000, gt=0, description="Completion tokens of each map call (max_tokens).")
+    reduce_max_tokens: int = Field(
+        default=2_000, gt=0, description="Completion tokens of the reduce call (max_tokens)."
+    )
+    map_max_length: int = Field(default=1_000, gt=0, description="Word limit written into the map prompt.")
+    reduce_max_length: int = Field(default=2_000, gt=0, description="Word limit written into the reduce prompt.")
     response_type: str = "multiple paragraphs"
     allow_general_knowledge: bool = False
-    concurrency: int = Field(25, gt=0, description="Map calls in flight at once.")
+    concurrency: int = Field(default=25, gt=0, description="Map calls in flight at once.")
     map_prompt_filepath: str | None = None
     reduce_prompt_filepath: str | None = None
     knowledge_prompt_filepath: str | None = None
@@ -80,26 +82,26 @@ class LocalDataConfig(_Config):
     reports_filepath: str
     communities_filepath: str
     vector_store: dict[str, Any]
-    community_level: int = Field(2, ge=0)
+    community_level: int = Field(default=2, ge=0)
 
 
 class LocalContextConfig(_Config):
     """How entities, relationships, text units and community reports share the context window."""
 
-    text_unit_prop: float = Field(0.5, ge=0, le=1)
-    community_prop: float = Field(0.25, ge=0, le=1)
-    top_k_entities: int = Field(10, gt=0)
-    top_k_relationships: int = Field(10, gt=0)
+    text_unit_prop: float = Field(default=0.5, ge=0, le=1)
+    community_prop: float = Field(default=0.25, ge=0, le=1)
+    top_k_entities: int = Field(default=10, gt=0)
+    top_k_relationships: int = Field(default=10, gt=0)
     include_entity_rank: bool = True
     include_relationship_weight: bool = True
     include_community_rank: bool = False
-    max_context_tokens: int = Field(12_000, gt=0)
+    max_context_tokens: int = Field(default=12_000, gt=0)
 
 
 class LocalSearchConfig(_Config):
     """The answer call of local search."""
 
-    max_tokens: int | None = Field(None, gt=0, description="Completion tokens of the answer (max_tokens).")
+    max_tokens: int | None = Field(default=None, gt=0, description="Completion tokens of the answer (max_tokens).")
     response_type: str = "multiple paragraphs"
     prompt_filepath: str | None = None
 

@@ -107,7 +107,9 @@ def _load_settings(root_dir: str | Path, config_filepath: str | Path | None) -> 
     except FileNotFoundError as exc:
         raise GraphRagSettingsError(f"graphrag settings: {exc}") from None
     except (ConfigParsingError, ValidationError, ValueError) as exc:
-        raise GraphRagSettingsError(f"graphrag settings file {str(_settings_file(target))!r} is invalid: {exc}") from exc
+        raise GraphRagSettingsError(
+            f"graphrag settings file {str(_settings_file(target))!r} is invalid: {exc}"
+        ) from exc
     finally:
         os.chdir(cwd)  # graphrag's loader changes into the settings folder to resolve relative paths
     return config, _settings_file(target).parent
@@ -403,6 +405,7 @@ class LocalSearchTool(_GraphRagTool):
         self.model_settings = model
         self.embedding_settings = embedding_model
         _import_graphrag()
+        from graphrag.config.embeddings import entity_description_embedding
         from graphrag.data_model.dfs import (
             communities_typed,
             community_reports_typed,
@@ -410,7 +413,6 @@ class LocalSearchTool(_GraphRagTool):
             relationships_typed,
             text_units_typed,
         )
-        from graphrag.config.embeddings import entity_description_embedding
         from graphrag_vectors import IndexSchema, VectorStoreConfig
 
         d = data_config
@@ -444,9 +446,7 @@ class LocalSearchTool(_GraphRagTool):
         """The tool over the index of the graphrag project in `root_dir`, with the project's `local_search`
         settings, completion and embedding models and `vector_store`."""
         config, base = _load_settings(root_dir, config_filepath)
-        files = _output_files(
-            config, ("entities", "relationships", "text_units", "community_reports", "communities")
-        )
+        files = _output_files(config, ("entities", "relationships", "text_units", "community_reports", "communities"))
         ls = config.local_search
         try:
             model = config.get_completion_model_config(ls.completion_model_id)
