@@ -290,9 +290,7 @@ class GlobalSearchTool(_GraphRagTool):
             ),
             name=name,
         )
-        tool._settings_source = SettingsSource(
-            root_dir=str(Path(root_dir).resolve()), config_filepath=str(config_filepath) if config_filepath else None
-        )
+        tool._settings_source = _source(root_dir, config_filepath)
         return tool
 
     def _build_engine(self) -> Any:
@@ -474,9 +472,7 @@ class LocalSearchTool(_GraphRagTool):
             LocalSearchConfig(prompt_filepath=_existing(base, ls.prompt)),
             name=name,
         )
-        tool._settings_source = SettingsSource(
-            root_dir=str(Path(root_dir).resolve()), config_filepath=str(config_filepath) if config_filepath else None
-        )
+        tool._settings_source = _source(root_dir, config_filepath)
         return tool
 
     def _build_engine(self) -> Any:
@@ -571,6 +567,12 @@ class LocalSearchTool(_GraphRagTool):
             name=config.name,
             description=config.description,
         )
+
+
+def _source(root_dir: str | Path, config_filepath: str | Path | None) -> SettingsSource:
+    return SettingsSource(
+        root_dir=str(Path(root_dir).resolve()), config_filepath=str(config_filepath) if config_filepath else None
+    )
 
 
 def _existing(base: Path, path: str | None) -> str | None:
