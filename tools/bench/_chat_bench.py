@@ -52,6 +52,9 @@ class ChatSides:
     ext_call: Callable[[], Awaitable[Any]]
     raw_stream: Callable[[], AsyncIterator[Any]]
     ext_stream: Callable[[], AsyncIterator[Any]]
+    raw_control: Callable[[], Awaitable[Any]] | None = None
+    """An A/A control: the raw create on a second, independent SDK client. When given, it runs in the same
+    interleaved blocks as the two sides, and its ratio to raw (the noise floor) is printed next to ext's."""
 
 
 @asynccontextmanager
@@ -77,6 +80,31 @@ async def loopback_servers(code: str, *args: str) -> AsyncIterator[list[int]]:
             await proc.wait()
 
 
+_TEXT_AND_STREAM = """
+import asyncio, sys
+from ext.testing.script import Reply
+from {module} import {server}
+
+async def main():
+    text = {server}(api_key=sys.argv[1], default=Reply(text="Hello! How can I help you today?"), record=False)
+    stream = {server}(
+        api_key=sys.argv[1], default=Reply(chunks=[f"w{{i}} " for i in range(int(sys.argv[2]))]), record=False
+    )
+    async with text, stream:
+        print(text.port, stream.port, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+asyncio.run(main())
+"""
+
+
+def text_and_stream_servers(module: str, server: str, api_key: str) -> Any:
+    """Two loopback servers of class `module.server` (taking `api_key=`) in a child process: one answering every
+    request with a short text, one with a `STREAM_CHUNKS`-chunk reply. An async context manager yielding
+    `(text_port, stream_port)`."""
+    return loopback_servers(_TEXT_AND_STREAM.format(module=module, server=server), api_key, str(STREAM_CHUNKS))
+
+
 _BLOCK = {1: 25, 64: 256}
 """Ops per side per interleaved block, by concurrency."""
 
@@ -94,21 +122,28 @@ async def compare_creates(sides: ChatSides, *, iterations: int, rounds: int) -> 
         block = _BLOCK[concurrency]
         blocks = max(_MIN_BLOCKS[concurrency], rounds * iterations // block)
         blocks += blocks % 2  # even: each side goes first equally often
-        (raw, ext), (_, cpu_ratios) = await measure_interleaved(
-            [("raw", sides.raw_call), ("ext", sides.ext_call)],
+        named = [("raw", sides.raw_call), ("ext", sides.ext_call)]
+        if sides.raw_control is not None:
+            named.append(("raw A/A", sides.raw_control))
+        results, block_ratios = await measure_interleaved(
+            named,
             blocks=blocks,
             block=block,
             warmup=max(20, iterations // 10),
             concurrency=concurrency,
         )
+        raw, ext = results[0], results[1]
         rows += [Row(case, raw), Row(case, ext, baseline=raw)]
-        ratios = compare(raw, ext)
-        lo, hi = median_ci(cpu_ratios)
-        notes.append(
-            f"{case}: {blocks} interleaved blocks of {block} calls a side, ext/raw: p50 {ratios.p50:.3f}, "
-            f"CPU/op {statistics.median(cpu_ratios):.3f} (median of the blocks, 95 % CI {lo:.3f}-{hi:.3f}), "
-            f"ops/s {ratios.ops_per_s:.3f}"
-        )
+        rows += [Row(case, other, baseline=raw) for other in results[2:]]
+        labels = ("ext/raw", "A/A raw/raw")[: len(results) - 1]
+        for label, result, cpu_ratios in zip(labels, results[1:], block_ratios[1:], strict=True):
+            ratios = compare(raw, result)
+            lo, hi = median_ci(cpu_ratios)
+            notes.append(
+                f"{case}: {blocks} interleaved blocks of {block} calls a side, {label}: p50 {ratios.p50:.3f}, "
+                f"CPU/op {statistics.median(cpu_ratios):.3f} (median of the blocks, 95 % CI {lo:.3f}-{hi:.3f}), "
+                f"ops/s {ratios.ops_per_s:.3f}"
+            )
     print_table(rows)
     print("\n".join(notes))
 

@@ -13,27 +13,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 # Script-dir import: `python tools/bench/bench_anthropic.py` puts tools/bench on sys.path.
-from _chat_bench import STREAM_CHUNKS, ChatSides, chat_main, compare_chat, compare_imports, loopback_servers
+from _chat_bench import ChatSides, chat_main, compare_chat, compare_imports, text_and_stream_servers
 
 MODEL = "claude-sonnet-5-5"
 KEY = "sk-ant-bench"
-
-_SERVER = """
-import asyncio, sys
-from ext.testing.script import Reply
-from ext.testing.servers.anthropic import AnthropicServer
-
-async def main():
-    text = AnthropicServer(api_key=sys.argv[1], default=Reply(text="Hello! How can I help you today?"), record=False)
-    stream = AnthropicServer(
-        api_key=sys.argv[1], default=Reply(chunks=[f"w{i} " for i in range(int(sys.argv[2]))]), record=False
-    )
-    async with text, stream:
-        print(text.port, stream.port, flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-
-asyncio.run(main())
-"""
 
 
 async def run(iterations: int, rounds: int) -> None:
@@ -42,7 +25,10 @@ async def run(iterations: int, rounds: int) -> None:
     from ext.core import LLMMessage, UserMessage
     from ext.models.anthropic import AnthropicChatCompletionClient
 
-    async with loopback_servers(_SERVER, KEY, str(STREAM_CHUNKS)) as (text_port, stream_port):
+    async with text_and_stream_servers("ext.testing.servers.anthropic", "AnthropicServer", KEY) as (
+        text_port,
+        stream_port,
+    ):
         text_url, stream_url = f"http://127.0.0.1:{text_port}", f"http://127.0.0.1:{stream_port}"
         raw = anthropic.AsyncAnthropic(base_url=text_url, api_key=KEY, max_retries=0, timeout=60)
         raw_stream_sdk = anthropic.AsyncAnthropic(base_url=stream_url, api_key=KEY, max_retries=0, timeout=60)

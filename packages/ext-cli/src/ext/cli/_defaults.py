@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ext.core import ConfigurationError
+
 from ._errors import CliError
 
 _INSTALL_HINT = (
@@ -18,6 +20,6 @@ def default_model_spec() -> str:
         raise CliError("no model given and the embedded default model is not installed", hint=_INSTALL_HINT) from None
     try:
         path = default_model_path()
-    except (FileNotFoundError, LookupError, ImportError) as exc:
-        raise CliError(f"no model given and the embedded default model is missing: {exc}", hint=_INSTALL_HINT) from None
+    except ConfigurationError as exc:
+        raise CliError(f"no model given: {exc}", hint=_INSTALL_HINT) from None
     return f"llama-cpp:{path}"

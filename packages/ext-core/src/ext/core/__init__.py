@@ -3,6 +3,18 @@
 from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
+from ._chat_completions import (
+    CHAT_RESERVED_EXTRA_ARGS,
+    CHAT_TOOL_ERROR_PREFIX,
+    ChatToolCallDeltas,
+    chat_messages,
+    chat_options,
+    chat_response_format,
+    chat_tool_choice,
+    chat_tools,
+    split_chat_extra_args,
+    strict_schema,
+)
 from ._client import (
     BaseChatCompletionClient,
     ChatCompletionClient,
@@ -72,7 +84,14 @@ from ._model_info import (
     normalize_model_name,
     resolve_model_info,
 )
-from ._options import AIClientOptions, ChatMessage, ChatOptions, VectorStoreOptions, merge_default_options
+from ._options import (
+    AIClientOptions,
+    ChatMessage,
+    ChatOptions,
+    VectorStoreOptions,
+    check_api_version,
+    merge_default_options,
+)
 from ._retry import RETRYABLE_STATUS, RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
 from ._runtime import (
     DEFAULT_RPC_TIMEOUT,
@@ -92,6 +111,7 @@ from ._runtime import (
     check_timeout,
     message_handler,
 )
+from ._sse import sse_events
 from ._tools import BaseTool, FunctionTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
     AudioResultContent,
@@ -108,6 +128,18 @@ from ._workbench import (
 )
 
 __all__ = [
+    "check_api_version",
+    "sse_events",
+    "CHAT_RESERVED_EXTRA_ARGS",
+    "CHAT_TOOL_ERROR_PREFIX",
+    "split_chat_extra_args",
+    "ChatToolCallDeltas",
+    "chat_options",
+    "chat_messages",
+    "chat_response_format",
+    "chat_tool_choice",
+    "chat_tools",
+    "strict_schema",
     "merge_default_options",
     "validate_config",
     "config_from_arguments",

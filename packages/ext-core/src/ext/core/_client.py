@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, NoReturn, Protocol, Union, runtime_checkable
+from typing import Any, Literal, NoReturn, Protocol, TypeVar, Union, runtime_checkable
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -28,6 +28,8 @@ from ._retry import RetryPolicy
 from ._tools import Tool, ToolSchema
 
 logger = logging.getLogger(__name__)
+
+_ClientT = TypeVar("_ClientT", bound="BaseChatCompletionClient")
 
 ToolChoice = Union[Literal["auto", "none", "required"], str, Tool]
 """`auto`, `none`, `required`, or one tool (by name or the tool itself) the model must call."""
@@ -626,7 +628,7 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         self._closed = True
         await self._close()
 
-    async def __aenter__(self) -> BaseChatCompletionClient:
+    async def __aenter__(self: _ClientT) -> _ClientT:
         return self
 
     async def __aexit__(

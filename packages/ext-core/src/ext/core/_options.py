@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import os
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -122,3 +124,20 @@ class VectorStoreOptions(BaseModel):
     api_key: SecretStr | None = Field(default=None, description="Key for the store; never printed.")
     collection_name: str = Field(min_length=1, description="Collection (index) to use.")
     vector_size: int = Field(gt=0, description="Dimensions of each vector.")
+
+
+_API_VERSION = re.compile(r"^(\d{4}-\d{2}-\d{2})(-preview)?$")
+
+
+def check_api_version(value: str, *, example: str = "2024-10-21") -> str:
+    """`value` if it is an Azure API version (a real date YYYY-MM-DD, optionally `-preview`), else ValueError
+    (naming `api_version`, with `example` as the form to use)."""
+    match = _API_VERSION.match(value) if isinstance(value, str) else None
+    if match is not None:
+        try:
+            datetime.date.fromisoformat(match.group(1))
+        except ValueError:
+            match = None
+    if match is None:
+        raise ValueError(f"api_version must be a date like {example} (YYYY-MM-DD, optionally -preview), got {value!r}")
+    return value

@@ -5,9 +5,11 @@ from ext.models.openai import OpenAIChatCompletionClient
 client = OpenAIChatCompletionClient("gpt-4o")  # key from OPENAI_API_KEY
 """
 
+from ext.core import check_api_version
+
 from .__about__ import __version__
 from ._client import AzureOpenAIChatCompletionClient, BaseOpenAIChatCompletionClient, OpenAIChatCompletionClient
-from ._config import AzureOpenAIClientConfig, OpenAIClientConfig, check_api_version
+from ._config import AzureOpenAIClientConfig, OpenAIClientConfig
 from ._mapping import TOOL_ERROR_PREFIX, WireSettings
 from ._models import OPENAI_MODELS, OPENAI_REASONING_FAMILIES
 from ._retry import classify_openai_error

@@ -6,11 +6,12 @@ fields name the environment variables a loaded client reads them from.
 
 from __future__ import annotations
 
-import datetime
 import re
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from ext.core import check_api_version
 
 from ._models import SystemRole
 
@@ -88,22 +89,6 @@ class OpenAIClientConfig(_CommonConfig):
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         return _check_url(value, "base_url")
-
-
-_API_VERSION = re.compile(r"^(\d{4}-\d{2}-\d{2})(-preview)?$")
-
-
-def check_api_version(value: str) -> str:
-    """`value` if it is an Azure OpenAI API version (YYYY-MM-DD, optionally `-preview`), else ValueError."""
-    match = _API_VERSION.match(value) if isinstance(value, str) else None
-    if match is not None:
-        try:
-            datetime.date.fromisoformat(match.group(1))
-        except ValueError:
-            match = None
-    if match is None:
-        raise ValueError(f"api_version must be a date like 2024-10-21 (YYYY-MM-DD, optionally -preview), got {value!r}")
-    return value
 
 
 class AzureOpenAIClientConfig(_CommonConfig):

@@ -23,10 +23,13 @@ from ext.testing.servers._base import (
     sse_frame,
 )
 from ext.testing.servers.anthropic import AnthropicServer
+from ext.testing.servers.azure_ai import AzureAIServer
 from ext.testing.servers.bedrock import BedrockServer
+from ext.testing.servers.ollama import OllamaServer
 from ext.testing.servers.openai import OpenAIServer
 
 __all__ = [
+    "AzureAIServer",
     "AnthropicServer",
     "BedrockServer",
     "Fault",
@@ -36,6 +39,7 @@ __all__ = [
     "NeutralRequest",
     "NeutralToolResult",
     "OpenAIServer",
+    "OllamaServer",
     "RecordedRequest",
     "Reply",
     "Response",

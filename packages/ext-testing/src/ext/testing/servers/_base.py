@@ -426,6 +426,7 @@ class LoopbackServer:
         self._connections: set[_Connection] = set()
         self._conn_ids = itertools.count(1)
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._idle_waiters: list[asyncio.Future[None]] = []
         self._static: dict[tuple[str, str], Route] = {}
         self._dynamic: list[tuple[str, re.Pattern[str], Route]] = []
         for route in self.routes():
@@ -492,6 +493,15 @@ class LoopbackServer:
         return len(self._connections)
 
     # -- scripting -----------------------------------------------------------------------------------------------
+
+    async def wait_for_no_connections(self, timeout: float = 5) -> None:
+        """Wait until every client connection has closed (e.g. a client's ``close()`` released its pool);
+        ``TimeoutError`` after ``timeout`` seconds."""
+        if not self._connections:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._idle_waiters.append(future)
+        await asyncio.wait_for(future, timeout)
 
     def enqueue(self, *items: ScriptItem) -> None:
         """Append replies, faults or callables ``(RecordedRequest) -> Reply | Fault`` to the script (FIFO)."""
@@ -644,6 +654,11 @@ class LoopbackServer:
         finally:
             conn.close()
             self._connections.discard(conn)
+            if not self._connections:
+                for future in self._idle_waiters:
+                    if not future.done():
+                        future.set_result(None)
+                self._idle_waiters.clear()
 
     def _match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         route = self._static.get((method, path))

@@ -1,0 +1,75 @@
+"""ext-testing's shared ChatClientConformance suite against AzureAIServer, with each kind of credential."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from azure.core.credentials import AzureKeyCredential
+from azure.core.exceptions import (
+    HttpResponseError,
+    ServiceRequestError,
+    ServiceResponseError,
+    ServiceResponseTimeoutError,
+)
+
+from ext.core import ChatCompletionClient
+from ext.models.azure_ai import AzureAIChatCompletionClient
+from ext.testing.conformance import ChatClientConformance
+from ext.testing.credentials import StaticTokenCredential
+from ext.testing.servers import AzureAIServer, LoopbackServer
+
+SECRET = "azure-ai-conformance-secret-0000"
+FEATURES = frozenset(
+    {
+        "vision",
+        "json_mode",
+        "structured_output",
+        "parallel_tool_calls",
+        "tool_choice_none",
+        "tool_choice_required",
+        "tool_choice_named",
+        "thought",
+        "model_id_on_wire",
+        "content_filter",
+    }
+)
+
+
+class _AzureAIErrors(ChatClientConformance):
+    rate_limit_error = HttpResponseError
+    server_error = HttpResponseError
+    # aiohttp reports a connection closed before the response as ServerDisconnected (a ServiceRequestError)
+    connection_error = (ServiceRequestError, ServiceResponseError)
+    timeout_error = ServiceResponseTimeoutError
+    secret = SECRET
+    features = FEATURES
+    # gpt-4o: vision and structured output known to the table
+    model = "gpt-4o"
+
+
+class TestKeyStringConformance(_AzureAIErrors):
+    def make_server(self) -> LoopbackServer:
+        return AzureAIServer(api_key=SECRET)
+
+    def make_client(self, server: LoopbackServer, **kwargs: Any) -> ChatCompletionClient:
+        return AzureAIChatCompletionClient(endpoint=server.base_url, model=self.model, credential=SECRET, **kwargs)
+
+
+class TestAzureKeyCredentialModelsRouteConformance(_AzureAIErrors):
+    def make_server(self) -> LoopbackServer:
+        return AzureAIServer(api_key=SECRET)
+
+    def make_client(self, server: LoopbackServer, **kwargs: Any) -> ChatCompletionClient:
+        return AzureAIChatCompletionClient(
+            endpoint=server.base_url + "/models", model=self.model, credential=AzureKeyCredential(SECRET), **kwargs
+        )
+
+
+class TestTokenCredentialConformance(_AzureAIErrors):
+    def make_server(self) -> LoopbackServer:
+        return AzureAIServer(bearer_token=SECRET)
+
+    def make_client(self, server: LoopbackServer, **kwargs: Any) -> ChatCompletionClient:
+        return AzureAIChatCompletionClient(
+            endpoint=server.base_url, model=self.model, credential=StaticTokenCredential(SECRET), **kwargs
+        )

@@ -1,0 +1,326 @@
+"""A loopback server speaking Ollama's native API (``/api/chat`` JSON and NDJSON streams) over raw HTTP."""
+
+from __future__ import annotations
+
+import json as _json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ext.testing.script import (
+    Fault,
+    NeutralMessage,
+    NeutralRequest,
+    NeutralToolResult,
+    Reply,
+    ToolCallSpec,
+    split_words,
+)
+from ext.testing.servers._base import (
+    LoopbackServer,
+    RecordedRequest,
+    Response,
+    Route,
+    ScriptItem,
+    StreamResponse,
+    json_response,
+    ndjson_frame,
+)
+
+__all__ = ["OllamaServer", "model_not_found_message"]
+
+# Ollama has no tool-call or content-filter stop: a turn that ends in tool calls says "stop".
+_DONE_REASON = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
+_FAULT_MESSAGES = {
+    "rate_limit": "too many requests",
+    "overloaded": "server busy, please try again.  maximum pending requests exceeded",
+    "server_error": "llama runner process has terminated: exit status 2",
+    "bad_request": "invalid request",
+    "auth": "unauthorized",
+}
+_OPTION_KEYS = ("temperature", "top_p", "top_k", "seed", "frequency_penalty", "presence_penalty")
+_NDJSON = "application/x-ndjson"
+
+
+def model_not_found_message(model: str) -> str:
+    """Ollama's 404 text for a model that is not pulled."""
+    return f'model "{model}" not found, try pulling it first'
+
+
+def _full_name(model: str) -> str:
+    """Ollama names without a tag mean ``:latest``."""
+    return model if ":" in model.rsplit("/", 1)[-1] else f"{model}:latest"
+
+
+def _created_at() -> str:
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond:06d}000Z"
+
+
+def _wire_arguments(call: ToolCallSpec) -> Any:
+    """Ollama sends arguments as a JSON object; a scripted string that is not one goes as is."""
+    if isinstance(call.arguments, dict):
+        return call.arguments
+    try:
+        value = _json.loads(call.arguments)
+    except ValueError:
+        return call.arguments
+    return value if isinstance(value, dict) else call.arguments
+
+
+class OllamaServer(LoopbackServer):
+    """Ollama's native API, as a local ``ollama serve`` answers it.
+
+    ``POST /api/chat`` is scripted: a JSON object when the body says ``"stream": false``, else (Ollama's default)
+    an ``application/x-ndjson`` stream of parts, each with ``message.content`` and/or ``message.thinking``; tool
+    calls come whole (arguments as a JSON object, no call id, an ``index``), one part per call; the last part has
+    ``done: true``, ``done_reason`` and the token counts (``prompt_eval_count``, ``eval_count``), which only it
+    carries. A turn that ends in tool calls says ``done_reason: "stop"``, as Ollama does. Errors are
+    ``{"error": "..."}`` with Ollama's statuses; a chat for a model not in ``models`` (when given) is a 404
+    ``model "x" not found, try pulling it first`` before any script item is used, and so is ``Fault("not_found")``.
+    Also served: ``GET /api/tags``, ``POST /api/show``, ``GET /api/version`` and ``GET /`` (``Ollama is running``).
+    ``Reply.thought_signature`` has no Ollama field and is not sent. Ollama itself has no auth; with
+    ``require_headers`` the server acts as the authenticating proxy a remote Ollama sits behind: a request without
+    those exact header values gets 401 ``{"error": "unauthorized"}``.
+    """
+
+    def __init__(
+        self,
+        *,
+        models: Sequence[str] | None = None,
+        capabilities: Mapping[str, Sequence[str]] | None = None,
+        context_length: int = 131072,
+        require_headers: Mapping[str, str] | None = None,
+        default: ScriptItem | None = None,
+        record: bool = True,
+    ) -> None:
+        self.models = [_full_name(m) for m in models] if models is not None else None
+        self.capabilities = {_full_name(k): list(v) for k, v in (capabilities or {}).items()}
+        self.context_length = context_length
+        self.require_headers = dict(require_headers or {})
+        super().__init__(default=default, record=record)
+
+    def routes(self) -> Sequence[Route]:
+        return (
+            Route("POST", "/api/chat", "chat"),
+            Route("GET", "/api/tags", "tags", self._tags),
+            Route("POST", "/api/show", "show", self._show),
+            Route("GET", "/api/version", "version", lambda _r: json_response({"version": "0.12.6"})),
+            Route("GET", "/", "root", lambda _r: Response(body=b"Ollama is running", content_type="text/plain")),
+        )
+
+    # -- model listing -------------------------------------------------------------------------------------------
+
+    def is_pulled(self, model: str) -> bool:
+        """Whether a chat for ``model`` is served (every name when ``models`` was not given)."""
+        return self.models is None or _full_name(model) in self.models
+
+    def _tags(self, request: RecordedRequest) -> Response:
+        denied = self._unauthorized(request)
+        if denied is not None:
+            return denied
+        entries = [
+            {
+                "name": name,
+                "model": name,
+                "modified_at": "2026-11-01T10:00:00.000000000Z",
+                "size": 2019393189,
+                "digest": "a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72",
+                "details": self._details(name),
+            }
+            for name in self.models or []
+        ]
+        return json_response({"models": entries})
+
+    def _details(self, name: str) -> dict[str, Any]:
+        family = name.split(":", 1)[0].rsplit("/", 1)[-1]
+        return {
+            "parent_model": "",
+            "format": "gguf",
+            "family": family,
+            "families": [family],
+            "parameter_size": "3.2B",
+            "quantization_level": "Q4_K_M",
+        }
+
+    def _show(self, request: RecordedRequest) -> Response:
+        denied = self._unauthorized(request)
+        if denied is not None:
+            return denied
+        body = request.json if isinstance(request.json, dict) else {}
+        model = body.get("model") or body.get("name")
+        if not isinstance(model, str) or not model:
+            return json_response({"error": "model is required"}, 400)
+        if not self.is_pulled(model):
+            return json_response({"error": f"model '{model}' not found"}, 404)
+        name = _full_name(model)
+        capabilities = self.capabilities.get(name, ["completion", "tools"])
+        return json_response(
+            {
+                "modelfile": f"FROM {name}\n",
+                "parameters": 'stop "<|eot_id|>"',
+                "template": "{{ .Prompt }}",
+                "details": self._details(name),
+                "model_info": {"general.architecture": "llama", "llama.context_length": self.context_length},
+                "capabilities": capabilities,
+                "modified_at": "2026-11-01T10:00:00.000000000Z",
+            }
+        )
+
+    # -- protocol hooks ------------------------------------------------------------------------------------------
+
+    def _unauthorized(self, request: RecordedRequest) -> Response | None:
+        for name, value in self.require_headers.items():
+            if request.headers.get(name) != value:
+                return json_response({"error": "unauthorized"}, 401)
+        return None
+
+    def check(self, request: RecordedRequest) -> Response | None:
+        denied = self._unauthorized(request)
+        if denied is not None:
+            return denied
+        body = request.json
+        if not isinstance(body, dict):
+            return json_response({"error": "invalid character looking for beginning of value"}, 400)
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return json_response({"error": "model is required"}, 400)
+        if not self.is_pulled(model):
+            return json_response({"error": model_not_found_message(model)}, 404)
+        return None
+
+    def render_error(self, status: int, message: str, request: RecordedRequest | None) -> Response:
+        if status == 404 and message.startswith("Invalid URL"):
+            return Response(404, b"404 page not found", "text/plain")  # Go's default mux
+        return json_response({"error": message}, status)
+
+    def render_fault(self, fault: Fault, request: RecordedRequest) -> Response:
+        message = fault.message
+        if not message:
+            if fault.kind == "not_found":
+                body = request.json if isinstance(request.json, dict) else {}
+                message = model_not_found_message(str(body.get("model") or "model"))
+            else:
+                message = _FAULT_MESSAGES.get(fault.kind, "scripted failure")
+        return json_response({"error": message}, self.fault_status(fault), self.fault_headers(fault))
+
+    def render(self, reply: Reply, request: RecordedRequest) -> Response | StreamResponse:
+        body = request.json if isinstance(request.json, dict) else {}
+        model = str(body.get("model") or "llama3.2")
+        done_reason = _DONE_REASON.get(reply.resolved_finish_reason, reply.resolved_finish_reason)
+        calls = [
+            {"function": {"index": index, "name": call.name, "arguments": _wire_arguments(call)}}
+            for index, call in enumerate(reply.tool_calls)
+        ]
+        if body.get("stream", True) is False:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+            if reply.thought:
+                message["thinking"] = reply.thought
+            if calls:
+                message["tool_calls"] = calls
+            return json_response(self._final(model, message, done_reason, reply))
+        return StreamResponse(self._frames(model, reply, calls, done_reason), content_type=_NDJSON)
+
+    def _final(self, model: str, message: dict[str, Any], done_reason: str, reply: Reply) -> dict[str, Any]:
+        return {
+            "model": model,
+            "created_at": _created_at(),
+            "message": message,
+            "done_reason": done_reason,
+            "done": True,
+            "total_duration": 1_234_567_890,
+            "load_duration": 12_345_678,
+            "prompt_eval_count": reply.prompt_tokens,
+            "prompt_eval_duration": 23_456_789,
+            "eval_count": reply.completion_tokens,
+            "eval_duration": 987_654_321,
+        }
+
+    def _frames(self, model: str, reply: Reply, calls: list[dict[str, Any]], done_reason: str) -> list[bytes]:
+        created = _created_at()
+
+        def part(message: dict[str, Any]) -> bytes:
+            return ndjson_frame({"model": model, "created_at": created, "message": message, "done": False})
+
+        frames = [
+            part({"role": "assistant", "content": "", "thinking": piece}) for piece in split_words(reply.thought or "")
+        ]
+        frames.extend(part({"role": "assistant", "content": piece}) for piece in reply.text_chunks)
+        frames.extend(part({"role": "assistant", "content": "", "tool_calls": [call]}) for call in calls)
+        frames.append(ndjson_frame(self._final(model, {"role": "assistant", "content": ""}, done_reason, reply)))
+        return frames
+
+    def decode(self, request: RecordedRequest) -> NeutralRequest:
+        """Decode an ``/api/chat`` body. Ollama sends no call ids: a tool message's ``call_id`` is its
+        ``tool_call_id`` when the client sent one, else the id of the call at the same position in the assistant
+        turn before it (the pairing Ollama's templates make); calls without an ``id`` get ``call_<n>``."""
+        body: dict[str, Any] = request.json if isinstance(request.json, dict) else {}
+        model = body.get("model")
+        result = NeutralRequest(
+            model=model if isinstance(model, str) else None, stream=body.get("stream", True) is not False, raw=body
+        )
+        last_calls: list[ToolCallSpec] = []
+        results_seen = 0
+        for position, message in enumerate(body.get("messages") or []):
+            if not isinstance(message, dict):
+                continue
+            role = str(message.get("role"))
+            content = message.get("content")
+            text = content if isinstance(content, str) else ""
+            images = message.get("images")
+            image_count = len(images) if isinstance(images, list) else 0
+            if role == "system":
+                result.system.append(text)
+            elif role == "assistant":
+                last_calls = [
+                    ToolCallSpec(
+                        name=str(call.get("function", {}).get("name", "")),
+                        arguments=call.get("function", {}).get("arguments", {}),
+                        id=call.get("id") if isinstance(call.get("id"), str) else None,
+                    )
+                    for call in message.get("tool_calls") or []
+                    if isinstance(call, dict)
+                ]
+                results_seen = 0
+                thinking = message.get("thinking")
+                result.messages.append(
+                    NeutralMessage(
+                        "assistant",
+                        text,
+                        image_count,
+                        tool_calls=last_calls,
+                        thought=thinking if isinstance(thinking, str) else None,
+                        position=position,
+                    )
+                )
+            elif role == "tool":
+                call_id = message.get("tool_call_id")
+                if not isinstance(call_id, str):
+                    call_id = last_calls[results_seen].call_id if results_seen < len(last_calls) else ""
+                results_seen += 1
+                item = NeutralToolResult(call_id=call_id, content=text)
+                result.messages.append(NeutralMessage("tool", tool_results=[item], position=position))
+            else:
+                result.messages.append(NeutralMessage(role, text, image_count, position=position))
+        for tool in body.get("tools") or []:
+            spec = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(spec, dict) and isinstance(spec.get("name"), str):
+                result.tools.append(spec["name"])
+                parameters = spec.get("parameters")
+                result.tool_schemas[spec["name"]] = parameters if isinstance(parameters, dict) else {}
+        fmt = body.get("format")
+        if fmt == "json":
+            result.json_mode = True
+        elif isinstance(fmt, dict):
+            result.json_schema = fmt
+        options = body.get("options")
+        if isinstance(options, dict):
+            for key in _OPTION_KEYS:
+                if options.get(key) is not None:
+                    result.options[key] = options[key]
+            if options.get("num_predict") is not None:
+                result.options["max_tokens"] = options["num_predict"]
+            stop = options.get("stop")
+            if stop is not None:
+                result.options["stop"] = [stop] if isinstance(stop, str) else list(stop)
+        return result

@@ -1,0 +1,582 @@
+"""`GlobalSearchTool` and `LocalSearchTool`: graphrag's query engines behind the ext `Tool` interface."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import pandas as pd
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+
+from ext.core import BaseTool, CancellationToken, ConfigurationError, run_cancellable
+
+from ._config import (
+    GlobalContextConfig,
+    GlobalDataConfig,
+    GlobalSearchToolConfig,
+    LocalContextConfig,
+    LocalDataConfig,
+    LocalSearchConfig,
+    LocalSearchToolConfig,
+    MapReduceConfig,
+    ModelSettings,
+    SettingsSource,
+)
+
+__all__ = ["GlobalSearchTool", "GraphRagSettingsError", "LocalSearchTool", "QueryArgs"]
+
+T = TypeVar("T")
+
+_GLOBAL_DESCRIPTION = (
+    "Answer a broad question about the whole document collection (themes, trends, summaries across many "
+    "sources) from GraphRAG's community reports."
+)
+_LOCAL_DESCRIPTION = (
+    "Answer a question about specific people, places, organisations or things named in the documents, from "
+    "GraphRAG's entities, relationships and source text."
+)
+_VECTOR_STORE_SECRETS = ("api_key", "connection_string")
+
+
+class QueryArgs(BaseModel):
+    """The tools' arguments."""
+
+    query: str = Field(min_length=1, description="The question to answer from the indexed documents.")
+
+
+class GraphRagSettingsError(ConfigurationError):
+    """A graphrag settings file or index file is missing or invalid (the message names the file)."""
+
+
+# -- one event loop thread for every search ------------------------------------------------------------------------
+# graphrag's local search embeds the query with a blocking HTTP call inside its async context builder, and its
+# pandas work is CPU-bound: searches run on their own loop in one daemon thread so the caller's loop stays free.
+# Cancelling the caller's await cancels the search task there (its HTTP requests are closed).
+
+_worker_lock = threading.Lock()
+_worker_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    global _worker_loop
+    with _worker_lock:
+        if _worker_loop is None or _worker_loop.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="ext-graphrag-search", daemon=True)
+            thread.start()
+            _worker_loop = loop
+        return _worker_loop
+
+
+async def _on_worker(coro: Coroutine[Any, Any, T], token: CancellationToken | None) -> T:
+    future = asyncio.run_coroutine_threadsafe(coro, _loop())
+    return await run_cancellable(asyncio.wrap_future(future), token)
+
+
+# -- reading settings and index files ------------------------------------------------------------------------------
+
+
+def _import_graphrag() -> None:
+    # litellm (under graphrag) fetches a model cost map at import unless told to use its bundled copy.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def _load_settings(root_dir: str | Path, config_filepath: str | Path | None) -> tuple[Any, Path]:
+    """graphrag's config as its CLI loads it (settings file, `.env` beside it, `${VAR}` references), without
+    leaving the process in another working directory. Returns the config and the settings file's folder."""
+    _import_graphrag()
+    from graphrag.config.models.graph_rag_config import GraphRagConfig
+    from graphrag_common.config import ConfigParsingError
+    from graphrag_common.config import load_config as load_graphrag_config
+
+    root = Path(root_dir).resolve()
+    if not root.is_dir():
+        raise GraphRagSettingsError(f"graphrag root_dir {str(root)!r} is not a directory")
+    target = Path(config_filepath) if config_filepath is not None else root
+    if not target.is_absolute():
+        target = root / target
+    if config_filepath is not None and not target.is_file():
+        raise GraphRagSettingsError(f"graphrag settings file {str(target)!r} does not exist")
+    cwd = os.getcwd()
+    try:
+        config = load_graphrag_config(config_initializer=GraphRagConfig, config_path=target)
+    except FileNotFoundError as exc:
+        raise GraphRagSettingsError(f"graphrag settings: {exc}") from None
+    except (ConfigParsingError, ValidationError, ValueError) as exc:
+        raise GraphRagSettingsError(
+            f"graphrag settings file {str(_settings_file(target))!r} is invalid: {exc}"
+        ) from exc
+    finally:
+        os.chdir(cwd)  # graphrag's loader changes into the settings folder to resolve relative paths
+    return config, _settings_file(target).parent
+
+
+def _settings_file(target: Path) -> Path:
+    if target.is_file():
+        return target
+    for name in ("settings.yaml", "settings.yml", "settings.json"):
+        if (target / name).is_file():
+            return target / name
+    return target / "settings.yaml"
+
+
+def _relative_to(base: Path, value: str | None) -> str | None:
+    if not value:
+        return None
+    path = Path(value)
+    return str(path if path.is_absolute() else base / path)
+
+
+def _output_files(config: Any, names: tuple[str, ...]) -> dict[str, str]:
+    """Where `graphrag index` wrote each table (file output storage)."""
+    storage = config.output_storage
+    if str(getattr(storage.type, "value", storage.type)) != "file":
+        raise GraphRagSettingsError(
+            f"output_storage type {storage.type!r} is not supported by from_settings (file storage only); build the "
+            "tool from GlobalDataConfig / LocalDataConfig with local copies of the tables"
+        )
+    suffix = ".csv" if str(getattr(config.table_provider, "type", "parquet")).endswith("csv") else ".parquet"
+    base = Path(storage.base_dir)
+    return {name: str(base / f"{name}{suffix}") for name in names}
+
+
+def _model_settings(model: Any) -> ModelSettings:
+    data = model.model_dump(exclude_none=True)
+    key = data.pop("api_key", None)
+    known = {name: data.pop(name) for name in ("model_provider", "model", "api_base", "api_version") if name in data}
+    return ModelSettings(**known, api_key=SecretStr(key) if key else None, extra=data)
+
+
+def _graphrag_model(settings: ModelSettings, what: str) -> Any:
+    from graphrag_llm.config import ModelConfig
+
+    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
+    if key is None and settings.api_key_env:
+        key = os.environ.get(settings.api_key_env)
+        if key is None:
+            raise ConfigurationError(f"{what}.api_key_env: environment variable {settings.api_key_env!r} is not set")
+    fields: dict[str, Any] = {**settings.extra, "model_provider": settings.model_provider, "model": settings.model}
+    if settings.api_base is not None:
+        fields["api_base"] = settings.api_base
+    if settings.api_version is not None:
+        fields["api_version"] = settings.api_version
+    if key is not None:
+        fields["api_key"] = key
+    try:
+        return ModelConfig(**fields)
+    except ValidationError as exc:
+        raise ConfigurationError(f"{what}: invalid graphrag model config: {exc}") from None
+
+
+def _read_table(path: str, field: str, typed: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
+    file = Path(path)
+    if not file.is_file():
+        raise GraphRagSettingsError(f"{field}: graphrag index file {str(file)!r} does not exist (run `graphrag index`)")
+    try:
+        frame = pd.read_csv(file) if file.suffix == ".csv" else pd.read_parquet(file)
+        return typed(frame)
+    except Exception as exc:
+        raise GraphRagSettingsError(f"{field}: cannot read graphrag index file {str(file)!r}: {exc}") from exc
+
+
+def _read_prompt(path: str | None, field: str) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise GraphRagSettingsError(f"{field}: cannot read prompt file {path!r}: {exc.strerror}") from None
+
+
+# -- the tools -----------------------------------------------------------------------------------------------------
+
+
+class _GraphRagTool(BaseTool):
+    component_type = "tool"
+    _search_label: ClassVar[str]
+
+    def __init__(self, *, name: str, description: str) -> None:
+        super().__init__(name=name, description=description, args_type=QueryArgs)
+        self._engine: Any = None
+        self._settings_source: SettingsSource | None = None
+
+    async def run(self, args: Any, cancellation_token: CancellationToken | None) -> str:
+        return await _on_worker(self._search(args.query), cancellation_token)
+
+    async def _search(self, query: str) -> str:
+        if self._engine is None:
+            self._engine = self._build_engine()
+        result = await self._engine.search(query=query)
+        response = result.response
+        return response if isinstance(response, str) else str(response)
+
+    def _build_engine(self) -> Any:
+        raise NotImplementedError
+
+
+class GlobalSearchTool(_GraphRagTool):
+    """GraphRAG global search (map-reduce over community reports) as a tool named `global_search`.
+
+    Build it with `from_settings(root_dir)` for a project made with `graphrag init` / `graphrag index`, or from
+    `GlobalDataConfig`, `GlobalContextConfig`, `MapReduceConfig` and a `ModelSettings`. The index tables are read
+    (and checked) at construction; the model is first called on the first query.
+    """
+
+    component_config_schema = GlobalSearchToolConfig
+    component_provider_override = "ext.tools.graphrag.GlobalSearchTool"
+
+    def __init__(
+        self,
+        data_config: GlobalDataConfig,
+        model: ModelSettings,
+        context_config: GlobalContextConfig | None = None,
+        mapreduce_config: MapReduceConfig | None = None,
+        *,
+        name: str = "global_search",
+        description: str | None = None,
+    ) -> None:
+        super().__init__(name=name, description=description or _GLOBAL_DESCRIPTION)
+        self.data_config = data_config
+        self.context_config = context_config or GlobalContextConfig()
+        self.mapreduce_config = mapreduce_config or MapReduceConfig()
+        self.model_settings = model
+        _import_graphrag()
+        from graphrag.data_model.dfs import communities_typed, community_reports_typed, entities_typed
+
+        self._entities = _read_table(data_config.entities_filepath, "entities_filepath", entities_typed)
+        self._communities = _read_table(data_config.communities_filepath, "communities_filepath", communities_typed)
+        self._reports = _read_table(data_config.reports_filepath, "reports_filepath", community_reports_typed)
+        mr = self.mapreduce_config
+        self._prompts = (
+            _read_prompt(mr.map_prompt_filepath, "map_prompt_filepath"),
+            _read_prompt(mr.reduce_prompt_filepath, "reduce_prompt_filepath"),
+            _read_prompt(mr.knowledge_prompt_filepath, "knowledge_prompt_filepath"),
+        )
+        self._model_config = _graphrag_model(model, "model")
+
+    @classmethod
+    def from_settings(
+        cls, root_dir: str | Path, config_filepath: str | Path | None = None, *, name: str = "global_search"
+    ) -> GlobalSearchTool:
+        """The tool over the index of the graphrag project in `root_dir` (settings.yaml and .env there, or
+        `config_filepath`), with the project's `global_search` settings and completion model."""
+        config, base = _load_settings(root_dir, config_filepath)
+        files = _output_files(config, ("entities", "communities", "community_reports"))
+        gs = config.global_search
+        try:
+            model = config.get_completion_model_config(gs.completion_model_id)
+        except ValueError as exc:
+            raise GraphRagSettingsError(f"graphrag settings in {str(base)!r}: {exc}") from None
+        tool = cls(
+            GlobalDataConfig(
+                entities_filepath=files["entities"],
+                communities_filepath=files["communities"],
+                reports_filepath=files["community_reports"],
+            ),
+            _model_settings(model),
+            GlobalContextConfig(max_context_tokens=gs.max_context_tokens),
+            MapReduceConfig(
+                max_data_tokens=gs.data_max_tokens,
+                map_max_length=gs.map_max_length,
+                reduce_max_length=gs.reduce_max_length,
+                concurrency=config.concurrent_requests,
+                map_prompt_filepath=_existing(base, gs.map_prompt),
+                reduce_prompt_filepath=_existing(base, gs.reduce_prompt),
+                knowledge_prompt_filepath=_existing(base, gs.knowledge_prompt),
+            ),
+            name=name,
+        )
+        tool._settings_source = _source(root_dir, config_filepath)
+        return tool
+
+    def _build_engine(self) -> Any:
+        from graphrag.query.indexer_adapters import (
+            read_indexer_communities,
+            read_indexer_entities,
+            read_indexer_reports,
+        )
+        from graphrag.query.structured_search.global_search.community_context import GlobalCommunityContext
+        from graphrag.query.structured_search.global_search.search import GlobalSearch
+        from graphrag_llm.completion import create_completion
+
+        level = self.data_config.community_level
+        model = create_completion(self._model_config)
+        tokenizer = model.tokenizer
+        ctx, mr = self.context_config, self.mapreduce_config
+        call_args = dict(self._model_config.call_args)
+        map_prompt, reduce_prompt, knowledge_prompt = self._prompts
+        return GlobalSearch(
+            model=model,
+            map_system_prompt=map_prompt,
+            reduce_system_prompt=reduce_prompt,
+            general_knowledge_inclusion_prompt=knowledge_prompt,
+            context_builder=GlobalCommunityContext(
+                community_reports=read_indexer_reports(self._reports, self._communities, community_level=level),
+                communities=read_indexer_communities(self._communities, self._reports),
+                entities=read_indexer_entities(self._entities, self._communities, community_level=level),
+                tokenizer=tokenizer,
+                random_state=ctx.random_state,
+            ),
+            tokenizer=tokenizer,
+            max_data_tokens=mr.max_data_tokens,
+            map_llm_params={**call_args, "max_tokens": mr.map_max_tokens},
+            reduce_llm_params={**call_args, "max_tokens": mr.reduce_max_tokens},
+            map_max_length=mr.map_max_length,
+            reduce_max_length=mr.reduce_max_length,
+            allow_general_knowledge=mr.allow_general_knowledge,
+            json_mode=False,  # graphrag asks the map calls for a JSON object itself
+            context_builder_params={
+                "use_community_summary": ctx.use_community_summary,
+                "shuffle_data": ctx.shuffle_data,
+                "include_community_rank": ctx.include_community_rank,
+                "min_community_rank": ctx.min_community_rank,
+                "community_rank_name": "rank",
+                "include_community_weight": ctx.include_community_weight,
+                "community_weight_name": "occurrence weight",
+                "normalize_community_weight": ctx.normalize_community_weight,
+                "max_context_tokens": ctx.max_context_tokens,
+                "context_name": "Reports",
+            },
+            concurrent_coroutines=mr.concurrency,
+            response_type=mr.response_type,
+        )
+
+    def _to_config(self) -> GlobalSearchToolConfig:
+        if self._settings_source is not None:
+            return GlobalSearchToolConfig(name=self.name, description=self.description, settings=self._settings_source)
+        return GlobalSearchToolConfig(
+            name=self.name,
+            description=self.description,
+            data=self.data_config,
+            context=self.context_config,
+            mapreduce=self.mapreduce_config,
+            model=self.model_settings,
+        )
+
+    @classmethod
+    def _from_config(cls, config: GlobalSearchToolConfig) -> GlobalSearchTool:
+        if config.settings is not None:
+            tool = cls.from_settings(config.settings.root_dir, config.settings.config_filepath, name=config.name)
+            return tool
+        if config.data is None or config.model is None:
+            raise ConfigurationError("GlobalSearchTool config needs either 'settings' or both 'data' and 'model'")
+        return cls(
+            config.data,
+            config.model,
+            config.context,
+            config.mapreduce,
+            name=config.name,
+            description=config.description,
+        )
+
+
+class LocalSearchTool(_GraphRagTool):
+    """GraphRAG local search (entities near the question in the vector store, their relationships, source text
+    and community reports) as a tool named `local_search`.
+
+    Build it with `from_settings(root_dir)`, or from `LocalDataConfig` (tables + the project's `vector_store`
+    settings), `LocalContextConfig`, `LocalSearchConfig` and the chat and embedding `ModelSettings`.
+    """
+
+    component_config_schema = LocalSearchToolConfig
+    component_provider_override = "ext.tools.graphrag.LocalSearchTool"
+
+    def __init__(
+        self,
+        data_config: LocalDataConfig,
+        model: ModelSettings,
+        embedding_model: ModelSettings,
+        context_config: LocalContextConfig | None = None,
+        search_config: LocalSearchConfig | None = None,
+        *,
+        name: str = "local_search",
+        description: str | None = None,
+    ) -> None:
+        super().__init__(name=name, description=description or _LOCAL_DESCRIPTION)
+        self.data_config = data_config
+        self.context_config = context_config or LocalContextConfig()
+        self.search_config = search_config or LocalSearchConfig()
+        self.model_settings = model
+        self.embedding_settings = embedding_model
+        _import_graphrag()
+        from graphrag.config.embeddings import entity_description_embedding
+        from graphrag.data_model.dfs import (
+            communities_typed,
+            community_reports_typed,
+            entities_typed,
+            relationships_typed,
+            text_units_typed,
+        )
+        from graphrag_vectors import IndexSchema, VectorStoreConfig
+
+        d = data_config
+        self._entities = _read_table(d.entities_filepath, "entities_filepath", entities_typed)
+        self._relationships = _read_table(d.relationships_filepath, "relationships_filepath", relationships_typed)
+        self._text_units = _read_table(d.text_units_filepath, "text_units_filepath", text_units_typed)
+        self._reports = _read_table(d.reports_filepath, "reports_filepath", community_reports_typed)
+        self._communities = _read_table(d.communities_filepath, "communities_filepath", communities_typed)
+        try:
+            self._vector_store = VectorStoreConfig(**d.vector_store)
+        except ValidationError as exc:
+            raise ConfigurationError(f"vector_store: invalid graphrag vector store config: {exc}") from None
+        schemas = self._vector_store.index_schema
+        if entity_description_embedding not in schemas:  # as graphrag's own settings loader fills it in
+            schemas[entity_description_embedding] = IndexSchema(
+                index_name=entity_description_embedding, vector_size=self._vector_store.vector_size
+            )
+        db_uri = self._vector_store.db_uri
+        if self._vector_store.type == "lancedb" and db_uri and not Path(db_uri).exists():
+            raise GraphRagSettingsError(
+                f"vector_store.db_uri: LanceDB folder {db_uri!r} does not exist (run `graphrag index`)"
+            )
+        self._prompt = _read_prompt(self.search_config.prompt_filepath, "prompt_filepath")
+        self._model_config = _graphrag_model(model, "model")
+        self._embedding_config = _graphrag_model(embedding_model, "embedding_model")
+
+    @classmethod
+    def from_settings(
+        cls, root_dir: str | Path, config_filepath: str | Path | None = None, *, name: str = "local_search"
+    ) -> LocalSearchTool:
+        """The tool over the index of the graphrag project in `root_dir`, with the project's `local_search`
+        settings, completion and embedding models and `vector_store`."""
+        config, base = _load_settings(root_dir, config_filepath)
+        files = _output_files(config, ("entities", "relationships", "text_units", "community_reports", "communities"))
+        ls = config.local_search
+        try:
+            model = config.get_completion_model_config(ls.completion_model_id)
+            embedding = config.get_embedding_model_config(ls.embedding_model_id)
+        except ValueError as exc:
+            raise GraphRagSettingsError(f"graphrag settings in {str(base)!r}: {exc}") from None
+        tool = cls(
+            LocalDataConfig(
+                entities_filepath=files["entities"],
+                relationships_filepath=files["relationships"],
+                text_units_filepath=files["text_units"],
+                reports_filepath=files["community_reports"],
+                communities_filepath=files["communities"],
+                vector_store=config.vector_store.model_dump(exclude_none=True),
+            ),
+            _model_settings(model),
+            _model_settings(embedding),
+            LocalContextConfig(
+                text_unit_prop=ls.text_unit_prop,
+                community_prop=ls.community_prop,
+                top_k_entities=ls.top_k_entities,
+                top_k_relationships=ls.top_k_relationships,
+                max_context_tokens=ls.max_context_tokens,
+            ),
+            LocalSearchConfig(prompt_filepath=_existing(base, ls.prompt)),
+            name=name,
+        )
+        tool._settings_source = _source(root_dir, config_filepath)
+        return tool
+
+    def _build_engine(self) -> Any:
+        from graphrag.config.embeddings import entity_description_embedding
+        from graphrag.query.context_builder.entity_extraction import EntityVectorStoreKey
+        from graphrag.query.indexer_adapters import (
+            read_indexer_entities,
+            read_indexer_relationships,
+            read_indexer_reports,
+            read_indexer_text_units,
+        )
+        from graphrag.query.structured_search.local_search.mixed_context import LocalSearchMixedContext
+        from graphrag.query.structured_search.local_search.search import LocalSearch
+        from graphrag.utils.api import get_embedding_store
+        from graphrag_llm.completion import create_completion
+        from graphrag_llm.embedding import create_embedding
+
+        level = self.data_config.community_level
+        model = create_completion(self._model_config)
+        tokenizer = model.tokenizer
+        ctx = self.context_config
+        params = dict(self._model_config.call_args)
+        if self.search_config.max_tokens is not None:
+            params["max_tokens"] = self.search_config.max_tokens
+        return LocalSearch(
+            model=model,
+            system_prompt=self._prompt,
+            context_builder=LocalSearchMixedContext(
+                community_reports=read_indexer_reports(self._reports, self._communities, level),
+                text_units=read_indexer_text_units(self._text_units),
+                entities=read_indexer_entities(self._entities, self._communities, level),
+                relationships=read_indexer_relationships(self._relationships),
+                covariates={},
+                entity_text_embeddings=get_embedding_store(self._vector_store, entity_description_embedding),
+                embedding_vectorstore_key=EntityVectorStoreKey.ID,
+                text_embedder=create_embedding(self._embedding_config),
+                tokenizer=tokenizer,
+            ),
+            tokenizer=tokenizer,
+            model_params=params,
+            context_builder_params={
+                "text_unit_prop": ctx.text_unit_prop,
+                "community_prop": ctx.community_prop,
+                "conversation_history_max_turns": 5,
+                "conversation_history_user_turns_only": True,
+                "top_k_mapped_entities": ctx.top_k_entities,
+                "top_k_relationships": ctx.top_k_relationships,
+                "include_entity_rank": ctx.include_entity_rank,
+                "include_relationship_weight": ctx.include_relationship_weight,
+                "include_community_rank": ctx.include_community_rank,
+                "return_candidate_context": False,
+                "embedding_vectorstore_key": EntityVectorStoreKey.ID,
+                "max_context_tokens": ctx.max_context_tokens,
+            },
+            response_type=self.search_config.response_type,
+        )
+
+    def _to_config(self) -> LocalSearchToolConfig:
+        if self._settings_source is not None:
+            return LocalSearchToolConfig(name=self.name, description=self.description, settings=self._settings_source)
+        data = self.data_config.model_copy(
+            update={
+                "vector_store": {
+                    k: v for k, v in self.data_config.vector_store.items() if k not in _VECTOR_STORE_SECRETS
+                }
+            }
+        )
+        return LocalSearchToolConfig(
+            name=self.name,
+            description=self.description,
+            data=data,
+            context=self.context_config,
+            search=self.search_config,
+            model=self.model_settings,
+            embedding_model=self.embedding_settings,
+        )
+
+    @classmethod
+    def _from_config(cls, config: LocalSearchToolConfig) -> LocalSearchTool:
+        if config.settings is not None:
+            return cls.from_settings(config.settings.root_dir, config.settings.config_filepath, name=config.name)
+        if config.data is None or config.model is None or config.embedding_model is None:
+            raise ConfigurationError(
+                "LocalSearchTool config needs either 'settings' or 'data', 'model' and 'embedding_model'"
+            )
+        return cls(
+            config.data,
+            config.model,
+            config.embedding_model,
+            config.context,
+            config.search,
+            name=config.name,
+            description=config.description,
+        )
+
+
+def _source(root_dir: str | Path, config_filepath: str | Path | None) -> SettingsSource:
+    return SettingsSource(
+        root_dir=str(Path(root_dir).resolve()), config_filepath=str(config_filepath) if config_filepath else None
+    )
+
+
+def _existing(base: Path, path: str | None) -> str | None:
+    """A prompt file named in the settings (relative to the settings folder), if it exists: graphrag falls back
+    to its built-in prompt otherwise."""
+    resolved = _relative_to(base, path)
+    return resolved if resolved is not None and Path(resolved).is_file() else None
