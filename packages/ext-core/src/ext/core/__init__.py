@@ -92,6 +92,19 @@ from ._runtime import (
     check_timeout,
     message_handler,
 )
+from ._pipeline import (
+    ChatCall,
+    ChatClientBuilder,
+    ChatItem,
+    ChatMiddleware,
+    ChatPipeline,
+    CreateNext,
+    StreamNext,
+    ToolInvocation,
+    ToolNext,
+)
+from ._middleware import LoggingMiddleware, RetryMiddleware
+from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tools import BaseTool, FunctionTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
     AudioResultContent,
@@ -214,4 +227,21 @@ __all__ = [
     "split_system_messages",
     "tool_schema_of",
     "value_as_string",
+    # the chat pipeline
+    "ChatCall",
+    "ChatClientBuilder",
+    "ChatItem",
+    "ChatMiddleware",
+    "ChatPipeline",
+    "CreateNext",
+    "LoggingMiddleware",
+    "ModelTurn",
+    "RetryMiddleware",
+    "StreamNext",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolInvocation",
+    "ToolLoop",
+    "ToolLoopEvent",
+    "ToolNext",
 ]
