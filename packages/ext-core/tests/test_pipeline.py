@@ -15,12 +15,14 @@ import pytest
 
 from ext.core import (
     BaseChatCompletionClient,
+    CacheMiddleware,
     CancellationToken,
     ChatCall,
     ChatClientBuilder,
     ChatCompletionClient,
     ChatItem,
     ChatMiddleware,
+    ChatOptions,
     ChatPipeline,
     ChatRequest,
     ConfigurationError,
@@ -30,6 +32,7 @@ from ext.core import (
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
     FunctionTool,
+    InMemoryCacheStore,
     LoggingMiddleware,
     ModelTurn,
     RequestUsage,
@@ -60,15 +63,17 @@ class Scripted(BaseChatCompletionClient):
         self.script = list(script)
         self.requests: list[ChatRequest] = []
         self.entered = asyncio.Event()
+        self.requested = asyncio.Event()
         self.cancelled = asyncio.Event()
         self.closed_calls = 0
 
-    def _next(self, request: ChatRequest) -> CreateResult:
+    def _next(self, request: ChatRequest) -> Any:
         self.requests.append(request)
+        self.requested.set()
         item = self.script.pop(0)
         if isinstance(item, BaseException):
             raise item
-        return item  # type: ignore[no-any-return]
+        return item
 
     async def _create(self, request: ChatRequest) -> CreateResult:
         item = self._next(request)
@@ -78,7 +83,7 @@ class Scripted(BaseChatCompletionClient):
                 await asyncio.Event().wait()
             finally:
                 self.cancelled.set()
-        return item
+        return item  # type: ignore[no-any-return]
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
         item = self._next(request)
@@ -92,13 +97,13 @@ class Scripted(BaseChatCompletionClient):
 
 
 def text(content: str, usage: tuple[int, int] = (3, 2)) -> CreateResult:
-    return CreateResult(finish_reason="stop", content=content, usage=RequestUsage(prompt_tokens=usage[0], completion_tokens=usage[1]))
+    return CreateResult(
+        finish_reason="stop", content=content, usage=RequestUsage(prompt_tokens=usage[0], completion_tokens=usage[1])
+    )
 
 
 def calls(*items: tuple[str, str, dict[str, Any] | str], usage: tuple[int, int] = (5, 1)) -> CreateResult:
-    content = [
-        FunctionCall(id=i, name=n, arguments=a if isinstance(a, str) else json.dumps(a)) for i, n, a in items
-    ]
+    content = [FunctionCall(id=i, name=n, arguments=a if isinstance(a, str) else json.dumps(a)) for i, n, a in items]
     return CreateResult(
         finish_reason="function_calls",
         content=content,
@@ -284,7 +289,9 @@ async def test_several_calls_in_one_turn_run_concurrently_in_order() -> None:
         return word.upper()
 
     inner = Scripted(
-        calls(("c1", "slow_echo", {"word": "a"}), ("c2", "slow_echo", {"word": "b"}), ("c3", "slow_echo", {"word": "c"})),
+        calls(
+            ("c1", "slow_echo", {"word": "a"}), ("c2", "slow_echo", {"word": "b"}), ("c3", "slow_echo", {"word": "c"})
+        ),
         text("done"),
     )
     client = ChatClientBuilder(inner).use_tool_loop([FunctionTool(slow_echo)]).build()
@@ -476,8 +483,7 @@ async def test_retry_wait_is_cut_short_by_cancel() -> None:
     client = ChatClientBuilder(inner).use_retry(RetryPolicy(max_retries=1, multiplier=3600.0)).build()
     token = CancellationToken()
     task = asyncio.create_task(client.create(USER, token))
-    while not inner.requests:
-        await asyncio.sleep(0)
+    await asyncio.wait_for(inner.requested.wait(), 5)
     token.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
@@ -497,8 +503,163 @@ async def test_pipeline_dump_and_load_round_trip() -> None:
     with pytest.raises(Exception, match="Scripted"):
         pipeline.dump_component()  # the scripted client is not a component
     dumps = [m.dump_component() for m in pipeline.middleware]
-    assert [d.provider for d in dumps] == ["ext.core.LoggingMiddleware", "ext.core.RetryMiddleware", "ext.core.ToolLoop"]
+    assert [d.provider for d in dumps] == [
+        "ext.core.LoggingMiddleware",
+        "ext.core.RetryMiddleware",
+        "ext.core.ToolLoop",
+    ]
     loaded = [load_component(d, ChatMiddleware) for d in dumps]
     assert isinstance(loaded[0], LoggingMiddleware) and loaded[0].dump_component() == dumps[0]
     assert isinstance(loaded[1], RetryMiddleware) and loaded[1].policy.max_retries == 5
     assert isinstance(loaded[2], ToolLoop) and loaded[2].max_iterations == 4
+
+
+# --- cache -------------------------------------------------------------------------------------------------
+
+
+async def test_cache_serves_an_identical_request_with_cached_true() -> None:
+    inner = Scripted(text("first", (9, 9)), text("second"))
+    client = ChatClientBuilder(inner).use_cache().build()
+    one = await client.create(USER)
+    as_dict = [{"type": "UserMessage", "content": "hello"}]
+    two = await client.create(as_dict)  # type: ignore[arg-type]  # the same request, as a dict
+    assert (one.content, one.cached) == ("first", False)
+    assert (two.content, two.cached) == ("first", True)
+    assert two.usage == one.usage
+    assert len(inner.requests) == 1
+    assert client.total_usage() == RequestUsage(prompt_tokens=9, completion_tokens=9)  # the hit spent nothing
+    three = await client.create(USER, options={"temperature": 0.5})  # another request
+    assert three.content == "second" and not three.cached
+
+
+async def test_cache_key_covers_messages_tools_options_model_and_json_output() -> None:
+    cache = CacheMiddleware()
+    client = Scripted()
+    base = ChatCall(USER, client=client)
+    keys = {
+        cache.key(base),
+        cache.key(base.replace(messages=[UserMessage(content="other")])),
+        cache.key(base.replace(tools=[ADD])),
+        cache.key(base.replace(tools=[ADD], tool_choice="required")),
+        cache.key(base.replace(options=ChatOptions(temperature=0.1))),
+        cache.key(base.replace(options={"model_id": "other-model"})),
+        cache.key(base.replace(json_output=True)),
+        cache.key(base.replace(extra_create_args={"user": "u1"})),
+        cache.key(base.replace(client=Scripted(model="another"))),
+    }
+    assert len(keys) == 9
+    assert cache.key(base) == cache.key(base.replace(options=ChatOptions(), tools=[]))
+
+
+async def test_cache_streams_replay_chunk_by_chunk() -> None:
+    inner = Scripted(text("alpha beta gamma"))
+    client = ChatClientBuilder(inner).use_cache().build()
+    first = [item async for item in client.create_stream(USER)]
+    again = [item async for item in client.create_stream(USER)]
+    assert [i.content for i in again if isinstance(i, StreamChunk)] == ["alpha", "beta", "gamma"]
+    assert isinstance(again[-1], CreateResult) and again[-1].cached and again[-1].content == "alpha beta gamma"
+    assert isinstance(first[-1], CreateResult) and not first[-1].cached
+    created = await client.create(USER)  # a stream's entry answers create too
+    assert created.cached and len(inner.requests) == 1
+
+
+async def test_cache_does_not_store_errors_cancellations_or_streams_left_early() -> None:
+    inner = Scripted(RuntimeError("boom"), text("a b c"), text("after"))
+    cache = CacheMiddleware()
+    client = ChatClientBuilder(inner).use(cache).build()
+    with pytest.raises(RuntimeError):
+        await client.create(USER)
+    stream = client.create_stream(USER)
+    async for _item in stream:
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert len(cache.store) == 0  # type: ignore[arg-type]
+    assert (await client.create(USER)).content == "after"
+    assert len(cache.store) == 1  # type: ignore[arg-type]
+
+
+async def test_cache_skips_tool_turns_when_asked() -> None:
+    for cache_tool_turns, stored in ((True, 2), (False, 1)):
+        inner = Scripted(calls(("c1", "add", {"a": 1, "b": 2})), text("3"))
+        cache = CacheMiddleware(cache_tool_turns=cache_tool_turns)
+        client = ChatClientBuilder(inner).use_tool_loop([ADD]).use(cache).build()
+        assert (await client.create(USER)).content == "3"
+        assert len(cache.store) == stored  # type: ignore[arg-type]
+
+
+async def test_in_memory_store_size_and_ttl_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr("ext.core._cache.time.monotonic", lambda: now[0])
+    store = InMemoryCacheStore(max_entries=2, ttl=10)
+    await store.set("a", b"1")
+    await store.set("b", b"2")
+    assert await store.get("a") == b"1"  # a is now the most recently used
+    await store.set("c", b"3")
+    assert (await store.get("b"), await store.get("a"), await store.get("c")) == (None, b"1", b"3")
+    await store.set("short", b"4", ttl=1)
+    now[0] += 1.5
+    assert await store.get("short") is None
+    assert await store.get("c") == b"3"
+    now[0] += 10
+    assert await store.get("c") is None
+    with pytest.raises(ConfigurationError, match="max_entries"):
+        InMemoryCacheStore(max_entries=0)
+
+
+class BrokenStore:
+    """A store whose backend is gone."""
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.data: dict[str, bytes] = {}
+
+    async def get(self, key: str) -> bytes | None:
+        if self.broken:
+            raise ConnectionError("store is down")
+        return self.data.get(key)
+
+    async def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        if self.broken:
+            raise ConnectionError("store is down")
+        self.data[key] = value
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_failing_store_serves_uncached_and_logs_once(caplog: pytest.LogCaptureFixture) -> None:
+    store = BrokenStore()
+    inner = Scripted(text("a"), text("b"), text("c"))
+    client = ChatClientBuilder(inner).use_cache(store).build()
+    with caplog.at_level(logging.INFO, logger="ext.core._cache"):
+        assert (await client.create(USER)).content == "a"
+        assert (await client.create(USER)).content == "b"
+        store.broken = False
+        assert (await client.create(USER)).content == "c"
+        assert (await client.create(USER)).cached
+    messages = [r.getMessage() for r in caplog.records if r.name == "ext.core._cache"]
+    assert len([m for m in messages if "failed" in m]) == 1
+    assert len([m for m in messages if "is back" in m]) == 1
+
+
+async def test_cache_components_round_trip() -> None:
+    cache = CacheMiddleware(InMemoryCacheStore(max_entries=7, ttl=30), ttl=5, cache_tool_turns=False)
+    dump = cache.dump_component()
+    loaded = load_component(dump, ChatMiddleware)
+    assert isinstance(loaded, CacheMiddleware) and loaded.dump_component() == dump
+    assert isinstance(loaded.store, InMemoryCacheStore)
+    with pytest.raises(ConfigurationError, match="CacheStore"):
+        CacheMiddleware(object())  # type: ignore[arg-type]
+
+
+async def test_structured_output_hit_is_parsed_again() -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+
+    inner = Scripted(text('{"name": "Paris"}'))
+    client = ChatClientBuilder(inner).use_cache().build()
+    first = await client.create(USER, json_output=City)
+    hit = await client.create(USER, json_output=City)
+    assert hit.cached and isinstance(hit.parsed, City) and hit.parsed == first.parsed

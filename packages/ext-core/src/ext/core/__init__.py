@@ -2,6 +2,7 @@
 
 from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
+from ._cache import CacheMiddleware, CacheStore, InMemoryCacheStore
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
 from ._client import (
     BaseChatCompletionClient,
@@ -62,6 +63,7 @@ from ._messages import (
     load_messages,
     trusted_model,
 )
+from ._middleware import LoggingMiddleware, RetryMiddleware
 from ._model_info import (
     DEFAULT_MODEL_INFO,
     DEFAULT_TOKEN_LIMIT,
@@ -73,6 +75,17 @@ from ._model_info import (
     resolve_model_info,
 )
 from ._options import AIClientOptions, ChatMessage, ChatOptions, VectorStoreOptions, merge_default_options
+from ._pipeline import (
+    ChatCall,
+    ChatClientBuilder,
+    ChatItem,
+    ChatMiddleware,
+    ChatPipeline,
+    CreateNext,
+    StreamNext,
+    ToolInvocation,
+    ToolNext,
+)
 from ._retry import RETRYABLE_STATUS, RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
 from ._runtime import (
     DEFAULT_RPC_TIMEOUT,
@@ -92,18 +105,6 @@ from ._runtime import (
     check_timeout,
     message_handler,
 )
-from ._pipeline import (
-    ChatCall,
-    ChatClientBuilder,
-    ChatItem,
-    ChatMiddleware,
-    ChatPipeline,
-    CreateNext,
-    StreamNext,
-    ToolInvocation,
-    ToolNext,
-)
-from ._middleware import LoggingMiddleware, RetryMiddleware
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tools import BaseTool, FunctionTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
@@ -228,6 +229,9 @@ __all__ = [
     "tool_schema_of",
     "value_as_string",
     # the chat pipeline
+    "CacheMiddleware",
+    "CacheStore",
+    "InMemoryCacheStore",
     "ChatCall",
     "ChatClientBuilder",
     "ChatItem",

@@ -467,7 +467,9 @@ class ChatClientBuilder:
 
         return self.use(RetryMiddleware(policy))
 
-    def use_cache(self, store: Any = None, *, ttl: float | None = None, cache_tool_turns: bool = True) -> ChatClientBuilder:
+    def use_cache(
+        self, store: Any = None, *, ttl: float | None = None, cache_tool_turns: bool = True
+    ) -> ChatClientBuilder:
         """Append a `CacheMiddleware` over `store` (default: a fresh `InMemoryCacheStore()`)."""
         from ._cache import CacheMiddleware
 

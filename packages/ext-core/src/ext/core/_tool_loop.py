@@ -124,7 +124,8 @@ class ToolLoop(ToolLoopBase):
         max_iterations: int = 10,
         on_event: EventCallback | None = None,
     ) -> None:
-        if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        given: object = tools
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
             raise ConfigurationError(f"tools must be a list of tools or workbenches, got {type(tools).__name__}")
         if not isinstance(max_iterations, int) or isinstance(max_iterations, bool) or max_iterations < 1:
             raise ConfigurationError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
@@ -154,7 +155,10 @@ class ToolLoop(ToolLoopBase):
         return self._max_iterations
 
     def __repr__(self) -> str:
-        return f"ToolLoop(tools={len(self._plain)}, workbenches={len(self._workbenches)}, max_iterations={self._max_iterations})"
+        return (
+            f"ToolLoop(tools={len(self._plain)}, workbenches={len(self._workbenches)}, "
+            f"max_iterations={self._max_iterations})"
+        )
 
     # --- tools of one call -----------------------------------------------------------------------
 
@@ -390,4 +394,3 @@ async def _gather_all_or_none(work: list[Awaitable[FunctionExecutionResult]]) ->
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-
