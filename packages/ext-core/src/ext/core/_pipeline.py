@@ -23,7 +23,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -105,14 +105,34 @@ StreamNext = Callable[[ChatCall], AsyncIterator[ChatItem]]
 ToolNext = Callable[[ToolInvocation], Awaitable[FunctionExecutionResult]]
 
 
+class NoConfig(BaseModel):
+    """The config of a middleware that takes no arguments."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
 class ChatMiddleware(Component[BaseModel]):
     """Base class of a middleware: every hook passes through unchanged, so a subclass overrides only what it
     wraps. A hook that is not overridden costs nothing at call time (the pipeline leaves it out).
+
+    A middleware is a component: one built without arguments dumps as an empty config as it is; one with
+    arguments sets `component_config_schema` and implements `_to_config` / `_from_config`. Loading a dump
+    needs the class registered under the `ext.components` entry points (or passed in `allow=`).
 
     See the module docstring for the order rules.
     """
 
     component_type = "middleware"
+    component_config_schema: ClassVar[type[BaseModel]] = NoConfig
+
+    def _to_config(self) -> BaseModel:
+        if self.component_config_schema is not NoConfig:
+            raise ComponentError(f"{type(self).__name__} cannot be dumped to a config (it implements no _to_config)")
+        return NoConfig()
+
+    @classmethod
+    def _from_config(cls, config: Any) -> Any:
+        return cls()
 
     async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
         """Wrap one model call."""
