@@ -18,6 +18,7 @@ import pytest
 
 from ext.core import (
     CacheMiddleware,
+    CacheStore,
     CancellationToken,
     ChatCall,
     ChatClientBuilder,
@@ -37,7 +38,7 @@ from ext.core import (
     UserMessage,
 )
 from ext.models.openai import OpenAIChatCompletionClient
-from ext.testing.conformance import ChatClientConformance
+from ext.testing.conformance import CacheStoreConformance, ChatClientConformance
 from ext.testing.servers import Fault, LoopbackServer, OpenAIServer, Reply, ToolCallSpec
 
 SECRET = "sk-pipeline-secret-0000"
@@ -108,6 +109,20 @@ class TestPipelineConformance(ChatClientConformance):
             .use(Passthrough())
             .build()
         )
+
+
+class TestInMemoryCacheStore(CacheStoreConformance):
+    """The cache-store suite on ext-core's default store (ext-cache-redis runs it on Redis)."""
+
+    async def make_store(self) -> CacheStore:
+        return InMemoryCacheStore(max_entries=16)
+
+    def make_server(self) -> LoopbackServer:
+        return OpenAIServer(api_key=SECRET)
+
+    def make_client(self, server: LoopbackServer) -> ChatCompletionClient:
+        assert isinstance(server, OpenAIServer)
+        return bare(server)
 
 
 @pytest.fixture

@@ -157,6 +157,9 @@ class CacheMiddleware(ChatMiddleware):
     - `ttl`: seconds an entry lives (None: the store's default).
     - `cache_tool_turns=False`: placed after a tool loop, the turns that ask for tools are not stored (only
       final answers are).
+    - `close_store`: whether the pipeline's `close()` closes the store. Default: only a store the middleware
+      made itself (no `store` given, or loaded from a config); a store passed in is the caller's to close, so
+      several pipelines can share it.
     - A store that fails (a Redis that went away) makes the call go on uncached; the outage is logged once as a
       warning, and its end once at INFO.
     `hits` and `misses` count lookups.
@@ -166,8 +169,14 @@ class CacheMiddleware(ChatMiddleware):
     component_provider_override = "ext.core.CacheMiddleware"
 
     def __init__(
-        self, store: CacheStore | None = None, *, ttl: float | None = None, cache_tool_turns: bool = True
+        self,
+        store: CacheStore | None = None,
+        *,
+        ttl: float | None = None,
+        cache_tool_turns: bool = True,
+        close_store: bool | None = None,
     ) -> None:
+        self._close_store = store is None if close_store is None else close_store
         if store is None:
             store = InMemoryCacheStore()
         elif not isinstance(store, CacheStore):
@@ -335,7 +344,8 @@ class CacheMiddleware(ChatMiddleware):
                 await aclose()
 
     async def close(self) -> None:
-        await self._store.close()
+        if self._close_store:
+            await self._store.close()
 
     # --- components -------------------------------------------------------------------------------------
 
@@ -348,4 +358,4 @@ class CacheMiddleware(ChatMiddleware):
     @classmethod
     def _from_config(cls, config: CacheConfig) -> CacheMiddleware:
         store = load_component(config.store) if config.store is not None else None
-        return cls(store, ttl=config.ttl, cache_tool_turns=config.cache_tool_turns)
+        return cls(store, ttl=config.ttl, cache_tool_turns=config.cache_tool_turns, close_store=True)

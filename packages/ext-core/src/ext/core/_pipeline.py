@@ -37,7 +37,9 @@ from ._options import ChatOptions
 from ._tools import Tool, ToolSchema
 
 if TYPE_CHECKING:
+    from ._cache import CacheStore
     from ._retry import RetryPolicy
+    from ._tool_loop import EventCallback
     from ._workbench import Workbench
 
 logger = logging.getLogger(__name__)
@@ -488,19 +490,25 @@ class ChatClientBuilder:
         return self.use(RetryMiddleware(policy))
 
     def use_cache(
-        self, store: Any = None, *, ttl: float | None = None, cache_tool_turns: bool = True
+        self,
+        store: CacheStore | None = None,
+        *,
+        ttl: float | None = None,
+        cache_tool_turns: bool = True,
+        close_store: bool | None = None,
     ) -> ChatClientBuilder:
-        """Append a `CacheMiddleware` over `store` (default: a fresh `InMemoryCacheStore()`)."""
+        """Append a `CacheMiddleware` over `store` (default: a fresh `InMemoryCacheStore()`). A store passed in
+        is closed by the pipeline's `close()` only with `close_store=True`."""
         from ._cache import CacheMiddleware
 
-        return self.use(CacheMiddleware(store, ttl=ttl, cache_tool_turns=cache_tool_turns))
+        return self.use(CacheMiddleware(store, ttl=ttl, cache_tool_turns=cache_tool_turns, close_store=close_store))
 
     def use_tool_loop(
         self,
         tools: Sequence[Tool | Workbench],
         *,
         max_iterations: int = 10,
-        on_event: Any = None,
+        on_event: EventCallback | None = None,
     ) -> ChatClientBuilder:
         """Append a `ToolLoop` over `tools` (plain tools and workbenches). See `ToolLoop`."""
         from ._tool_loop import ToolLoop

@@ -1,6 +1,7 @@
 """Conformance suites: base test classes that every `ChatCompletionClient`, `Workbench` and agent
 runtime implementation subclasses in its own tests. A new provider is done when its subclass passes."""
 
+from ext.testing.conformance._cache import CacheStoreConformance
 from ext.testing.conformance._chat import FEATURES, ChatClientConformance
 from ext.testing.conformance._runtime import (
     MESSAGE_TYPES,
@@ -22,6 +23,7 @@ from ext.testing.conformance._workbench import WorkbenchConformance
 __all__ = [
     "FEATURES",
     "MESSAGE_TYPES",
+    "CacheStoreConformance",
     "ChatClientConformance",
     "EchoAgent",
     "Fail",
