@@ -11,12 +11,15 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import openai
 import pytest
+from pydantic import SecretStr
 
 from ext.core import (
+    AIClientOptions,
     CacheMiddleware,
     CacheStore,
     CancellationToken,
@@ -25,6 +28,7 @@ from ext.core import (
     ChatCompletionClient,
     ChatItem,
     ChatMiddleware,
+    ConfigurationError,
     CreateNext,
     CreateResult,
     FunctionTool,
@@ -36,6 +40,8 @@ from ext.core import (
     ToolCallFinished,
     ToolCallStarted,
     UserMessage,
+    build_client,
+    load_pipeline,
 )
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.testing.conformance import CacheStoreConformance, ChatClientConformance
@@ -403,3 +409,78 @@ async def test_full_pipeline(server: OpenAIServer, caplog: pytest.LogCaptureFixt
         ("create", 2, None),
     ]
     assert json.loads(server.decode(server.requests[2]).raw["messages"][-1]["content"]) == 3
+
+
+# --- building from configuration --------------------------------------------------------------------------------
+
+
+async def test_build_client_from_options_and_a_provider_name(server: OpenAIServer) -> None:
+    options = AIClientOptions(
+        endpoint=server.base_url + "/v1", api_key=SecretStr(SECRET), default_model="gpt-4o-mini", timeout=5, max_retries=0
+    )
+    client = build_client("openai", options, bundled_encodings=False)
+    assert isinstance(client, OpenAIChatCompletionClient)
+    server.enqueue(Reply(text="built from options"))
+    async with client:
+        assert (await client.create(HELLO)).content == "built from options"
+    assert server.decode(server.requests[0]).model == "gpt-4o-mini"
+
+
+def pipeline_document(server: OpenAIServer) -> dict[str, Any]:
+    return {
+        "client": {
+            "provider": "openai",
+            "options": {
+                "endpoint": server.base_url + "/v1",
+                "default_model": "gpt-4o-mini",
+                "api_key_env": "EXT_PIPELINE_TEST_KEY",
+                "max_retries": 0,
+            },
+            "args": {"bundled_encodings": False, "temperature": 0.25},
+        },
+        "middleware": [
+            {"logging": {"level": "INFO", "logger": "ext.core.pipeline.from-file"}},
+            {"cache": {"store": "memory", "max_entries": 10, "ttl": 60}},
+            {"retry": {"max_retries": 2, "multiplier": 0, "jitter": 0}},
+        ],
+    }
+
+
+async def test_load_a_pipeline_from_json(
+    server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("EXT_PIPELINE_TEST_KEY", SECRET)
+    path = tmp_path / "pipeline.json"
+    path.write_text(json.dumps(pipeline_document(server)))
+    client = load_pipeline(path)
+    assert [type(m).__name__ for m in client.middleware] == ["LoggingMiddleware", "CacheMiddleware", "RetryMiddleware"]
+    server.enqueue(Fault("rate_limit", retry_after=0), Reply(text="from a file"))
+    async with client:
+        with caplog.at_level(logging.INFO, logger="ext.core.pipeline.from-file"):
+            assert (await client.create(HELLO)).content == "from a file"
+            assert (await client.create(HELLO)).cached
+        dump = client.dump_component().model_dump_json()
+    wire = server.decode(server.requests[-1])
+    assert wire.options["temperature"] == 0.25
+    assert server.requests[-1].headers["authorization"] == f"Bearer {SECRET}"
+    assert len(chat_records(caplog)) == 2
+    assert SECRET not in dump and "EXT_PIPELINE_TEST_KEY" in dump  # the dump names the variable, never the key
+
+
+async def test_load_a_pipeline_from_yaml(server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml  # PyYAML: the whole-workspace test environment has it (hatch.toml)
+
+    monkeypatch.setenv("EXT_PIPELINE_TEST_KEY", SECRET)
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(pipeline_document(server)))
+    server.enqueue(Reply(text="from yaml"))
+    async with load_pipeline(path) as client:
+        assert (await client.create(HELLO)).content == "from yaml"
+
+
+def test_a_key_in_the_file_is_refused(server: OpenAIServer) -> None:
+    document = pipeline_document(server)
+    document["client"]["options"]["api_key"] = SECRET
+    with pytest.raises(ConfigurationError, match=r"client\.options\.api_key") as caught:
+        load_pipeline(document)
+    assert SECRET not in str(caught.value)

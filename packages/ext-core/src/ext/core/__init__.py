@@ -2,6 +2,7 @@
 
 from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
+from ._building import PROVIDERS, build_client, load_pipeline, pipeline_from_config, provider_class, read_config_file
 from ._cache import CacheMiddleware, CacheStore, InMemoryCacheStore
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
 from ._client import (
@@ -230,6 +231,12 @@ __all__ = [
     "value_as_string",
     # the chat pipeline
     "CacheMiddleware",
+    "PROVIDERS",
+    "build_client",
+    "load_pipeline",
+    "pipeline_from_config",
+    "provider_class",
+    "read_config_file",
     "CacheStore",
     "InMemoryCacheStore",
     "ChatCall",

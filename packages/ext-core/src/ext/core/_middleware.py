@@ -47,8 +47,8 @@ class LoggingMiddleware(ChatMiddleware):
         self,
         *,
         logger: str | logging.Logger | None = None,
-        level: int = logging.INFO,
-        error_level: int = logging.WARNING,
+        level: int | str = logging.INFO,
+        error_level: int | str = logging.WARNING,
         include_content: bool = False,
     ) -> None:
         if logger is None or isinstance(logger, str):
@@ -57,9 +57,8 @@ class LoggingMiddleware(ChatMiddleware):
             self._logger = logger
         else:
             raise ConfigurationError(f"logger must be a logger name or a logging.Logger, got {type(logger).__name__}")
-        for name, value in (("level", level), ("error_level", error_level)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ConfigurationError(f"{name} must be a logging level (int), got {value!r}")
+        level = _level(level, "level")
+        error_level = _level(error_level, "error_level")
         self._level = level
         self._error_level = error_level
         self._lowest = min(level, error_level)
@@ -185,6 +184,16 @@ class LoggingMiddleware(ChatMiddleware):
             error_level=config.error_level,
             include_content=config.include_content,
         )
+
+
+def _level(value: int | str, name: str) -> int:
+    if isinstance(value, str):
+        number = logging.getLevelName(value.upper())  # a name gives its number
+        if isinstance(number, int):
+            return number
+    elif isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ConfigurationError(f"{name} must be a logging level (an int or a name such as 'INFO'), got {value!r}")
 
 
 def _text(record: dict[str, Any]) -> str:
