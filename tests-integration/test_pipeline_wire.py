@@ -416,7 +416,11 @@ async def test_full_pipeline(server: OpenAIServer, caplog: pytest.LogCaptureFixt
 
 async def test_build_client_from_options_and_a_provider_name(server: OpenAIServer) -> None:
     options = AIClientOptions(
-        endpoint=server.base_url + "/v1", api_key=SecretStr(SECRET), default_model="gpt-4o-mini", timeout=5, max_retries=0
+        endpoint=server.base_url + "/v1",
+        api_key=SecretStr(SECRET),
+        default_model="gpt-4o-mini",
+        timeout=5,
+        max_retries=0,
     )
     client = build_client("openai", options, bundled_encodings=False)
     assert isinstance(client, OpenAIChatCompletionClient)
