@@ -31,6 +31,7 @@ from ._tools import Tool
 logger = logging.getLogger(__name__)
 
 _ENTRY_VERSION = 1
+_NOT_STORED = {"parsed", "cached"}
 
 
 @runtime_checkable
@@ -274,8 +275,9 @@ class CacheMiddleware(ChatMiddleware):
 
     @staticmethod
     def _encode(result: CreateResult, chunks: list[tuple[str, str]] | None) -> bytes:
-        data = result.model_dump(mode="json", exclude={"parsed", "cached"})
-        return to_json({"v": _ENTRY_VERSION, "result": data, "chunks": chunks})
+        # The result's own JSON spliced in: no intermediate dict.
+        body = result.model_dump_json(exclude=_NOT_STORED).encode()
+        return b'{"v":%d,"result":%s,"chunks":%s}' % (_ENTRY_VERSION, body, to_json(chunks))
 
     @staticmethod
     def _decode(call: ChatCall, value: bytes) -> tuple[CreateResult, list[tuple[str, str]] | None] | None:

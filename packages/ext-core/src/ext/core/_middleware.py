@@ -67,6 +67,15 @@ class LoggingMiddleware(ChatMiddleware):
     def __repr__(self) -> str:
         return f"LoggingMiddleware(logger={self._logger.name!r}, include_content={self._include_content})"
 
+    def _log(self, level: int, record: dict[str, Any]) -> None:
+        logger = self._logger
+        if not logger.isEnabledFor(level):
+            return
+        # makeRecord + handle (public Logger API) instead of log(): the caller's file and line would only ever
+        # point here, and finding them walks the stack on every call.
+        entry = logger.makeRecord(logger.name, level, "", 0, "chat %s", (_Text(record),), None, extra={"chat": record})
+        logger.handle(entry)
+
     def _record(self, operation: str, call: ChatCall, started: float) -> dict[str, Any]:
         record: dict[str, Any] = {
             "operation": operation,
@@ -97,8 +106,7 @@ class LoggingMiddleware(ChatMiddleware):
         if error is not None:
             record["error"] = error
             level = self._error_level
-        text = " ".join(f"{k}={v}" for k, v in record.items() if k not in ("messages", "content"))
-        self._logger.log(level, "chat %s", text, extra={"chat": record})
+        self._log(level, record)
 
     async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
         if not self._logger.isEnabledFor(self._lowest):
@@ -159,13 +167,13 @@ class LoggingMiddleware(ChatMiddleware):
         except BaseException as exc:
             record["latency_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
             record["error"] = type(exc).__name__
-            self._logger.log(self._error_level, "chat %s", _text(record), extra={"chat": record})
+            self._log(self._error_level, record)
             raise
         record["latency_ms"] = round((time.perf_counter() - started) * 1000.0, 3)
         record["is_error"] = outcome.is_error
         if self._include_content:
             record["content"] = outcome.content
-        self._logger.log(self._level, "chat %s", _text(record), extra={"chat": record})
+        self._log(self._level, record)
         return outcome
 
     def _to_config(self) -> LoggingConfig:
@@ -196,8 +204,17 @@ def _level(value: int | str, name: str) -> int:
     raise ConfigurationError(f"{name} must be a logging level (an int or a name such as 'INFO'), got {value!r}")
 
 
-def _text(record: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in record.items() if k not in ("arguments", "content"))
+class _Text:
+    """A record's `key=value` text, built only if a handler formats the message (content fields left out)."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+
+    def __str__(self) -> str:
+        hidden = ("messages", "content", "arguments")
+        return " ".join(f"{k}={v}" for k, v in self.record.items() if k not in hidden)
 
 
 class RetryConfig(BaseModel):

@@ -252,6 +252,7 @@ class ChatPipeline(Component[PipelineConfig]):
         self._create, self._stream = _compose(client, self._middleware)
         self._actual_usage = RequestUsage()
         self._total_usage = RequestUsage()
+        self._unsummed: list[RequestUsage] = []
         self._closed = False
 
     # --- the ChatCompletionClient protocol -----------------------------------------------------------
@@ -302,9 +303,17 @@ class ChatPipeline(Component[PipelineConfig]):
                 await aclose()
 
     def _account(self, result: CreateResult) -> None:
-        self._actual_usage = result.usage
+        usage = self._actual_usage = result.usage
         if not result.cached:
-            self._total_usage = RequestUsage.sum((self._total_usage, result.usage))
+            # Summed when total_usage() asks: a call appends one reference instead of building a RequestUsage.
+            unsummed = self._unsummed
+            unsummed.append(usage)
+            if len(unsummed) >= 64:
+                self._sum_usage()
+
+    def _sum_usage(self) -> None:
+        self._total_usage = RequestUsage.sum([self._total_usage, *self._unsummed])
+        self._unsummed.clear()
 
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         return self._client.count_tokens(messages, tools=tools)
@@ -342,6 +351,8 @@ class ChatPipeline(Component[PipelineConfig]):
         return self._actual_usage
 
     def total_usage(self) -> RequestUsage:
+        if self._unsummed:
+            self._sum_usage()
         return self._total_usage
 
     async def close(self) -> None:
