@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -488,3 +490,36 @@ def test_a_key_in_the_file_is_refused(server: OpenAIServer) -> None:
     with pytest.raises(ConfigurationError, match=r"client\.options\.api_key") as caught:
         load_pipeline(document)
     assert SECRET not in str(caught.value)
+
+
+# --- ext-core's README example, as written ------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[1] / "packages" / "ext-core" / "README.md"
+
+
+def readme_pipeline_example() -> str:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## The chat pipeline") :]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```", start)]
+
+
+async def test_the_readme_example_runs_as_written(server: OpenAIServer, tmp_path: Path) -> None:
+    server.enqueue(
+        Reply(tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})], prompt_tokens=30, completion_tokens=5),
+        Reply(text="It is sunny and 21 degrees in Paris.", prompt_tokens=50, completion_tokens=9),
+    )
+    script = tmp_path / "example.py"
+    script.write_text(readme_pipeline_example())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AZURE_OPENAI_"))}
+    env.update(OPENAI_API_KEY=SECRET, OPENAI_BASE_URL=server.base_url + "/v1")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    assert out.decode().splitlines() == ["It is sunny and 21 degrees in Paris.", "tokens: 80 + 14", "cached: True"]
+    assert len(server.requests) == 2
+    sent = [r for m in server.decode(server.requests[1]).messages for r in m.tool_results]
+    assert [r.content for r in sent] == ["Sunny and 21 degrees in Paris"]
+    assert "operation=create" in err.decode() and SECRET not in err.decode()

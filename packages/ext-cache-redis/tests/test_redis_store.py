@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -194,3 +197,25 @@ def test_bad_configuration_is_named() -> None:
         RedisCacheStore(socket_timeout=-1)
     with pytest.raises(ConfigurationError, match="max_retries"):
         RedisCacheStore(max_retries=-1)
+
+
+def write_readme_example(path: Path, redis_url: str) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("```python\n") + len("```python\n")
+    path.write_text(readme[start : readme.index("```", start)].replace("redis://127.0.0.1:6379/0", redis_url))
+
+
+async def test_the_readme_example_runs_as_written(redis_server: RedisServer, tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    write_readme_example(script, redis_server.url)
+    async with OpenAIServer(api_key=KEY) as server:
+        server.enqueue(Reply(text="2, 3 and 5."))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=server.base_url + "/v1")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, str(script), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 0, err.decode()
+        assert out.decode().strip() == "2, 3 and 5. True"
+        assert len(server.requests) == 1
