@@ -59,6 +59,7 @@ from ._messages import (
     RequestUsage,
     StreamChunk,
     SystemMessage,
+    UsageTally,
     UserMessage,
     dump_messages,
     load_messages,
@@ -231,6 +232,7 @@ __all__ = [
     "value_as_string",
     # the chat pipeline
     "CacheMiddleware",
+    "UsageTally",
     "PROVIDERS",
     "build_client",
     "load_pipeline",

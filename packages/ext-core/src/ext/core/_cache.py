@@ -301,35 +301,36 @@ class CacheMiddleware(ChatMiddleware):
 
     # --- hooks ---------------------------------------------------------------------------------------------
 
-    async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
+    async def _lookup(self, call: ChatCall) -> tuple[str, tuple[CreateResult, list[tuple[str, str]] | None] | None]:
+        """The call's key and its stored entry (None on a miss), counting the hit or miss."""
         key = self.key(call)
         value = await self._get(key)
-        if value is not None:
-            entry = self._decode(call, value)
-            if entry is not None:
-                self.hits += 1
-                return entry[0]
-        self.misses += 1
+        entry = self._decode(call, value) if value is not None else None
+        if entry is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return key, entry
+
+    async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
+        key, entry = await self._lookup(call)
+        if entry is not None:
+            return entry[0]
         result = await next(call)
         if self._storable(call, result):
             await self._set(key, self._encode(result, None))
         return result
 
     async def create_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
-        key = self.key(call)
-        value = await self._get(key)
-        if value is not None:
-            entry = self._decode(call, value)
-            if entry is not None:
-                self.hits += 1
-                result, chunks = entry
-                if chunks is None:
-                    chunks = [(result.content, result.thought or "")] if isinstance(result.content, str) else []
-                for content, thought in chunks:
-                    yield StreamChunk.of(content, thought)
-                yield result
-                return
-        self.misses += 1
+        key, entry = await self._lookup(call)
+        if entry is not None:
+            result, chunks = entry
+            if chunks is None:  # stored by create: the text as one chunk
+                chunks = [(result.content, result.thought or "")] if isinstance(result.content, str) else []
+            for content, thought in chunks:
+                yield StreamChunk.of(content, thought)
+            yield result
+            return
         seen: list[tuple[str, str]] = []
         stream = next(call)
         try:

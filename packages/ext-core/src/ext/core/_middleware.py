@@ -287,14 +287,7 @@ class RetryMiddleware(ChatMiddleware):
         policy = self._policy
         if policy.classifiers:
             raise ComponentError("RetryMiddleware: a policy with custom classifiers cannot be dumped")
-        return RetryConfig(
-            max_retries=policy.max_retries,
-            multiplier=policy.multiplier,
-            max_delay=policy.max_delay,
-            jitter=policy.jitter,
-            honour_retry_after=policy.honour_retry_after,
-            max_retry_after=policy.max_retry_after,
-        )
+        return RetryConfig(**{name: getattr(policy, name) for name in RetryConfig.model_fields})
 
     @classmethod
     def _from_config(cls, config: RetryConfig) -> RetryMiddleware:

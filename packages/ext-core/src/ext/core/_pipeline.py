@@ -31,7 +31,15 @@ from ._cancellation import CancellationToken
 from ._client import ChatCompletionClient, JsonOutput, ToolChoice
 from ._component import Component, ComponentModel, load_component
 from ._errors import ComponentError, ConfigurationError
-from ._messages import CreateResult, FunctionCall, FunctionExecutionResult, LLMMessage, RequestUsage, StreamChunk
+from ._messages import (
+    CreateResult,
+    FunctionCall,
+    FunctionExecutionResult,
+    LLMMessage,
+    RequestUsage,
+    StreamChunk,
+    UsageTally,
+)
 from ._model_info import ModelInfo
 from ._options import ChatOptions
 from ._tools import Tool, ToolSchema
@@ -250,9 +258,7 @@ class ChatPipeline(Component[PipelineConfig]):
         self._client = client
         self._middleware = tuple(middleware)
         self._create, self._stream = _compose(client, self._middleware)
-        self._actual_usage = RequestUsage()
-        self._total_usage = RequestUsage()
-        self._unsummed: list[RequestUsage] = []
+        self._usage = UsageTally()
         self._closed = False
 
     # --- the ChatCompletionClient protocol -----------------------------------------------------------
@@ -303,17 +309,10 @@ class ChatPipeline(Component[PipelineConfig]):
                 await aclose()
 
     def _account(self, result: CreateResult) -> None:
-        usage = self._actual_usage = result.usage
-        if not result.cached:
-            # Summed when total_usage() asks: a call appends one reference instead of building a RequestUsage.
-            unsummed = self._unsummed
-            unsummed.append(usage)
-            if len(unsummed) >= 64:
-                self._sum_usage()
-
-    def _sum_usage(self) -> None:
-        self._total_usage = RequestUsage.sum([self._total_usage, *self._unsummed])
-        self._unsummed.clear()
+        if result.cached:
+            self._usage.actual = result.usage  # nothing was spent at the provider
+        else:
+            self._usage.add(result.usage)
 
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         return self._client.count_tokens(messages, tools=tools)
@@ -348,12 +347,10 @@ class ChatPipeline(Component[PipelineConfig]):
         return self._middleware
 
     def actual_usage(self) -> RequestUsage:
-        return self._actual_usage
+        return self._usage.actual
 
     def total_usage(self) -> RequestUsage:
-        if self._unsummed:
-            self._sum_usage()
-        return self._total_usage
+        return self._usage.total()
 
     async def close(self) -> None:
         """Close every middleware (outermost first), then the client. Idempotent."""
