@@ -375,6 +375,31 @@ async def test_tool_loop_cancel_during_a_model_turn_closes_the_connection(server
     await asyncio.wait_for(server.requests[1].disconnected.wait(), 10)
 
 
+async def test_tool_loop_stream_cancelled_in_the_second_turn(server: OpenAIServer) -> None:
+    server.enqueue(
+        Reply(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 1})]),
+        Reply(text="one two three four five", stall_after_chunks=2),
+    )
+    token = CancellationToken()
+    seen: list[str] = []
+    got = asyncio.Event()
+    async with ChatClientBuilder(bare(server)).use_logging().use_tool_loop([FunctionTool(add)]).build() as client:
+
+        async def consume() -> None:
+            async for item in client.create_stream(HELLO, token):
+                if isinstance(item, StreamChunk) and item.content:
+                    seen.append(item.content)
+                    got.set()
+
+        task = asyncio.ensure_future(consume())
+        await asyncio.wait_for(got.wait(), 10)
+        token.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+    await asyncio.wait_for(server.requests[1].disconnected.wait(), 10)
+    assert seen and "five" not in "".join(seen)
+
+
 # --- everything together ---------------------------------------------------------------------------------------
 
 
