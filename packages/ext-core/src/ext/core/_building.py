@@ -38,17 +38,17 @@ _ENDPOINT_PARAMS = ("base_url", "endpoint", "azure_endpoint", "endpoint_url", "h
 _MODEL_PARAMS = ("model",)
 
 
-def provider_class(provider: str) -> type[Any]:
-    """The client class for a short provider name (`openai`, `anthropic`, ... see `PROVIDERS`) or a registered
-    component path. A provider whose distribution is not installed is a `ConfigurationError` naming the
-    `pip install` to run."""
+def provider_class(provider: str, *, providers: Mapping[str, tuple[str, str]] = PROVIDERS) -> type[Any]:
+    """The client class for a short provider name (`openai`, `anthropic`, ... see `PROVIDERS`; `providers`
+    replaces that table) or a registered component path. A provider whose distribution is not installed is a
+    `ConfigurationError` naming the `pip install` to run."""
     if not isinstance(provider, str) or not provider.strip():
         raise ConfigurationError("provider must be a non-empty string such as 'openai'")
     name = provider.strip()
     key = name.lower().replace("-", "_")
     registry = registered_components()
-    if key in PROVIDERS:
-        distribution, path = PROVIDERS[key]
+    if key in providers:
+        distribution, path = providers[key]
         target = registry.get(path)
         if target is None:
             raise ConfigurationError(
@@ -58,7 +58,7 @@ def provider_class(provider: str) -> type[Any]:
     else:
         target = registry.get(name) or registry.get(name.replace(":", "."))
         if target is None:
-            known = ", ".join(sorted(PROVIDERS))
+            known = ", ".join(sorted(providers))
             raise ConfigurationError(
                 f"unknown provider {name!r}: use one of {known}, or the path of a client an installed "
                 "distribution registers under the 'ext.components' entry points"
