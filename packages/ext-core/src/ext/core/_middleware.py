@@ -120,11 +120,12 @@ class LoggingMiddleware(ChatMiddleware):
         self._emit(self._record("create", call, started), result, None)
         return result
 
-    async def create_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
+    def create_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
         if not self._logger.isEnabledFor(self._lowest):
-            async for item in next(call):
-                yield item
-            return
+            return next(call)
+        return self._logged_stream(call, next)
+
+    async def _logged_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
         started = time.perf_counter()
         stream = next(call)
         result: CreateResult | None = None

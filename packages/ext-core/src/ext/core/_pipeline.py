@@ -14,7 +14,9 @@ middlewares added before `use_tool_loop` see one call per user call (whose resul
 the middlewares added after it see every model turn of the loop as its own call (`call.turn` is the turn
 number), every tool call through `call_tool`, and the loop as a whole through `run_tool_loop`, which is active
 while the turns and tool calls run (so a tracing middleware placed after the loop can make the loop's span the
-parent of one span per model call and one per tool call).
+parent of one span per model call and one per tool call). Context variables set in `run_tool_loop` are seen by
+the turns and by the tool calls: the calls of one turn run concurrently in tasks created inside the loop, which
+copy the context. Nested `create` hooks of one turn run in the caller's task, one inside the other.
 """
 
 from __future__ import annotations
