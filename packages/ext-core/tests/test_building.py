@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,8 +107,10 @@ def test_json_files_are_read_and_errors_name_the_file(tmp_path: Path) -> None:
         load_pipeline(listed)
 
 
-def test_yaml_without_pyyaml_says_what_to_install(tmp_path: Path) -> None:
-    assert importlib.util.find_spec("yaml") is None, "ext-core's environment must stay pydantic-only"
+def test_yaml_without_pyyaml_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # None in sys.modules makes `import yaml` raise ImportError, as where PyYAML is not installed (ext-core's own
+    # environment has no PyYAML; the whole workspace's has it).
+    monkeypatch.setitem(sys.modules, "yaml", None)
     path = tmp_path / "pipeline.yaml"
     path.write_text("client: {provider: openai}\n")
     with pytest.raises(ConfigurationError, match="pip install pyyaml"):
