@@ -457,6 +457,19 @@ async def test_build_client_from_options_and_a_provider_name(server: OpenAIServe
     assert server.decode(server.requests[0]).model == "gpt-4o-mini"
 
 
+async def test_build_client_from_the_environment(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EXT_AI_ENDPOINT", server.base_url + "/v1")
+    monkeypatch.setenv("EXT_AI_API_KEY", SECRET)
+    monkeypatch.setenv("EXT_AI_DEFAULT_MODEL", "gpt-4o")
+    monkeypatch.setenv("EXT_AI_MAX_RETRIES", "0")
+    client = build_client("openai", AIClientOptions.from_env(), bundled_encodings=False)
+    server.enqueue(Reply(text="from the environment"))
+    async with client:
+        assert (await client.create(HELLO)).content == "from the environment"
+    assert server.decode(server.requests[0]).model == "gpt-4o"
+    assert server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+
+
 def pipeline_document(server: OpenAIServer) -> dict[str, Any]:
     return {
         "client": {
