@@ -663,3 +663,43 @@ async def test_structured_output_hit_is_parsed_again() -> None:
     first = await client.create(USER, json_output=City)
     hit = await client.create(USER, json_output=City)
     assert hit.cached and isinstance(hit.parsed, City) and hit.parsed == first.parsed
+
+
+async def test_a_tracing_middleware_after_the_loop_sees_the_loop_as_parent_of_every_call() -> None:
+    """The guarantee a telemetry middleware relies on: a context variable set in run_tool_loop is seen by every
+    model call and every tool call of the loop, the concurrent ones included, and a create's own span is not."""
+    import contextvars
+
+    current: contextvars.ContextVar[str | None] = contextvars.ContextVar("current", default=None)
+    spans: list[tuple[str, str | None]] = []
+
+    class Tracer(ChatMiddleware):
+        async def run_tool_loop(self, call: ChatCall, next: CreateNext) -> CreateResult:
+            token = current.set("loop")
+            try:
+                return await next(call)
+            finally:
+                current.reset(token)
+
+        async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
+            spans.append((f"model turn {call.turn}", current.get()))
+            token = current.set(f"model {call.turn}")
+            try:
+                return await next(call)
+            finally:
+                current.reset(token)
+
+        async def call_tool(self, invocation: ToolInvocation, next: ToolNext) -> FunctionExecutionResult:
+            spans.append((f"tool {invocation.call.id}", current.get()))
+            return await next(invocation)
+
+    inner = Scripted(calls(("c1", "add", {"a": 1, "b": 2}), ("c2", "add", {"a": 3, "b": 4})), text("3 and 7"))
+    client = ChatClientBuilder(inner).use_tool_loop([ADD]).use(Tracer()).build()
+    assert (await client.create(USER)).content == "3 and 7"
+    assert sorted(spans) == [
+        ("model turn 1", "loop"),
+        ("model turn 2", "loop"),
+        ("tool c1", "loop"),
+        ("tool c2", "loop"),
+    ]
+    assert current.get() is None
