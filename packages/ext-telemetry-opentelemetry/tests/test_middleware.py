@@ -21,8 +21,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from ext.core import (
     CancellationToken,
+    ChatCall,
     ChatClientBuilder,
     ChatCompletionClient,
+    ChatItem,
     ChatMiddleware,
     ChatOptions,
     ConfigurationError,
@@ -33,6 +35,7 @@ from ext.core import (
     RetryPolicy,
     StaticWorkbench,
     StreamChunk,
+    StreamNext,
     SystemMessage,
     UserMessage,
     load_component,
@@ -276,6 +279,36 @@ async def test_a_cancelled_create_ends_its_span(server: OpenAIServer, telemetry:
             await asyncio.wait_for(task, 10)
     (span,) = telemetry.spans()
     assert span.status.status_code is StatusCode.ERROR and attrs(span)["error.type"] == "cancelled"
+
+
+class Refuses(ChatMiddleware):
+    """A middleware whose stream fails before it starts (raises when called, not when iterated)."""
+
+    def create_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
+        raise ValueError("no streams today")
+
+
+class Truncates(ChatMiddleware):
+    """A middleware that drops the stream's final result (a broken stream)."""
+
+    async def create_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
+        async for item in next(call):
+            if not isinstance(item, CreateResult):
+                yield item
+
+
+async def test_a_stream_that_fails_to_start_or_has_no_result(server: OpenAIServer, telemetry: Telemetry) -> None:
+    async with ChatClientBuilder(bare(server)).use(telemetry.middleware()).use(Refuses()).build() as client:
+        with pytest.raises(ValueError, match="no streams today"):
+            async for _ in client.create_stream(HELLO):
+                pass
+    server.enqueue(Reply(text="cut short"))
+    async with ChatClientBuilder(bare(server)).use(telemetry.middleware()).use(Truncates()).build() as client:
+        items = [item async for item in client.create_stream(HELLO)]
+    assert items and not any(isinstance(i, CreateResult) for i in items)
+    refused, truncated = telemetry.spans()
+    assert attrs(refused)["error.type"] == "ValueError" and refused.status.status_code is StatusCode.ERROR
+    assert attrs(truncated)["error.type"] == "no_result"
 
 
 # --- the tool loop ----------------------------------------------------------------------------------------------

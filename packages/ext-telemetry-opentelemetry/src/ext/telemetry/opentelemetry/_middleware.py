@@ -263,11 +263,12 @@ class OpenTelemetryMiddleware(ChatMiddleware):
         result: CreateResult | None = None
         first = True
         error: str | None = None
+        stream: AsyncIterator[ChatItem] | None = None
         # The span is current only while the stream is pulled, never while the consumer holds an item: the
         # consumer's own spans stay out of it, and nothing is attached in one task and detached in another.
-        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-            stream = next(call)
         try:
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                stream = next(call)
             while True:
                 with trace.use_span(span, record_exception=False, set_status_on_exception=False):
                     try:
