@@ -164,6 +164,8 @@ async def test_create_makes_one_chat_span(server: OpenAIServer, telemetry: Telem
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": "gpt-4o-mini",
+        "server.address": "127.0.0.1",
+        "server.port": server.port,
         "gen_ai.request.temperature": 0.5,
         "gen_ai.request.max_tokens": 50,
         "gen_ai.request.top_p": 0.9,
@@ -535,6 +537,23 @@ def test_images_are_recorded_without_their_bytes() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("base_url", "expected"),
+    [
+        ("https://user:sk-in-the-url@api.example.com/v1", {"server.address": "api.example.com", "server.port": 443}),
+        ("http://10.0.0.5:8080", {"server.address": "10.0.0.5", "server.port": 8080}),
+        ("http://host:99999/v1", {}),  # a port out of range: left out
+        ("not a url", {}),
+    ],
+)
+def test_server_attributes_never_carry_userinfo(base_url: str, expected: dict[str, Any]) -> None:
+    class Client:
+        def __init__(self, url: str) -> None:
+            self.base_url = url
+
+    assert OpenTelemetryMiddleware()._server_of(Client(base_url)) == expected
+
+
 # --- metrics --------------------------------------------------------------------------------------------------------
 
 DURATION = "gen_ai.client.operation.duration"
@@ -548,7 +567,13 @@ async def test_metrics_values(server: OpenAIServer, telemetry: Telemetry) -> Non
     async with ChatClientBuilder(bare(server)).use(telemetry.middleware()).build() as client:
         await client.create(HELLO)
         [item async for item in client.create_stream(HELLO)]
-    common = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini"}
+    common = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "server.address": "127.0.0.1",
+        "server.port": server.port,
+    }
     tokens = {dict(p.attributes or {})["gen_ai.token.type"]: p for p in telemetry.points("gen_ai.client.token.usage")}
     assert set(tokens) == {"input", "output"}
     assert dict(tokens["input"].attributes or {}) == {**common, "gen_ai.token.type": "input"}
@@ -644,6 +669,7 @@ def test_names_match_the_semantic_conventions_package() -> None:
     from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as g
     from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as m
     from opentelemetry.semconv.attributes import error_attributes as e
+    from opentelemetry.semconv.attributes import server_attributes
 
     from ext.telemetry.opentelemetry import _semconv as sc
 
@@ -653,6 +679,7 @@ def test_names_match_the_semantic_conventions_package() -> None:
     assert ours - metrics_ours <= registry, ours - metrics_ours - registry
     assert metrics_ours <= {m.GEN_AI_CLIENT_OPERATION_DURATION, m.GEN_AI_CLIENT_TOKEN_USAGE}
     assert sc.ERROR_TYPE == e.ERROR_TYPE
+    assert (sc.SERVER_ADDRESS, sc.SERVER_PORT) == (server_attributes.SERVER_ADDRESS, server_attributes.SERVER_PORT)
     operations = {v.value for v in g.GenAiOperationNameValues}
     assert {sc.CHAT, sc.INVOKE_AGENT, sc.EXECUTE_TOOL} <= operations
     assert {sc.TOKEN_INPUT, sc.TOKEN_OUTPUT} <= {v.value for v in g.GenAiTokenTypeValues}

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -68,7 +69,8 @@ class OpenTelemetryMiddleware(ChatMiddleware):
     """Spans and metrics after the OpenTelemetry GenAI semantic conventions, on `opentelemetry-api` only.
 
     - One `chat {model}` span (kind CLIENT) per model call, streamed or not: `gen_ai.operation.name=chat`,
-      `gen_ai.provider.name`, `gen_ai.request.model`, the request options (`gen_ai.request.temperature`,
+      `gen_ai.provider.name`, `gen_ai.request.model`, `server.address` / `server.port` (from the client's
+      `base_url`, when it has one), the request options (`gen_ai.request.temperature`,
       `max_tokens`, `top_p`, `top_k`, `frequency_penalty`, `presence_penalty`, `stop_sequences`, `seed`),
       `gen_ai.output.type=json` for JSON output, `gen_ai.request.stream` and
       `gen_ai.response.time_to_first_chunk` for streams, then `gen_ai.usage.input_tokens`,
@@ -116,6 +118,7 @@ class OpenTelemetryMiddleware(ChatMiddleware):
             raise ConfigurationError(f"agent_name must be a non-empty string or None, got {agent_name!r}")
         self._capture = capture_content
         self._agent_name = agent_name
+        self._server: tuple[object, dict[str, Any]] | None = None
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
         self._duration = meter.create_histogram(
@@ -191,6 +194,7 @@ class OpenTelemetryMiddleware(ChatMiddleware):
         metric: dict[str, Any] = {sc.OPERATION_NAME: operation}
         if operation == sc.CHAT:
             metric[sc.PROVIDER_NAME] = _provider(call)
+            metric.update(self._server_of(call.client))
             name = f"{sc.CHAT} {model}" if model else sc.CHAT
             kind = SpanKind.CLIENT
         else:
@@ -212,6 +216,27 @@ class OpenTelemetryMiddleware(ChatMiddleware):
                 span.set_attribute(sc.SYSTEM_INSTRUCTIONS, system)
             span.set_attribute(sc.INPUT_MESSAGES, messages)
         return span, metric
+
+    def _server_of(self, client: object) -> dict[str, Any]:
+        """`server.address` / `server.port` from the client's `base_url` (host and port only, never userinfo),
+        when it has one; remembered for the last client seen."""
+        known = self._server
+        if known is not None and known[0] is client:
+            return known[1]
+        found: dict[str, Any] = {}
+        url = getattr(client, "base_url", None)
+        if isinstance(url, str):
+            try:
+                parts = urlsplit(url)
+                port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+            except ValueError:  # not a URL we can read: leave the server out
+                parts, port = None, None
+            if parts is not None and parts.hostname:
+                found[sc.SERVER_ADDRESS] = parts.hostname
+                if port:
+                    found[sc.SERVER_PORT] = port
+        self._server = (client, found)
+        return found
 
     def _succeed(
         self, span: Span, metric: dict[str, Any], started: float, result: CreateResult | None, operation: str

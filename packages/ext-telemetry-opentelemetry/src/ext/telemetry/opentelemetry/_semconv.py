@@ -42,6 +42,8 @@ SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
 TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
 ERROR_TYPE: Final = "error.type"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
 
 # --- values ----------------------------------------------------------------------------------------------------
 CHAT: Final = "chat"

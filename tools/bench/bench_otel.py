@@ -1,0 +1,107 @@
+"""OpenTelemetryMiddleware's overhead per call: a chat pipeline with and without it, on one loopback server.
+
+Run: ``hatch run ext-telemetry-opentelemetry:python tools/bench/bench_otel.py [--blocks N] [--block N]``.
+
+Four sides against the same in-process OpenAI-protocol server (ext-testing's ``OpenAIServer``), each its own
+``OpenAIChatCompletionClient`` in a ``ChatPipeline``, timed in short interleaved blocks:
+
+- ``bare``: the pipeline without middleware; ``bare (A/A)``: a second one, the noise control;
+- ``otel, no SDK``: with ``OpenTelemetryMiddleware()`` and no SDK configured (the API's no-op tracer and meter);
+- ``otel, SDK``: with the middleware on an SDK ``TracerProvider`` (a simple processor and an exporter that drops
+  spans) and an SDK ``MeterProvider`` (an in-memory reader): every span and histogram is really recorded.
+
+The server runs in this process, so each op's CPU includes the server's work; the overhead is the difference
+in CPU µs per op with ``bare``, and the ratio column is the median of the per-block CPU ratios with a 95 %
+confidence interval (the A/A row shows how far apart two identical sides land).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+# Script-dir import: `python tools/bench/bench_otel.py` puts tools/bench on sys.path.
+from _harness import Row, measure_interleaved, median_ci, print_table
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+from ext.core import ChatClientBuilder, ChatOptions, UserMessage
+from ext.models.openai import OpenAIChatCompletionClient
+from ext.telemetry.opentelemetry import OpenTelemetryMiddleware
+from ext.testing.servers import OpenAIServer, Reply
+
+KEY = "sk-bench"
+MESSAGES = [UserMessage(content="Hello")]
+OPTIONS = ChatOptions(temperature=0.2, max_tokens=64)
+
+
+class DropSpans(SpanExporter):
+    """An exporter that takes every span and keeps none (the SDK's recording cost, no export cost)."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+async def run(blocks: int, block: int) -> None:
+    async with OpenAIServer(api_key=KEY, default=Reply(text="Hello! How can I help?"), record=False) as server:
+
+        def client() -> OpenAIChatCompletionClient:
+            return OpenAIChatCompletionClient(
+                "gpt-4o-mini", base_url=server.base_url + "/v1", api_key=KEY, max_retries=0, bundled_encodings=False
+            )
+
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(SimpleSpanProcessor(DropSpans()))
+        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        pipelines = {
+            "bare": ChatClientBuilder(client()).build(),
+            "bare (A/A)": ChatClientBuilder(client()).build(),
+            "otel, no SDK": ChatClientBuilder(client()).use(OpenTelemetryMiddleware()).build(),
+            "otel, SDK": ChatClientBuilder(client())
+            .use(OpenTelemetryMiddleware(tracer_provider=tracer_provider, meter_provider=meter_provider))
+            .build(),
+        }
+
+        def side(name: str) -> tuple[str, Any]:
+            pipeline = pipelines[name]
+
+            async def create() -> Any:
+                return await pipeline.create(MESSAGES, options=OPTIONS)
+
+            return name, create
+
+        try:
+            results, ratios = await measure_interleaved(
+                [side(name) for name in pipelines], blocks=blocks, block=block, warmup=200
+            )
+        finally:
+            for pipeline in pipelines.values():
+                await pipeline.close()
+            tracer_provider.shutdown()
+            meter_provider.shutdown()
+    base = results[0]
+    print_table([Row("create", r, baseline=None if i == 0 else base) for i, r in enumerate(results)])
+    print()
+    print(f"{'side':<14} {'CPU µs/op over bare':>20} {'CPU ratio (median)':>19} {'95 % CI':>16}")
+    for result, per_block in zip(results[1:], ratios[1:], strict=True):
+        lo, hi = median_ci(per_block)
+        extra = result.cpu_us_per_op - base.cpu_us_per_op
+        print(f"{result.name:<14} {extra:>+20.1f} {statistics.median(per_block):>18.3f}x {lo:>7.3f}-{hi:<7.3f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--blocks", type=int, default=100)
+    parser.add_argument("--block", type=int, default=50)
+    args = parser.parse_args(argv)
+    asyncio.run(run(args.blocks, args.block))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
