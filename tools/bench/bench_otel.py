@@ -13,6 +13,9 @@ Four sides against the same in-process OpenAI-protocol server (ext-testing's ``O
 The server runs in this process, so each op's CPU includes the server's work; the overhead is the difference
 in CPU µs per op with ``bare``, and the ratio column is the median of the per-block CPU ratios with a 95 %
 confidence interval (the A/A row shows how far apart two identical sides land).
+
+A second table times the middleware alone, without a client or a network: its ``create`` hook around a ``next``
+that returns a ready result, against that ``next`` called directly (and again, as the A/A control).
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ from collections.abc import Sequence
 from typing import Any
 
 # Script-dir import: `python tools/bench/bench_otel.py` puts tools/bench on sys.path.
-from _harness import Row, measure_interleaved, median_ci, print_table
+from _harness import Result, Row, measure_interleaved, median_ci, print_table
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from ext.core import ChatClientBuilder, ChatOptions, UserMessage
+from ext.core import ChatCall, ChatClientBuilder, ChatOptions, CreateResult, RequestUsage, UserMessage
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.telemetry.opentelemetry import OpenTelemetryMiddleware
 from ext.testing.servers import OpenAIServer, Reply
@@ -84,14 +87,60 @@ async def run(blocks: int, block: int) -> None:
                 await pipeline.close()
             tracer_provider.shutdown()
             meter_provider.shutdown()
+    report("create", results, ratios)
+
+
+async def alone(blocks: int, block: int) -> None:
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(DropSpans()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    client = OpenAIChatCompletionClient(
+        "gpt-4o-mini", base_url="http://127.0.0.1:9/v1", api_key=KEY, max_retries=0, bundled_encodings=False
+    )
+    call = ChatCall(MESSAGES, options=OPTIONS, client=client)
+    result = CreateResult.of("stop", "Hello! How can I help?", RequestUsage.of(9, 9))
+
+    async def ready(call: ChatCall) -> CreateResult:
+        return result
+
+    def side(name: str, middleware: OpenTelemetryMiddleware | None) -> tuple[str, Any]:
+        if middleware is None:
+
+            async def direct() -> Any:
+                return await ready(call)
+
+            return name, direct
+
+        async def hooked() -> Any:
+            return await middleware.create(call, ready)
+
+        return name, hooked
+
+    sides = [
+        side("next", None),
+        side("next (A/A)", None),
+        side("otel, no SDK", OpenTelemetryMiddleware()),
+        side("otel, SDK", OpenTelemetryMiddleware(tracer_provider=tracer_provider, meter_provider=meter_provider)),
+    ]
+    try:
+        results, ratios = await measure_interleaved(sides, blocks=blocks, block=block, warmup=1000)
+    finally:
+        await client.close()
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+    report("hook alone", results, ratios)
+
+
+def report(case: str, results: list[Result], ratios: list[list[float]]) -> None:
     base = results[0]
-    print_table([Row("create", r, baseline=None if i == 0 else base) for i, r in enumerate(results)])
+    print_table([Row(case, r, baseline=None if i == 0 else base) for i, r in enumerate(results)])
     print()
-    print(f"{'side':<14} {'CPU µs/op over bare':>20} {'CPU ratio (median)':>19} {'95 % CI':>16}")
+    print(f"{'side':<14} {'CPU µs/op over ' + base.name:>24} {'CPU ratio (median)':>19} {'95 % CI':>16}")
     for result, per_block in zip(results[1:], ratios[1:], strict=True):
         lo, hi = median_ci(per_block)
         extra = result.cpu_us_per_op - base.cpu_us_per_op
-        print(f"{result.name:<14} {extra:>+20.1f} {statistics.median(per_block):>18.3f}x {lo:>7.3f}-{hi:<7.3f}")
+        print(f"{result.name:<14} {extra:>+24.1f} {statistics.median(per_block):>18.3f}x {lo:>7.3f}-{hi:<7.3f}")
+    print()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -100,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=50)
     args = parser.parse_args(argv)
     asyncio.run(run(args.blocks, args.block))
+    asyncio.run(alone(args.blocks, args.block * 20))
     return 0
 
 

@@ -247,17 +247,20 @@ class OpenTelemetryMiddleware(ChatMiddleware):
             return
         usage = result.usage
         if span.is_recording():
-            span.set_attribute(sc.USAGE_INPUT_TOKENS, usage.prompt_tokens)
-            span.set_attribute(sc.USAGE_OUTPUT_TOKENS, usage.completion_tokens)
+            done: dict[str, Any] = {
+                sc.USAGE_INPUT_TOKENS: usage.prompt_tokens,
+                sc.USAGE_OUTPUT_TOKENS: usage.completion_tokens,
+                sc.RESPONSE_FINISH_REASONS: (finish_reason(result.finish_reason),),
+            }
             if usage.cached_tokens is not None:
-                span.set_attribute(sc.USAGE_CACHE_READ_INPUT_TOKENS, usage.cached_tokens)
+                done[sc.USAGE_CACHE_READ_INPUT_TOKENS] = usage.cached_tokens
             if usage.reasoning_tokens is not None:
-                span.set_attribute(sc.USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens)
-            span.set_attribute(sc.RESPONSE_FINISH_REASONS, (finish_reason(result.finish_reason),))
+                done[sc.USAGE_REASONING_OUTPUT_TOKENS] = usage.reasoning_tokens
             if result.cached:
-                span.set_attribute(CACHED, True)
+                done[CACHED] = True
             if self._capture:
-                span.set_attribute(sc.OUTPUT_MESSAGES, output_messages(result))
+                done[sc.OUTPUT_MESSAGES] = output_messages(result)
+            span.set_attributes(done)
         # Tokens are counted once, by the model calls: a loop's usage is the sum of its turns', and a cache hit
         # spent none.
         if operation == sc.CHAT and not result.cached:
