@@ -14,6 +14,9 @@ The server runs in this process, so each op's CPU includes the server's work; th
 in CPU µs per op with ``bare``, and the ratio column is the median of the per-block CPU ratios with a 95 %
 confidence interval (the A/A row shows how far apart two identical sides land).
 
+``--callgrind N`` counts instructions per create instead (valgrind's callgrind; counts do not drift with the
+machine's load).
+
 A second table times the middleware alone, without a client or a network: its ``create`` hook around a ``next``
 that returns a ready result, against that ``next`` called directly (and again, as the A/A control).
 """
@@ -22,12 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 # Script-dir import: `python tools/bench/bench_otel.py` puts tools/bench on sys.path.
-from _harness import Result, Row, measure_interleaved, median_ci, print_table
+from _harness import Result, Row, callgrind_per_op, measure_interleaved, median_ci, print_table
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -50,7 +54,8 @@ class DropSpans(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-async def run(blocks: int, block: int) -> None:
+async def run(blocks: int, block: int, phases: int | None = None) -> None:
+    """The wire case: measured in interleaved blocks, or (``phases``, under callgrind) marked phases."""
     async with OpenAIServer(api_key=KEY, default=Reply(text="Hello! How can I help?"), record=False) as server:
 
         def client() -> OpenAIChatCompletionClient:
@@ -70,7 +75,7 @@ async def run(blocks: int, block: int) -> None:
             .build(),
         }
 
-        def side(name: str) -> tuple[str, Any]:
+        def side(name: str) -> tuple[str, Callable[[], Awaitable[Any]]]:
             pipeline = pipelines[name]
 
             async def create() -> Any:
@@ -78,16 +83,46 @@ async def run(blocks: int, block: int) -> None:
 
             return name, create
 
+        sides = [side(name) for name in pipelines]
         try:
-            results, ratios = await measure_interleaved(
-                [side(name) for name in pipelines], blocks=blocks, block=block, warmup=200
-            )
+            if phases is not None:
+                await marked_phases(sides, phases)
+                return
+            results, ratios = await measure_interleaved(sides, blocks=blocks, block=block, warmup=200)
         finally:
             for pipeline in pipelines.values():
                 await pipeline.close()
             tracer_provider.shutdown()
             meter_provider.shutdown()
     report("create", results, ratios)
+
+
+async def marked_phases(sides: Sequence[tuple[str, Callable[[], Awaitable[Any]]]], count: int) -> None:
+    """`count` creates a side as one phase, three times each side in turn, between `os.getppid()` marks (see
+    `_harness.callgrind_phase_totals`)."""
+    for _, fn in sides:
+        for _ in range(40):
+            await fn()
+    order: list[str] = []
+    for _ in range(3):
+        for name, fn in sides:
+            os.getppid()
+            order.append(name)
+            for _ in range(count):
+                await fn()
+    os.getppid()
+    print("PHASES " + "|".join(order), flush=True)
+
+
+def instructions(count: int) -> None:
+    """Instructions per create of each side (server and client: the server's share is the same on every side),
+    the least over three phases, from a callgrind run of `marked_phases`."""
+    per_op = callgrind_per_op(__file__, ["--phases", str(count)], count)
+    base = per_op["bare"]
+    print(f"instructions per create (min of 3 phases of {count}; client and in-process server):")
+    for name, value in per_op.items():
+        extra = value / 1e3 - base / 1e3
+        print(f"  {name:<14} {value / 1e3:>9,.0f}k  {extra:>+8,.0f}k  {100 * (value / base - 1):+6.1f} %")
 
 
 async def alone(blocks: int, block: int) -> None:
@@ -147,7 +182,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--blocks", type=int, default=100)
     parser.add_argument("--block", type=int, default=50)
+    parser.add_argument("--callgrind", type=int, metavar="N", help="instructions per create (N creates a phase)")
+    parser.add_argument("--phases", type=int, help=argparse.SUPPRESS)  # the child of --callgrind
     args = parser.parse_args(argv)
+    if args.phases:
+        asyncio.run(run(0, 0, phases=args.phases))
+        return 0
+    if args.callgrind:
+        instructions(args.callgrind)
+        return 0
     asyncio.run(run(args.blocks, args.block))
     asyncio.run(alone(args.blocks, args.block * 20))
     return 0

@@ -43,6 +43,8 @@ _OPTIONS = (
 )
 CANCELLED = "cancelled"
 """`error.type` of a call cancelled (`asyncio.CancelledError`) or a stream closed before its end."""
+NO_RESULT = "no_result"
+"""`error.type` of a stream that ended without its final `CreateResult`."""
 TOOL_ERROR = "tool_error"
 """`error.type` of a tool call whose result is an error result (`is_error=True`)."""
 CACHED = "ext.response.cached"
@@ -239,12 +241,9 @@ class OpenTelemetryMiddleware(ChatMiddleware):
         return found
 
     def _succeed(
-        self, span: Span, metric: dict[str, Any], started: float, result: CreateResult | None, operation: str
+        self, span: Span, metric: dict[str, Any], started: float, result: CreateResult, operation: str
     ) -> None:
         self._duration.record(time.perf_counter() - started, metric)
-        if result is None:
-            span.end()
-            return
         usage = result.usage
         if span.is_recording():
             done: dict[str, Any] = {
@@ -323,12 +322,10 @@ class OpenTelemetryMiddleware(ChatMiddleware):
                     with trace.use_span(span, record_exception=False, set_status_on_exception=False):
                         await aclose()
             finally:
-                if error is None and result is None:
-                    error = "no_result"  # the stream ended without its CreateResult
-                if error is not None:
-                    self._failed(span, metric, started, error)
-                else:
+                if error is None and result is not None:
                     self._succeed(span, metric, started, result, operation)
+                else:  # no error and no result: the stream ended without its CreateResult
+                    self._failed(span, metric, started, error or NO_RESULT)
 
     # --- components --------------------------------------------------------------------------------------------
 
