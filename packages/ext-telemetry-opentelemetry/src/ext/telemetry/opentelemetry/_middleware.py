@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -345,12 +345,13 @@ def _provider(call: ChatCall) -> str:
 def _request_attributes(call: ChatCall, attributes: dict[str, Any]) -> None:
     options = call.options
     if options is not None:
-        given: Mapping[str, Any] = options.set_fields() if isinstance(options, ChatOptions) else options
+        # ChatOptions' fields are read as attributes (a model_dump per call would cost more than the rest).
+        get: Callable[[str], Any] = options.__getattribute__ if isinstance(options, ChatOptions) else options.get
         for field, key in _OPTIONS:
-            value = given.get(field)
+            value = get(field)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attributes[key] = value
-        stops = given.get("stop_sequences")
+        stops = get("stop_sequences")
         if isinstance(stops, (list, tuple)) and all(isinstance(s, str) for s in stops):
             attributes[sc.REQUEST_STOP_SEQUENCES] = tuple(stops)
     if call.json_output is not None and call.json_output is not False:
