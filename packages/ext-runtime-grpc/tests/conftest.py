@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ext.runtime.grpc.testing import REDIS_BINARY, RedisServer, start_redis_server
+from ext.testing.redis import REDIS_BINARY, RedisServer, start_redis_server
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ import pytest_asyncio
 
 from ext.core._runtime import AgentRuntime
 from ext.runtime.grpc import Gateway, GrpcAgentRuntime, RedisRegistry
-from ext.runtime.grpc.testing import RedisServer
 from ext.testing.conformance._runtime import MESSAGE_TYPES, RuntimeConformance
+from ext.testing.redis import RedisServer
 
 
 def _worker(gateway: Gateway) -> GrpcAgentRuntime:

@@ -17,8 +17,9 @@ import pytest
 from ext.core import AgentId
 from ext.core._runtime import AgentNotFoundError, UndeliverableError
 from ext.runtime.grpc import AuthenticationError, GrpcAgentRuntime
-from ext.runtime.grpc.testing import GatewayProcess, RedisServer, start_gateway_process
+from ext.runtime.grpc.testing import GatewayProcess, start_gateway_process
 from ext.testing.conformance._runtime import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong, Slow
+from ext.testing.redis import RedisServer
 
 HERE = Path(__file__).parent
 

@@ -2,6 +2,8 @@
 
 from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
+from ._building import PROVIDERS, build_client, load_pipeline, pipeline_from_config, provider_class, read_config_file
+from ._cache import CacheMiddleware, CacheStore, InMemoryCacheStore
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
 from ._chat_completions import (
     CHAT_RESERVED_EXTRA_ARGS,
@@ -69,11 +71,13 @@ from ._messages import (
     RequestUsage,
     StreamChunk,
     SystemMessage,
+    UsageTally,
     UserMessage,
     dump_messages,
     load_messages,
     trusted_model,
 )
+from ._middleware import LoggingMiddleware, RetryMiddleware
 from ._model_info import (
     DEFAULT_MODEL_INFO,
     DEFAULT_TOKEN_LIMIT,
@@ -91,6 +95,17 @@ from ._options import (
     VectorStoreOptions,
     check_api_version,
     merge_default_options,
+)
+from ._pipeline import (
+    ChatCall,
+    ChatClientBuilder,
+    ChatItem,
+    ChatMiddleware,
+    ChatPipeline,
+    CreateNext,
+    StreamNext,
+    ToolInvocation,
+    ToolNext,
 )
 from ._retry import RETRYABLE_STATUS, RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
 from ._runtime import (
@@ -112,6 +127,7 @@ from ._runtime import (
     message_handler,
 )
 from ._sse import sse_events
+from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tools import BaseTool, FunctionTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
     AudioResultContent,
@@ -246,4 +262,31 @@ __all__ = [
     "split_system_messages",
     "tool_schema_of",
     "value_as_string",
+    # the chat pipeline
+    "CacheMiddleware",
+    "UsageTally",
+    "PROVIDERS",
+    "build_client",
+    "load_pipeline",
+    "pipeline_from_config",
+    "provider_class",
+    "read_config_file",
+    "CacheStore",
+    "InMemoryCacheStore",
+    "ChatCall",
+    "ChatClientBuilder",
+    "ChatItem",
+    "ChatMiddleware",
+    "ChatPipeline",
+    "CreateNext",
+    "LoggingMiddleware",
+    "ModelTurn",
+    "RetryMiddleware",
+    "StreamNext",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "ToolInvocation",
+    "ToolLoop",
+    "ToolLoopEvent",
+    "ToolNext",
 ]

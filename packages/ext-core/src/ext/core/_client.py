@@ -21,7 +21,15 @@ from ._component import Component, ConfigT, validate_config
 from ._errors import ClientClosedError, ConfigurationError, ExtError, UnsupportedOptionError
 from ._image import Image
 from ._mapping import check_tool_name, estimate_tokens, normalize_parameters, parse_json_output
-from ._messages import LLM_MESSAGE_TYPES, CreateResult, LLMMessage, RequestUsage, StreamChunk, UserMessage
+from ._messages import (
+    LLM_MESSAGE_TYPES,
+    CreateResult,
+    LLMMessage,
+    RequestUsage,
+    StreamChunk,
+    UsageTally,
+    UserMessage,
+)
 from ._model_info import KNOWN_MODELS, ModelInfo, ModelTable, resolve_model_info
 from ._options import ChatOptions
 from ._retry import RetryPolicy
@@ -299,11 +307,7 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
         # The options of a call without options and without client defaults: one empty object, read only.
         self._no_options = ChatOptions()
-        self._actual_usage = RequestUsage()
-        self._total_usage = RequestUsage()
-        # Usages not yet added into `_total_usage`: summed when `total_usage()` asks (or every 64 calls), so a
-        # call appends one reference instead of building a RequestUsage.
-        self._unsummed: list[RequestUsage] = []
+        self._usage = UsageTally()
         self._closed = False
 
     # --- the provider's part ---------------------------------------------------------------------
@@ -578,16 +582,8 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         if request.json_output and isinstance(result.content, str):
             parsed = parse_json_output(result.content, request.json_output, finish_reason=result.finish_reason)
             result = result.model_copy(update={"parsed": parsed})
-        usage = self._actual_usage = result.usage
-        unsummed = self._unsummed
-        unsummed.append(usage)
-        if len(unsummed) >= 64:
-            self._sum_usage()
+        self._usage.add(result.usage)
         return result
-
-    def _sum_usage(self) -> None:
-        self._total_usage = RequestUsage.sum([self._total_usage, *self._unsummed])
-        self._unsummed.clear()
 
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         """Tokens the messages and tools take. The base gives a provider-free estimate (see `estimate_tokens`)."""
@@ -613,13 +609,11 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
 
     def actual_usage(self) -> RequestUsage:
         """Usage of the last completed call."""
-        return self._actual_usage
+        return self._usage.actual
 
     def total_usage(self) -> RequestUsage:
         """Usage of every completed call since the client was made."""
-        if self._unsummed:
-            self._sum_usage()
-        return self._total_usage
+        return self._usage.total()
 
     async def close(self) -> None:
         """Close connections. Idempotent; the client cannot be used afterwards."""

@@ -208,6 +208,37 @@ class RequestUsage(BaseModel):
         return RequestUsage.of(prompt, completion, cached, reasoning)
 
 
+class UsageTally:
+    """A client's `actual_usage()` / `total_usage()` bookkeeping: the last call's usage, and the sum of every
+    usage added. The sum is built when asked (or every 64 adds), so adding is one list append, not a new
+    `RequestUsage` per call."""
+
+    __slots__ = ("_total", "_unsummed", "actual")
+
+    def __init__(self) -> None:
+        self.actual = RequestUsage()
+        self._total = RequestUsage()
+        self._unsummed: list[RequestUsage] = []
+
+    def add(self, usage: RequestUsage) -> None:
+        """Record a call's usage: it becomes `actual` and counts in `total()`."""
+        self.actual = usage
+        unsummed = self._unsummed
+        unsummed.append(usage)
+        if len(unsummed) >= 64:
+            self._fold()
+
+    def total(self) -> RequestUsage:
+        """The sum of every usage added."""
+        if self._unsummed:
+            self._fold()
+        return self._total
+
+    def _fold(self) -> None:
+        self._total = RequestUsage.sum([self._total, *self._unsummed])
+        self._unsummed.clear()
+
+
 class CreateResult(BaseModel):
     """What a model returned for one request.
 

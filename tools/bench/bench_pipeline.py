@@ -1,0 +1,151 @@
+"""ext-core's chat pipeline against the bare client it wraps, on the same loopback OpenAIServer, in one run.
+
+Run: ``hatch run ext-models-openai:python tools/bench/bench_pipeline.py [--blocks B] [--block N]``
+
+Cases, all through ``OpenAIChatCompletionClient`` over a real socket to ext-testing's OpenAI server (in the
+same event loop, so every side pays the same server share):
+
+- ``bare`` and ``bare (A/A)``: two identical bare clients. Their difference is the noise of this machine and
+  this run: the yardstick for the pipeline's overhead.
+- ``pipeline miss``: the same client in a logging + retry + cache pipeline where every call misses the cache
+  (each call sends a new message; so do the bare sides). The logger is enabled at INFO with a NullHandler, so
+  every record is built and handed to the handlers, as in an app that logs.
+- ``cache hit``: the same request again and again through a cache pipeline: the cost of a hit, no network.
+- the pipeline's own time: per miss, the create's wall time less the time spent inside the bare client's
+  create (the client is wrapped in a timer that delegates to it). The pipeline never yields to the event loop
+  outside that inner call, so this is the CPU its middlewares cost, free of the server's share and of the
+  drift that moves the A/A sides apart.
+
+The create sides run in short interleaved blocks (``measure_interleaved``), so drift of the machine's speed
+weighs on all of them alike. The per-block CPU ratios (side / bare) are summarised by their median with a 95 %
+confidence interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import logging
+import statistics
+import time
+from typing import Any
+
+from _harness import Row, format_table, measure, measure_interleaved, median_ci
+
+from ext.core import ChatClientBuilder, InMemoryCacheStore, RetryPolicy, UserMessage
+from ext.models.openai import OpenAIChatCompletionClient
+from ext.testing.script import Reply
+from ext.testing.servers import OpenAIServer
+
+KEY = "sk-bench"
+MODEL = "gpt-4o-mini"
+
+
+class InnerTimer:
+    """Delegates to a client and keeps the wall time of its last `create`."""
+
+    def __init__(self, client: OpenAIChatCompletionClient) -> None:
+        self.client = client
+        self.last_ns = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return await self.client.create(*args, **kwargs)
+        finally:
+            self.last_ns = time.perf_counter_ns() - start
+
+
+def bare_client(server: OpenAIServer) -> OpenAIChatCompletionClient:
+    return OpenAIChatCompletionClient(
+        MODEL, base_url=server.base_url + "/v1", api_key=KEY, bundled_encodings=False, max_retries=0
+    )
+
+
+async def run(blocks: int, block: int, hits: int) -> None:
+    pipeline_logger = logging.getLogger("bench.pipeline")
+    pipeline_logger.setLevel(logging.INFO)
+    pipeline_logger.addHandler(logging.NullHandler())
+    pipeline_logger.propagate = False
+
+    reply = Reply(text="Hello! How can I help you today?", prompt_tokens=9, completion_tokens=9)
+    async with OpenAIServer(api_key=KEY, default=reply, record=False) as server:
+        bare_a = bare_client(server)
+        bare_b = bare_client(server)
+        timer = InnerTimer(bare_client(server))
+        pipeline = (
+            ChatClientBuilder(timer)  # a ChatCompletionClient by delegation
+            .use_logging(logger=pipeline_logger)
+            .use_retry(RetryPolicy(max_retries=3))
+            .use_cache(InMemoryCacheStore(max_entries=1024))
+            .build()
+        )
+        hit_pipeline = ChatClientBuilder(bare_client(server)).use_cache(InMemoryCacheStore()).build()
+        counter = itertools.count()
+
+        def fresh() -> list[Any]:
+            return [UserMessage(content=f"Say hi #{next(counter)}")]
+
+        async def call_a() -> None:
+            await bare_a.create(fresh())
+
+        async def call_b() -> None:
+            await bare_b.create(fresh())
+
+        own_ns: list[int] = []
+
+        async def call_pipeline() -> None:
+            start = time.perf_counter_ns()
+            await pipeline.create(fresh())
+            own_ns.append(time.perf_counter_ns() - start - timer.last_ns)
+
+        same = [UserMessage(content="Say hi")]
+        await hit_pipeline.create(same)
+
+        async def call_hit() -> None:
+            result = await hit_pipeline.create(same)
+            assert result.cached
+
+        sides = [("bare", call_a), ("bare (A/A)", call_b), ("pipeline miss", call_pipeline)]
+        results, cpu_ratios = await measure_interleaved(sides, blocks=blocks, block=block, warmup=block)
+        hit = await measure("cache hit", call_hit, iterations=hits, warmup=min(hits, 1000))
+        for client in (bare_a, bare_b, pipeline, hit_pipeline):
+            await client.close()
+
+    base, aa, miss = results
+    print(f"{blocks} blocks of {block} creates per side, interleaved; {hits} cache hits\n")
+    print(format_table([Row("create", base), Row("create", aa, baseline=base), Row("create", miss, baseline=base)]))
+    print(format_table([Row("create (hit)", hit, baseline=base)]).split("\n", 2)[2])
+    print()
+    for name, ratios in zip(("bare (A/A)", "pipeline miss"), cpu_ratios[1:], strict=True):
+        lo, hi = median_ci(ratios)
+        print(f"CPU per block vs bare, {name:<14}: median {statistics.median(ratios):.3f} (95 % CI {lo:.3f}-{hi:.3f})")
+    aa_noise = abs(aa.p50_ms - base.p50_ms) * 1000
+    overhead = (miss.p50_ms - base.p50_ms) * 1000
+    print(f"p50 overhead of logging + retry + cache miss: {overhead:+.1f} µs per create; A/A noise {aa_noise:.1f} µs")
+    own = sorted(own_ns[block:])  # the warmup's calls left out
+    print(
+        f"pipeline's own time per miss (the create less the bare client's create inside it): "
+        f"p50 {own[len(own) // 2] / 1000:.1f} µs, p90 {own[len(own) * 9 // 10] / 1000:.1f} µs"
+    )
+    print(
+        f"cache hit p50: {hit.p50_ms * 1000:.1f} µs (p99 {hit.p99_ms * 1000:.1f} µs); bare create p50 "
+        f"{base.p50_ms * 1000:.1f} µs"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--blocks", type=int, default=60, help="interleaved blocks per side")
+    parser.add_argument("--block", type=int, default=50, help="creates per block")
+    parser.add_argument("--hits", type=int, default=20000, help="cache hits to time")
+    args = parser.parse_args()
+    asyncio.run(run(args.blocks, args.block, args.hits))
+
+
+if __name__ == "__main__":
+    main()
