@@ -16,9 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 def _run(*args: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, str(DEMO), *args], capture_output=True, text=True, timeout=600, check=False
-    )
+    done = subprocess.run([sys.executable, str(DEMO), *args], capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     return done.stdout.splitlines()

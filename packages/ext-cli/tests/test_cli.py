@@ -7,12 +7,13 @@ import json
 import re
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from ext_cli_support import MCP_SERVER, clean_env, run_ext
+from ext_cli_support import KEY, MCP_SERVER, TinyHttpService, clean_env, run_ext
 
-from ext.testing.script import Reply
+from ext.testing.script import Reply, ToolCallSpec
 from ext.testing.servers import OpenAIServer
 
 ANSI = re.compile(r"\x1b\[")
@@ -47,6 +48,19 @@ async def test_chat_options_reach_the_wire(server: OpenAIServer, openai_env: dic
     assert body["temperature"] == 0.2
     assert body["max_tokens"] == 33 or body.get("max_completion_tokens") == 33
     assert body["stop"] == ["END"]
+
+
+async def test_interactive_chat_keeps_the_conversation(server: OpenAIServer, openai_env: dict[str, str]) -> None:
+    server.enqueue(Reply(text="Hi Ada."), Reply(text="Your name is Ada."))
+    ran = await run_ext("chat", "-m", "openai:gpt-4o-mini", env=openai_env, stdin="I am Ada.\n\nWho am I?\nexit\n")
+    assert ran.code == 0, ran.err
+    assert "Hi Ada.\n" in ran.out and "Your name is Ada.\n" in ran.out
+    second = server.decode(server.requests[1])
+    assert [(m.role, m.text) for m in second.messages] == [
+        ("user", "I am Ada."),
+        ("assistant", "Hi Ada."),
+        ("user", "Who am I?"),
+    ]
 
 
 async def test_bad_option_fails_before_any_request(server: OpenAIServer, openai_env: dict[str, str]) -> None:
@@ -111,6 +125,102 @@ async def test_interrupt_stops_generation_and_exits_130(server: OpenAIServer, op
 
 
 # --- tools in a chat --------------------------------------------------------------------------------
+
+
+async def test_chat_runs_a_function_tool_and_shows_each_call(server: OpenAIServer, openai_env: dict[str, str]) -> None:
+    server.enqueue(
+        Reply(tool_calls=[ToolCallSpec("get_weather", {"city": "Oslo"})], prompt_tokens=30, completion_tokens=8),
+        Reply(text="It is sunny in Oslo.", prompt_tokens=50, completion_tokens=6),
+    )
+    ran = await run_ext(
+        "chat", "-m", "openai:gpt-4o-mini", "--tool", "cli_tools:get_weather", "Weather in Oslo?", env=openai_env
+    )
+    assert ran.code == 0, ran.err
+    assert ran.out == "It is sunny in Oslo.\n"
+    assert '→ get_weather({"city":"Oslo"})' in ran.err or '→ get_weather({"city": "Oslo"})' in ran.err
+    assert "← get_weather: sunny in Oslo, 21 C" in ran.err
+    assert "80 prompt + 14 completion tokens" in ran.err  # summed over the loop
+    first, second = (server.decode(r) for r in server.requests)
+    assert first.tools == ["get_weather"]
+    results = [r for m in second.messages for r in m.tool_results]
+    assert [r.content for r in results] == ["sunny in Oslo, 21 C"]
+
+
+async def test_chat_tool_error_goes_back_to_the_model(server: OpenAIServer, openai_env: dict[str, str]) -> None:
+    server.enqueue(Reply(tool_calls=[ToolCallSpec("broken", {"city": "Oslo"})]), Reply(text="Sorry, no data."))
+    ran = await run_ext("chat", "-m", "openai:gpt-4o-mini", "--tool", "cli_tools:broken", "Weather?", env=openai_env)
+    assert ran.code == 0, ran.err
+    assert "✗ broken:" in ran.err and "no station for Oslo" in ran.err
+    assert ran.out == "Sorry, no data.\n"
+
+
+async def test_chat_with_an_mcp_server_and_an_http_tool(
+    server: OpenAIServer, openai_env: dict[str, str], tmp_path: Path
+) -> None:
+    async with TinyHttpService() as service:
+        spec = {
+            "name": "stock_price",
+            "description": "Price of a stock.",
+            "host": "127.0.0.1",
+            "port": service.port,
+            "path": "/stock/{symbol}",
+            "method": "GET",
+            "json_schema": {"type": "object", "properties": {"symbol": {"type": "string"}}, "required": ["symbol"]},
+        }
+        tool_file = tmp_path / "stock.json"
+        tool_file.write_text(json.dumps(spec))
+        server.enqueue(
+            Reply(tool_calls=[ToolCallSpec("add", {"a": 2, "b": 40}), ToolCallSpec("stock_price", {"symbol": "EXT"})]),
+            Reply(text="42, and EXT costs 123.45 USD."),
+        )
+        ran = await run_ext(
+            "chat", "-m", "openai:gpt-4o-mini", "--mcp", MCP_SERVER, "--http-tool", str(tool_file), "Go",
+            env=openai_env,
+        )  # fmt: skip
+        assert ran.code == 0, ran.err
+        assert service.paths == ["/stock/EXT"]
+    assert ran.out == "42, and EXT costs 123.45 USD.\n"
+    first, second = (server.decode(r) for r in server.requests)
+    assert sorted(first.tools) == ["add", "shout", "stock_price"]
+    results = sorted(r.content for m in second.messages for r in m.tool_results)
+    assert results == ["42", "EXT: 123.45 USD"]
+
+
+async def test_bad_tool_specs_are_named() -> None:
+    ran = await run_ext("chat", "-m", "openai:x", "--tool", "no_colon", "q")
+    assert ran.code == 1 and "--tool expects module:function" in ran.err
+    ran = await run_ext("chat", "-m", "openai:x", "--http-tool", "/nonexistent.json", "q")
+    assert ran.code == 1 and "--http-tool /nonexistent.json: no such file" in ran.err
+
+
+# --- config check -----------------------------------------------------------------------------------
+
+
+async def test_config_check_validates_a_pipeline_without_calling(server: OpenAIServer, tmp_path: Path) -> None:
+    config = {
+        "client": {
+            "provider": "openai",
+            "options": {"endpoint": f"{server.base_url}/v1", "default_model": "gpt-4o-mini", "api_key_env": "MY_KEY"},
+        },
+        "middleware": [{"logging": {}}, {"retry": {"max_retries": 2}}],
+    }
+    path = tmp_path / "pipeline.json"
+    path.write_text(json.dumps(config))
+    ran = await run_ext("config", "check", str(path), env=clean_env(MY_KEY=KEY))
+    assert ran.code == 0, ran.err
+    assert ran.out.splitlines() == [
+        f"{path}: valid",
+        "  client: OpenAIChatCompletionClient (model gpt-4o-mini)",
+        "  middleware: LoggingMiddleware",
+        "  middleware: RetryMiddleware",
+    ]
+    assert server.requests == []  # nothing was called
+    missing = await run_ext("config", "check", str(path), env=clean_env())
+    assert missing.code == 1 and "MY_KEY" in missing.err and KEY not in missing.err
+    config["client"]["provider"] = "nope"  # type: ignore[index]
+    path.write_text(json.dumps(config))
+    bad = await run_ext("config", "check", str(path), env=clean_env(MY_KEY=KEY))
+    assert bad.code == 1 and "unknown provider 'nope'" in bad.err
 
 
 # --- models -----------------------------------------------------------------------------------------

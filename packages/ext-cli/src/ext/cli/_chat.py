@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from ext.core import (
     AssistantMessage,
+    ChatClientBuilder,
     ChatCompletionClient,
     ChatOptions,
     CreateResult,
@@ -20,13 +21,16 @@ from ext.core import (
     StreamChunk,
     SystemMessage,
     Tool,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolLoopEvent,
     UserMessage,
     Workbench,
 )
 
 from ._errors import CliError
 from ._output import Output
-from ._providers import build_client
+from ._providers import make_client
 
 DEFAULT_MAX_ITERATIONS = 8
 
@@ -72,24 +76,17 @@ class ChatSettings:
 
 
 def _tool_loop_client(client: ChatCompletionClient, settings: ChatSettings, out: Output) -> ChatCompletionClient:
-    """`client` wrapped in the tool loop that runs the given tools and shows each call and result."""
-    from ext.core import ChatClientBuilder, ToolCallEvent, ToolResultEvent
+    """`client` wrapped in ext-core's tool loop, showing each tool call and result on stderr as it happens."""
 
-    def show(event: ToolCallEvent | ToolResultEvent) -> None:
-        if isinstance(event, ToolCallEvent):
+    def show(event: ToolLoopEvent) -> None:
+        if isinstance(event, ToolCallStarted):
             out.info(f"→ {event.call.name}({event.call.arguments})", style="cyan")
-        else:
-            mark = "✗" if event.result.is_error else "←"
-            out.info(
-                f"{mark} {event.result.name}: {_short(event.result.content)}",
-                style="red" if event.result.is_error else "green",
-            )
+        elif isinstance(event, ToolCallFinished):
+            mark, style = ("✗", "red") if event.result.is_error else ("←", "green")
+            out.info(f"{mark} {event.result.name}: {_short(event.result.content)}", style=style)
 
-    return (
-        ChatClientBuilder(client)
-        .use_tool_loop([*settings.tools, *settings.workbenches], max_iterations=settings.max_iterations, on_event=show)
-        .build()
-    )
+    tools: list[Tool | Workbench] = [*settings.tools, *settings.workbenches]
+    return ChatClientBuilder(client).use_tool_loop(tools, max_iterations=settings.max_iterations, on_event=show).build()
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -126,7 +123,7 @@ async def chat_turn(
 async def run_chat(settings: ChatSettings, question: str | None, out: Output, read_line: Any = None) -> int:
     """Run one question, or an interactive session when `question` is None."""
     with out.status(f"Loading {settings.model} …"):
-        client = await asyncio.to_thread(build_client, settings.model, settings.client_settings)
+        client = await asyncio.to_thread(make_client, settings.model, settings.client_settings)
     async with AsyncExitStack() as stack:
         stack.push_async_callback(client.close)
         for workbench in settings.workbenches:
@@ -153,7 +150,6 @@ async def run_chat(settings: ChatSettings, question: str | None, out: Output, re
             result = await chat_turn(active, messages, settings, out)
             if isinstance(result.content, str):
                 messages.append(AssistantMessage(content=result.content, source="assistant"))
-    return 0
 
 
 async def _read_line() -> str | None:

@@ -150,29 +150,30 @@ def chat(
 @click.pass_context
 def models(ctx: click.Context, provider: str | None) -> None:
     """List installed providers; with PROVIDER, its options and defaults."""
-    from ._providers import KNOWN_PROVIDERS, describe, installed_providers, provider_class
+    from ext.core import PROVIDERS
+
+    from ._providers import PROVIDER_NOTES, client_class, describe, display_name, installed_providers
 
     state: _State = ctx.obj
     out = state.out
 
     async def go() -> int:
-        installed = installed_providers()
         if provider is not None:
-            cls = provider_class(provider)
+            cls = client_class(provider)
             out.answer(f"{provider}: {cls.__module__}.{cls.__qualname__}\n")
-            known = KNOWN_PROVIDERS.get(provider)
-            if known is not None:
-                out.answer(f"  example: ext chat -m {known.example} ...\n  auth: {known.auth}\n")
+            notes = PROVIDER_NOTES.get(provider.lower().replace("-", "_"))
+            if notes is not None:
+                out.answer(f"  example: ext chat -m {notes[0]} ...\n  auth: {notes[1]}\n")
             for name, default, description in describe(cls):
                 out.answer(f"  {name} = {default}    {description}\n")
             return 0
-        for name in sorted(set(installed) | set(KNOWN_PROVIDERS)):
-            known = KNOWN_PROVIDERS.get(name)
-            if name in installed:
-                example = f"  (-m {known.example})" if known else ""
-                out.answer(f"{name}: installed{example}\n")
-            elif known is not None:
-                out.answer(f"{name}: not installed (install {known.distribution})\n")
+        installed = set(installed_providers())
+        for key, (distribution, _path) in PROVIDERS.items():
+            if key in installed:
+                example = f"  (-m {PROVIDER_NOTES[key][0]})" if key in PROVIDER_NOTES else ""
+                out.answer(f"{display_name(key)}: installed{example}\n")
+            else:
+                out.answer(f"{display_name(key)}: not installed (install {distribution})\n")
         return 0
 
     ctx.exit(_run(ctx, go))
@@ -289,7 +290,7 @@ def config_check(ctx: click.Context, file: str) -> None:
     state: _State = ctx.obj
 
     async def go() -> int:
-        for line in check_config_file(file):
+        for line in await check_config_file(file):
             state.out.answer(line + "\n")
         return 0
 

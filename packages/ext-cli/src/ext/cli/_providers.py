@@ -1,81 +1,63 @@
-"""Model providers by short name (`openai`, `ollama`, `llama-cpp`, ...), found through entry points.
+"""Model providers by short name (`openai`, `ollama`, `llama-cpp`, ...), resolved through ext-core.
 
-Each model distribution registers its clients under the `ext.providers` entry-point group
-(`openai = "ext.models.openai:OpenAIChatCompletionClient"`), so the command never imports a provider it is
-not asked for and a newly installed distribution appears without touching the command.
+ext-core's `provider_class` maps a short name to the client class its distribution registers under the
+`ext.components` entry points (and says which distribution to install when it is missing), so the command
+never imports a provider it is not asked for. A registered client path (`mypkg.MyClient`) works as a
+provider too. This module adds what a command line needs on top: which constructor argument the MODEL part
+of `-m PROVIDER:MODEL` fills, and what to show in `ext models`.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import lru_cache
-from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any
 
-from ext.core import ChatCompletionClient
+from ext.core import PROVIDERS, ChatCompletionClient, ConfigurationError, build_client, provider_class
 
 from ._errors import CliError
 
-PROVIDER_GROUP = "ext.providers"
-
-
-@dataclass(frozen=True)
-class KnownProvider:
-    """A provider ext ships, for install hints when its distribution is missing."""
-
-    distribution: str
-    example: str
-    auth: str
-
-
-KNOWN_PROVIDERS: Mapping[str, KnownProvider] = {
-    "openai": KnownProvider("ext-models-openai", "openai:gpt-4o-mini", "OPENAI_API_KEY"),
-    "azure-openai": KnownProvider(
-        "ext-models-openai",
-        "azure-openai:DEPLOYMENT",
-        "AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY, OPENAI_API_VERSION",
-    ),
-    "anthropic": KnownProvider("ext-models-anthropic", "anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
-    "bedrock": KnownProvider("ext-models-bedrock", "bedrock:MODEL_ID", "AWS credentials (environment or ~/.aws)"),
-    "ollama": KnownProvider("ext-models-ollama", "ollama:llama3.2", "none (OLLAMA_HOST for a remote server)"),
-    "azure-ai": KnownProvider("ext-models-azure-ai", "azure-ai:MODEL", "AZURE_AI_ENDPOINT, AZURE_AI_API_KEY"),
-    "llama-cpp": KnownProvider("ext-models-llama-cpp", "llama-cpp:PATH.gguf", "none (runs in process)"),
+# For `ext models`: an example -m value and how each provider authenticates.
+PROVIDER_NOTES: Mapping[str, tuple[str, str]] = {
+    "openai": ("openai:gpt-4o-mini", "OPENAI_API_KEY (OPENAI_BASE_URL for another endpoint)"),
+    "azure_openai": ("azure-openai:DEPLOYMENT", "AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY, OPENAI_API_VERSION"),
+    "anthropic": ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+    "bedrock": ("bedrock:MODEL_ID", "AWS credentials (environment or ~/.aws)"),
+    "ollama": ("ollama:llama3.2", "none (OLLAMA_HOST for another server)"),
+    "azure_ai": ("azure-ai:MODEL", "AZURE_AI_ENDPOINT, AZURE_AI_API_KEY"),
+    "llama_cpp": ("llama-cpp:PATH.gguf", "none (runs in process)"),
 }
 
-# The config field that the MODEL part of `-m PROVIDER:MODEL` fills, in order of preference.
-_MODEL_FIELDS = ("model", "model_path", "azure_deployment")
-# Required settings some providers have and a command line rarely gives: a sensible value, overridable with -o.
+# The constructor argument the MODEL part fills, in order of preference.
+_MODEL_PARAMS = ("model_path", "azure_deployment", "model")
+# Settings some providers require and a command line rarely gives: a sensible value, overridable with -o.
 _REQUIRED_DEFAULTS: Mapping[str, Any] = {"max_tokens": 1024}
 
 
-@lru_cache(maxsize=1)
-def installed_providers() -> Mapping[str, str]:
-    """Short name -> `module:Class` for every installed provider."""
-    return {ep.name: ep.value for ep in entry_points(group=PROVIDER_GROUP)}
+def display_name(key: str) -> str:
+    """`azure_openai` -> `azure-openai`: the spelling the command line uses."""
+    return key.replace("_", "-")
 
 
-def provider_class(name: str) -> type[Any]:
-    """The client class of an installed provider, or a `CliError` saying what to install."""
-    target = installed_providers().get(name)
-    if target is None:
-        known = KNOWN_PROVIDERS.get(name)
-        installed = ", ".join(sorted(installed_providers())) or "none"
-        if known is not None:
-            raise CliError(
-                f"provider {name!r} is not installed",
-                hint=f"install {known.distribution} (installed providers: {installed})",
-            )
-        raise CliError(
-            f"unknown provider {name!r}",
-            hint=f"known providers: {', '.join(KNOWN_PROVIDERS)}; installed: {installed}",
-        )
-    module_name, _, attr = target.partition(":")
+def client_class(provider: str) -> type[Any]:
+    """The client class of `provider`, or a `CliError` saying what to install."""
     try:
-        return getattr(import_module(module_name), attr)  # type: ignore[no-any-return]
-    except (ImportError, AttributeError) as exc:
-        raise CliError(f"provider {name!r} is registered but cannot be imported: {exc}") from exc
+        return provider_class(provider)
+    except ConfigurationError as exc:
+        installed = ", ".join(display_name(k) for k in installed_providers()) or "none"
+        raise CliError(str(exc), hint=f"installed providers: {installed}") from None
+
+
+def installed_providers() -> list[str]:
+    """The short names whose distribution is installed."""
+    found = []
+    for key in PROVIDERS:
+        try:
+            provider_class(key)
+        except ConfigurationError:
+            continue
+        found.append(key)
+    return found
 
 
 def parse_model_spec(spec: str) -> tuple[str, str]:
@@ -86,32 +68,32 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
     return provider, model
 
 
-def model_field(cls: type[Any]) -> str:
-    """Which config field of `cls` names the model."""
-    fields = cls.component_config_schema.model_fields
-    for name in _MODEL_FIELDS:
-        if name in fields:
+def model_parameter(cls: type[Any]) -> str:
+    """Which constructor argument of `cls` names the model (a GGUF file for llama.cpp, a deployment for Azure)."""
+    params = inspect.signature(cls).parameters
+    for name in _MODEL_PARAMS:
+        if name in params:
             return name
-    raise CliError(f"{cls.__name__} has no model setting the command knows how to fill")
+    raise CliError(f"{cls.__name__} takes no model argument the command knows how to fill")
 
 
-def build_client(spec: str, settings: Mapping[str, Any] | None = None) -> ChatCompletionClient:
-    """A client for `PROVIDER:MODEL`, with `settings` (constructor keywords) laid over the defaults."""
+def make_client(spec: str, settings: Mapping[str, Any] | None = None) -> ChatCompletionClient:
+    """A client for `PROVIDER:MODEL` through ext-core's `build_client`, with `settings` as further arguments."""
     provider, model = parse_model_spec(spec)
-    cls = provider_class(provider)
-    schema = cls.component_config_schema
-    kwargs: dict[str, Any] = {model_field(cls): model}
+    cls = client_class(provider)
+    params = inspect.signature(cls).parameters
+    args: dict[str, Any] = {model_parameter(cls): model}
     for name, value in _REQUIRED_DEFAULTS.items():
-        field = schema.model_fields.get(name)
-        if field is not None and field.is_required():
-            kwargs[name] = value
-    kwargs.update(settings or {})
-    client: ChatCompletionClient = cls(**kwargs)
+        param = params.get(name)
+        if param is not None and param.default is inspect.Parameter.empty:
+            args[name] = value
+    args.update(settings or {})
+    client: ChatCompletionClient = build_client(provider, None, **args)
     return client
 
 
 def describe(cls: type[Any]) -> list[tuple[str, str, str]]:
-    """(option, default, description) for each setting of a provider's config."""
+    """(option, default, description) for each setting of a provider's component config."""
     rows: list[tuple[str, str, str]] = []
     for name, field in cls.component_config_schema.model_fields.items():
         if name.endswith("_env"):
