@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -72,6 +73,7 @@ class ChatSettings:
     tools: list[Tool] = field(default_factory=list)
     workbenches: list[Workbench] = field(default_factory=list)
     max_iterations: int = DEFAULT_MAX_ITERATIONS
+    tool_choice: str = "auto"
     client_settings: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -100,7 +102,10 @@ async def chat_turn(
     """One turn: stream the answer to `out` and return the final result."""
     result: CreateResult | None = None
     printed = False
-    async for item in client.create_stream(messages, json_output=settings.json_output, options=settings.options):
+    stream = client.create_stream(
+        messages, json_output=settings.json_output, options=settings.options, tool_choice=settings.tool_choice
+    )
+    async for item in stream:
         if isinstance(item, StreamChunk):
             out.thought(item.thought)
             out.answer(item.content)
@@ -122,7 +127,7 @@ async def chat_turn(
 
 async def run_chat(settings: ChatSettings, question: str | None, out: Output, read_line: Any = None) -> int:
     """Run one question, or an interactive session when `question` is None."""
-    with out.status(f"Loading {settings.model} …"):
+    with out.status(f"Loading {_model_label(settings.model)} …"):
         client = await asyncio.to_thread(make_client, settings.model, settings.client_settings)
     async with AsyncExitStack() as stack:
         stack.push_async_callback(client.close)
@@ -150,6 +155,12 @@ async def run_chat(settings: ChatSettings, question: str | None, out: Output, re
             result = await chat_turn(active, messages, settings, out)
             if isinstance(result.content, str):
                 messages.append(AssistantMessage(content=result.content, source="assistant"))
+
+
+def _model_label(spec: str) -> str:
+    """`llama-cpp:/long/path/model.gguf` -> `llama-cpp:model.gguf`: the part a person reads."""
+    provider, _, model = spec.partition(":")
+    return f"{provider}:{Path(model).name}" if "/" in model else spec
 
 
 async def _read_line() -> str | None:

@@ -103,6 +103,13 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @click.option("--http-tool", "http_tools", multiple=True, metavar="FILE", help="An HttpTool config (JSON).")
 @click.option("--tool", "function_tools", multiple=True, metavar="MODULE:FUNCTION", help="A Python function.")
 @click.option("--max-iterations", default=8, show_default=True, help="Most model turns in the tool loop.")
+@click.option(
+    "--tool-choice",
+    default="auto",
+    show_default=True,
+    metavar="auto|required|none|TOOL",
+    help="Whether the model must call a tool on its first turn (small models often need 'required').",
+)
 @click.pass_context
 def chat(
     ctx: click.Context,
@@ -116,6 +123,7 @@ def chat(
     http_tools: Sequence[str],
     function_tools: Sequence[str],
     max_iterations: int,
+    tool_choice: str,
 ) -> None:
     """Ask QUESTION and stream the answer; with no QUESTION, chat interactively."""
     from ._chat import ChatSettings, parse_options, run_chat
@@ -136,6 +144,7 @@ def chat(
             tools=[*(http_tool(p) for p in http_tools), *(function_tool(s) for s in function_tools)],
             workbenches=[mcp_workbench(s) for s in mcp_servers],
             max_iterations=max_iterations,
+            tool_choice=tool_choice,
         )
         return await run_chat(settings, question, state.out)
 
