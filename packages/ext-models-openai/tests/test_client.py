@@ -426,8 +426,28 @@ async def test_parallel_tool_calls(server: OpenAIServer) -> None:
     sent = body(server.requests[0])
     assert sent["parallel_tool_calls"] is True
     assert [t["function"]["name"] for t in sent["tools"]] == ["add", "multiply"]
-    assert "tool_choice" not in sent  # auto is the API default
+    assert sent["tool_choice"] == "auto"  # sent although it is the API default (see below)
     await client.close()
+
+
+@pytest.mark.parametrize("azure", [False, True])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_tool_calls_through_a_server_that_needs_tool_choice(azure: bool, stream: bool) -> None:
+    """llama-cpp-python's server (chatml-function-calling) ignores tools unless the request carries tool_choice."""
+    async with OpenAIServer(api_key=KEY, tools_need_tool_choice=True) as server:
+        client = make_azure(server, api_key=KEY) if azure else make(server)
+        server.enqueue(Reply(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2}, id="call_1")]))
+        if stream:
+            *_, result = [item async for item in client.create_stream(HELLO, tools=[FunctionTool(add)])]
+            assert isinstance(result, CreateResult)
+        else:
+            result = await client.create(HELLO, tools=[FunctionTool(add)], tool_choice="auto")
+        assert server.tools_ignored == 0
+        assert result.finish_reason == "function_calls"
+        assert isinstance(result.content, list)
+        assert [(c.name, c.arguments) for c in result.content] == [("add", '{"a":1,"b":2}')]
+        assert body(server.requests[0])["tool_choice"] == "auto"
+        await client.close()
 
 
 async def test_system_messages_stay_in_place(server: OpenAIServer, client: Any) -> None:

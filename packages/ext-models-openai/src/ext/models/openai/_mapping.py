@@ -224,11 +224,13 @@ def map_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
     return out
 
 
-def map_tool_choice(tool_choice: str) -> str | dict[str, Any] | None:
-    """`none` / `required` as is, a tool name as a named function choice; None for `auto` (the API default)."""
-    if tool_choice == "auto":
-        return None
-    if tool_choice in ("none", "required"):
+def map_tool_choice(tool_choice: str) -> str | dict[str, Any]:
+    """`auto` / `none` / `required` as is, a tool name as a named function choice.
+
+    `auto` is the API's default, but it is sent anyway: some OpenAI-compatible servers (llama-cpp-python's with
+    the `chatml-function-calling` chat format) ignore `tools` unless the request carries `tool_choice`.
+    """
+    if tool_choice in ("auto", "none", "required"):
         return tool_choice
     return {"type": "function", "function": {"name": tool_choice}}
 
@@ -312,9 +314,7 @@ def map_request(
         kwargs.update(map_options(options, reasoning=reasoning))
     if request.tools:
         kwargs["tools"] = map_tools(request.tools)
-        choice = map_tool_choice(request.tool_choice)
-        if choice is not None:
-            kwargs["tool_choice"] = choice
+        kwargs["tool_choice"] = map_tool_choice(request.tool_choice)
         if settings.parallel_tool_calls is not None:
             kwargs["parallel_tool_calls"] = settings.parallel_tool_calls
     if request.json_output is not False:
