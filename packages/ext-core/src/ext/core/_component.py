@@ -68,7 +68,7 @@ class Component(Generic[ConfigT]):
             component_type=self.component_type,
             version=self.component_version,
             label=self.component_label or type(self).__name__,
-            config=cast("dict[str, Any]", to_jsonable_python(_drop_secrets(config.model_dump()))),
+            config=cast("dict[str, Any]", to_jsonable_python(_drop_secrets(config.model_dump(), type(self).__name__))),
         )
 
     @classmethod
@@ -77,12 +77,64 @@ class Component(Generic[ConfigT]):
         return load_component(model, cls, **kwargs)
 
 
-def _drop_secrets(value: Any) -> Any:
+def _drop_secrets(config: dict[str, Any], owner: str) -> dict[str, Any]:
+    """`config` without its secret fields (an `*_env` field names where a loaded component finds each).
+
+    A secret inside a mapping or a list (header values, environment variables of a subprocess) has no field of
+    its own to leave out: dropping it would silently lose the setting, names included, so that is refused.
+    """
+    out: dict[str, Any] = {}
+    for name, value in config.items():
+        if isinstance(value, SecretStr):
+            continue
+        _refuse_nested_secrets(value, name, config, owner)
+        out[name] = value
+    return out
+
+
+def _refuse_nested_secrets(value: Any, path: str, config: Mapping[str, Any], owner: str) -> None:
     if isinstance(value, dict):
-        return {k: _drop_secrets(v) for k, v in value.items() if not isinstance(v, SecretStr)}
-    if isinstance(value, (list, tuple)):
-        return [None if isinstance(v, SecretStr) else _drop_secrets(v) for v in value]
-    return value
+        for key, item in value.items():
+            _refuse_nested_secrets(item, f"{path}[{key!r}]", config, owner)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _refuse_nested_secrets(item, f"{path}[{index}]", config, owner)
+    elif isinstance(value, SecretStr):
+        field = path.split("[", 1)[0]
+        hint = (
+            f"give it as an environment reference instead ({field}_env={{name: 'ENV_VAR'}})"
+            if f"{field}_env" in config
+            else "set it in code after loading, or keep it out of the component"
+        )
+        raise ComponentError(
+            f"{owner} cannot be dumped: {path} holds a secret value, which a dump leaves out, and leaving it out "
+            f"would silently lose the setting; {hint}"
+        )
+
+
+def resolve_secret_map(
+    values: Mapping[str, SecretStr] | None,
+    env_refs: Mapping[str, str] | None,
+    field: str,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Plain values of a mapping of secrets (`field`, e.g. headers) merged with those named by `env_refs`
+    (`field_env`: name -> environment variable). A variable that is unset or empty is a `ConfigurationError`
+    naming it; a name in both is refused (set it once)."""
+    out = {name: value.get_secret_value() for name, value in (values or {}).items()}
+    if not env_refs:
+        return out
+    env = os.environ if environ is None else environ
+    for name, var in env_refs.items():
+        if name in out:
+            raise ConfigurationError(f"{field} and {field}_env both set {name!r}; set it once")
+        if not isinstance(var, str) or not var:
+            raise ConfigurationError(f"{field}_env[{name!r}] must name an environment variable, got {var!r}")
+        found = env.get(var)
+        if not found:
+            raise ConfigurationError(f"{field}_env[{name!r}]: environment variable {var!r} is not set or empty")
+        out[name] = found
+    return out
 
 
 def _dotted(value: str) -> str:
