@@ -59,8 +59,24 @@ class Component(Generic[ConfigT]):
     def _from_config(cls, config: Any) -> Any:
         raise ComponentError(f"{cls.__name__} cannot be loaded from a config")
 
+    def _undumpable_settings(self) -> dict[str, str]:
+        """Settings given in code that a config cannot hold (objects, callables), each with why; a dump of a
+        component that has any is refused rather than silently losing them. Subclasses add theirs."""
+        return {}
+
     def dump_component(self) -> ComponentModel:
-        """This component as plain data, with every secret left out."""
+        """This component as plain data, with every secret left out.
+
+        Raises `ComponentError` when the dump would silently lose a setting: a secret inside a mapping (give
+        it as an environment reference, e.g. `headers_env`) or an object given in code (`_undumpable_settings`).
+        """
+        undumpable = self._undumpable_settings()
+        if undumpable:
+            reasons = "; ".join(f"{name}: {why}" for name, why in undumpable.items())
+            raise ComponentError(
+                f"{type(self).__name__} cannot be dumped without losing settings given in code ({reasons}); "
+                "build it in code instead"
+            )
         config = self._to_config()
         provider = self.component_provider_override or f"{type(self).__module__}.{type(self).__qualname__}"
         return ComponentModel(

@@ -2,6 +2,7 @@
 runtime implementation subclasses in its own tests. A new provider is done when its subclass passes."""
 
 from ext.testing.conformance._chat import FEATURES, ChatClientConformance
+from ext.testing.conformance._component import assert_dump_round_trip, plain_config
 from ext.testing.conformance._runtime import (
     MESSAGE_TYPES,
     EchoAgent,
@@ -36,4 +37,6 @@ __all__ = [
     "Slow",
     "Unhandled",
     "WorkbenchConformance",
+    "assert_dump_round_trip",
+    "plain_config",
 ]
