@@ -5,8 +5,16 @@ import json
 import pytest
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from ext.core import Component, ComponentError, ConfigurationError, ComponentModel, load_component, registered_components, resolve_secret
-from ext.core import resolve_secret_map
+from ext.core import (
+    Component,
+    ComponentError,
+    ComponentModel,
+    ConfigurationError,
+    load_component,
+    registered_components,
+    resolve_secret,
+    resolve_secret_map,
+)
 
 
 class GreeterConfig(BaseModel):
@@ -69,7 +77,13 @@ def test_dump_drops_secrets_and_keeps_env_reference(monkeypatch: pytest.MonkeyPa
     dump = greeter.dump_component()
     text = dump.model_dump_json()
     assert "sk-from-env-123" not in text and "hidden" not in text
-    assert dump.config == {"greeting": "hi", "retries": 1, "api_key_env": "GREETER_KEY", "headers": {}, "headers_env": {}}
+    assert dump.config == {
+        "greeting": "hi",
+        "retries": 1,
+        "api_key_env": "GREETER_KEY",
+        "headers": {},
+        "headers_env": {},
+    }
     assert (dump.provider, dump.component_type, dump.label) == ("tests.Greeter", "greeter", "Greeter")
 
     loaded = load_component(dump, Greeter, allow=[Greeter])

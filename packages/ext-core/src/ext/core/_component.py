@@ -94,38 +94,46 @@ class Component(Generic[ConfigT]):
 
 
 def _drop_secrets(config: dict[str, Any], owner: str) -> dict[str, Any]:
-    """`config` without its secret fields (an `*_env` field names where a loaded component finds each).
+    """`config` without its secret fields: a secret field of its own (top level, or one with an `*_env` sibling
+    in a nested config) is left out, and the `*_env` field names where a loaded component finds it.
 
     A secret inside a mapping or a list (header values, environment variables of a subprocess) has no field of
     its own to leave out: dropping it would silently lose the setting, names included, so that is refused.
     """
-    out: dict[str, Any] = {}
-    for name, value in config.items():
-        if isinstance(value, SecretStr):
-            continue
-        _refuse_nested_secrets(value, name, config, owner)
-        out[name] = value
-    return out
+    return cast("dict[str, Any]", _strip(config, "", owner, None, top=True))
 
 
-def _refuse_nested_secrets(value: Any, path: str, config: Mapping[str, Any], owner: str) -> None:
+def _strip(value: Any, path: str, owner: str, parent: Mapping[str, Any] | None, *, top: bool = False) -> Any:
     if isinstance(value, dict):
+        out: dict[str, Any] = {}
         for key, item in value.items():
-            _refuse_nested_secrets(item, f"{path}[{key!r}]", config, owner)
-    elif isinstance(value, (list, tuple)):
+            where = f"{path}[{key!r}]" if path else str(key)
+            if isinstance(item, SecretStr):
+                if top or f"{key}_env" in value:
+                    continue
+                _refuse(where, owner, parent)
+            out[key] = _strip(item, where, owner, value) if isinstance(item, (dict, list, tuple)) else item
+        return out
+    if isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            _refuse_nested_secrets(item, f"{path}[{index}]", config, owner)
-    elif isinstance(value, SecretStr):
-        field = path.split("[", 1)[0]
-        hint = (
-            f"give it as an environment reference instead ({field}_env={{name: 'ENV_VAR'}})"
-            if f"{field}_env" in config
-            else "set it in code after loading, or keep it out of the component"
-        )
-        raise ComponentError(
-            f"{owner} cannot be dumped: {path} holds a secret value, which a dump leaves out, and leaving it out "
-            f"would silently lose the setting; {hint}"
-        )
+            if isinstance(item, SecretStr):
+                _refuse(f"{path}[{index}]", owner, parent)
+        return [_strip(item, f"{path}[{index}]", owner, parent) for index, item in enumerate(value)]
+    return value
+
+
+def _refuse(path: str, owner: str, parent: Mapping[str, Any] | None) -> None:
+    # The field holding the mapping: the last name before the final [key].
+    field = path.rsplit("[", 1)[0].rsplit("[", 1)[-1].strip("'\"]")
+    hint = (
+        f"give it as an environment reference instead ({field}_env={{name: 'ENV_VAR'}})"
+        if parent is not None and f"{field}_env" in parent
+        else "set it in code after loading, or keep it out of the component"
+    )
+    raise ComponentError(
+        f"{owner} cannot be dumped: {path} holds a secret value, which a dump leaves out, and leaving it out "
+        f"would silently lose the setting; {hint}"
+    )
 
 
 def resolve_secret_map(

@@ -32,12 +32,12 @@ import pytest_asyncio
 from pydantic import BaseModel
 
 from ext.core import (
-    Component,
-    ComponentError,
     AssistantMessage,
     CancellationToken,
     ChatCompletionClient,
     ChatOptions,
+    Component,
+    ComponentError,
     ConfigurationError,
     CreateResult,
     FunctionCall,
