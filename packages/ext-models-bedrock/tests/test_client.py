@@ -211,7 +211,7 @@ async def test_dump_and_load_without_keys(server: BedrockServer, monkeypatch: py
 async def test_a_session_object_refuses_to_dump(server: BedrockServer) -> None:
     session = aioboto3.Session(aws_access_key_id=ACCESS, aws_secret_access_key=SECRET, region_name=REGION)
     client = AnthropicBedrockChatCompletionClient(MODEL, max_tokens=10, session=session, endpoint_url=server.base_url)
-    with pytest.raises(ComponentError, match="session: an aioboto3.Session object") as info:
+    with pytest.raises(ComponentError, match=r"session: an aioboto3\.Session object") as info:
         client.dump_component()
     assert SECRET not in str(info.value)
     await client.close()

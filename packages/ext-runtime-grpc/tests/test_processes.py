@@ -215,30 +215,30 @@ async def test_sigterm_with_a_worker_connected_logs_no_error() -> None:
     command = _gateway_command()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXT_GRPC")}
     for attempt in range(10):
-        process = subprocess.Popen(
-            [command, "--port", "0", "--log-level", "INFO", "--shutdown-grace", "1"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        process = await asyncio.create_subprocess_exec(
+            *(command, "--port", "0", "--log-level", "INFO", "--shutdown-grace", "1"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             env=env,
         )
+        assert process.stdout is not None and process.stderr is not None
+        errors = asyncio.ensure_future(process.stderr.read())
         try:
-            assert process.stdout is not None
-            port = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)
-            assert port.strip().isdigit(), f"the gateway printed {port!r}, not its port"
-            runtime = worker(f"127.0.0.1:{port.strip()}", reconnect_backoff=30)
+            port = (await asyncio.wait_for(process.stdout.readline(), 30)).decode().strip()
+            assert port.isdigit(), f"the gateway printed {port!r}, not its port"
+            runtime = worker(f"127.0.0.1:{port}", reconnect_backoff=30)
             try:
                 await runtime.start()
                 await host_echo(runtime)
                 process.send_signal(signal.SIGTERM)
-                code = await asyncio.to_thread(process.wait, 20)
+                code = await asyncio.wait_for(process.wait(), 20)
             finally:
                 await runtime.stop()
-            stdout, stderr = process.communicate(timeout=10)
+            stderr = (await asyncio.wait_for(errors, 10)).decode()
         finally:
-            if process.poll() is None:
+            if process.returncode is None:
                 process.kill()
-                process.wait(10)
+                await process.wait()
         assert code == 0, f"run {attempt}: exit code {code}\n{stderr}"
         assert "gateway" in stderr and "stopped" in stderr, f"run {attempt}: no shutdown logged\n{stderr}"
         assert " ERROR " not in stderr and "Traceback" not in stderr, f"run {attempt}:\n{stderr}"
