@@ -1,0 +1,90 @@
+"""Every python example in the READMEs runs as written.
+
+Each ```python block of the repo README and of every distribution's README runs in a fresh interpreter (cwd: a
+temporary directory). Examples that talk to a provider run against ext-testing's loopback servers through the
+SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...). A block that cannot run as written
+is marked right above it with an HTML comment that says why: `not runnable: ...` (only compiled: a template,
+or it needs a peer the reader starts first) or `xfail: ...` (it should run as written but does not yet: it runs,
+and the test fails once it passes, so the mark is removed then):
+
+    <!-- readme-test: not runnable: needs a running gateway on port 50051 -->
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from ext.testing.script import Reply
+from ext.testing.servers import AnthropicServer, OpenAIServer
+
+ROOT = Path(__file__).resolve().parents[1]
+READMES = [ROOT / "README.md", *sorted(ROOT.glob("packages/*/README.md"))]
+_BLOCK = re.compile(r"(?:<!-- readme-test: (?P<mark>[^>]*?) -->\s*\n)?```python\n(?P<code>.*?)```", re.S)
+
+
+def _examples() -> list[tuple[str, str, str | None]]:
+    found = []
+    for readme in READMES:
+        text = readme.read_text(encoding="utf-8")
+        for index, match in enumerate(_BLOCK.finditer(text)):
+            found.append((f"{readme.relative_to(ROOT)}#{index}", match["code"], match["mark"]))
+    return found
+
+
+EXAMPLES = _examples()
+
+
+def test_examples_are_found() -> None:
+    assert len(EXAMPLES) >= 10, [name for name, _, _ in EXAMPLES]
+
+
+@pytest.mark.parametrize(("name", "code", "mark"), EXAMPLES, ids=[name for name, _, _ in EXAMPLES])
+async def test_readme_example_runs(name: str, code: str, mark: str | None, tmp_path: Path) -> None:
+    if mark is not None:
+        kind, _, why = mark.partition(": ")
+        assert kind in ("not runnable", "xfail") and len(why) > 10, (
+            f"{name}: a block marked for the README test must say why it cannot run: {mark!r}"
+        )
+        if kind == "xfail":
+            try:
+                compile(code, name, "exec")
+            except SyntaxError:
+                pytest.xfail(mark)
+    compile(code, name, "exec")  # every other block is at least valid Python
+    if mark is not None and mark.startswith("not runnable"):
+        return
+    reply = Reply(text="The capital of France is Paris.")
+    async with OpenAIServer(default=reply) as openai_server, AnthropicServer(default=reply) as anthropic_server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "AZURE_", "AWS_"))}
+        env.update(
+            OPENAI_BASE_URL=openai_server.base_url + "/v1",
+            OPENAI_API_KEY="sk-readme-example",
+            ANTHROPIC_BASE_URL=anthropic_server.base_url,
+            ANTHROPIC_API_KEY="sk-ant-readme-example",
+        )
+        script = tmp_path / "example.py"
+        script.write_text(code, encoding="utf-8")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(script),
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            output, _ = await asyncio.wait_for(process.communicate(), 60)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    if mark is not None:
+        assert process.returncode != 0, f"{name} runs now: remove its readme-test xfail mark"
+        pytest.xfail(mark)
+    assert process.returncode == 0, f"{name} failed:\n{output.decode(errors='replace')[-3000:]}"
