@@ -4,14 +4,15 @@ Each ```python block of the repo README and of every distribution's README runs 
 temporary directory). Examples that talk to a provider run against ext-testing's loopback servers through the
 SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...). A block that cannot run as written
 is marked right above it with an HTML comment that says why: `not runnable: ...` (only compiled: a template,
-or it needs a peer the reader starts first) or `xfail: ...` (it should run as written but does not yet: it runs,
-and the test fails once it passes, so the mark is removed then):
+a placeholder host, or a peer the reader starts first) or `xfail: ...` (it should run as written but does not
+yet: it runs, and the test fails once it passes, so the mark is removed then):
 
     <!-- readme-test: not runnable: needs a running gateway on port 50051 -->
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import re
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from ext.testing.script import Reply
-from ext.testing.servers import AnthropicServer, OpenAIServer
+from ext.testing.servers import AnthropicServer, BedrockServer, OpenAIServer, RecordedRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 READMES = [ROOT / "README.md", *sorted(ROOT.glob("packages/*/README.md"))]
@@ -40,6 +41,14 @@ def _examples() -> list[tuple[str, str, str | None]]:
 EXAMPLES = _examples()
 
 
+def _answer(request: RecordedRequest) -> Reply:
+    """What the loopback model answers a README example: JSON when the request asks for it, else a sentence."""
+    body = request.json if isinstance(request.json, dict) else {}
+    if body.get("response_format"):
+        return Reply(text='{"name": "Oslo", "population": 709000}')
+    return Reply(text="The capital of France is Paris.")
+
+
 def test_examples_are_found() -> None:
     assert len(EXAMPLES) >= 10, [name for name, _, _ in EXAMPLES]
 
@@ -51,22 +60,29 @@ async def test_readme_example_runs(name: str, code: str, mark: str | None, tmp_p
         assert kind in ("not runnable", "xfail") and len(why) > 10, (
             f"{name}: a block marked for the README test must say why it cannot run: {mark!r}"
         )
-        if kind == "xfail":
-            try:
-                compile(code, name, "exec")
-            except SyntaxError:
-                pytest.xfail(mark)
-    compile(code, name, "exec")  # every other block is at least valid Python
+    # Every block is at least valid Python (fragments may use top-level await, as in an async REPL).
+    compile(code, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     if mark is not None and mark.startswith("not runnable"):
         return
-    reply = Reply(text="The capital of France is Paris.")
-    async with OpenAIServer(default=reply) as openai_server, AnthropicServer(default=reply) as anthropic_server:
+    async with (
+        OpenAIServer(default=_answer) as openai_server,
+        AnthropicServer(default=_answer) as anthropic_server,
+        BedrockServer(default=_answer) as bedrock_server,
+    ):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "AZURE_", "AWS_"))}
         env.update(
             OPENAI_BASE_URL=openai_server.base_url + "/v1",
             OPENAI_API_KEY="sk-readme-example",
+            AZURE_OPENAI_ENDPOINT=openai_server.base_url,
+            AZURE_OPENAI_API_KEY="azure-readme-example",
             ANTHROPIC_BASE_URL=anthropic_server.base_url,
             ANTHROPIC_API_KEY="sk-ant-readme-example",
+            AWS_ENDPOINT_URL_BEDROCK_RUNTIME=bedrock_server.base_url,
+            AWS_ACCESS_KEY_ID=bedrock_server.access_key,
+            AWS_SECRET_ACCESS_KEY="loopback-secret-key",  # BedrockServer's default
+            AWS_CONFIG_FILE=str(tmp_path / "no-aws-config"),
+            AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-aws-credentials"),
+            WEATHER_API_TOKEN="readme-example-token",  # the ext-tools-http example's headers_env reference
         )
         script = tmp_path / "example.py"
         script.write_text(code, encoding="utf-8")
