@@ -130,7 +130,7 @@ async def test_server_that_never_answers_times_out() -> None:
     match = re.search(r"stopping it took another (\d+\.\d) s: it did not exit when its stdin closed", str(info.value))
     assert match is not None, str(info.value)
     stopping = float(match.group(1))
-    assert 1.0 <= elapsed <= 1.0 + stopping + 0.5, (elapsed, str(info.value))
+    assert 1.0 <= elapsed <= 1.0 + stopping + 0.75, (elapsed, str(info.value))
 
 
 async def test_a_server_that_exits_on_stdin_close_stops_within_the_start_up_bound() -> None:
@@ -143,7 +143,7 @@ async def test_a_server_that_exits_on_stdin_close_stops_within_the_start_up_boun
     elapsed = time.monotonic() - started
     assert str(info.value).startswith(f"MCP server {params.describe()!r} did not start within 1.0 s")
     assert "stopping it took" not in str(info.value)
-    assert 1.0 <= elapsed <= 1.0 + 0.5, elapsed
+    assert 1.0 <= elapsed <= 1.0 + 0.75, elapsed  # well under the 2 s the SDK waits for a process to exit
 
 
 def _processes_with(marker: str) -> list[str]:
