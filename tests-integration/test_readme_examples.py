@@ -2,7 +2,8 @@
 
 Each ```python block of the repo README and of every distribution's README runs in a fresh interpreter (cwd: a
 temporary directory). Examples that talk to a provider run against ext-testing's loopback servers through the
-SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...). A block that cannot run as written
+SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...), the gRPC runtime's against a
+gateway process the test starts (EXT_GRPC_GATEWAY_ADDRESS). A block that cannot run as written
 is marked right above it with an HTML comment that says why: `not runnable: ...` (only compiled: a template,
 a placeholder host, or a peer the reader starts first) or `xfail: ...` (it should run as written but does not
 yet: it runs, and the test fails once it passes, so the mark is removed then):
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ext.runtime.grpc.testing import start_gateway_process
 from ext.testing.script import Reply
 from ext.testing.servers import AnthropicServer, BedrockServer, OpenAIServer, RecordedRequest
 
@@ -64,6 +66,21 @@ async def test_readme_example_runs(name: str, code: str, mark: str | None, tmp_p
     compile(code, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     if mark is not None and mark.startswith("not runnable"):
         return
+    # The ext-runtime-grpc example runs against a real gateway process.
+    gateway = start_gateway_process(env={"EXT_GRPC_GATEWAY_TOKEN": "change-me"}) if "GrpcAgentRuntime" in code else None
+    try:
+        returncode, output = await _run(code, tmp_path, gateway.address if gateway is not None else None)
+    finally:
+        if gateway is not None:
+            gateway.kill()
+    if mark is not None:
+        assert returncode != 0, f"{name} runs now: remove its readme-test xfail mark"
+        pytest.xfail(mark)
+    assert returncode == 0, f"{name} failed:\n{output.decode(errors='replace')[-3000:]}"
+
+
+async def _run(code: str, tmp_path: Path, gateway_address: str | None) -> tuple[int, bytes]:
+    """Run `code` in a fresh interpreter with the loopback servers in its environment: exit code and output."""
     async with (
         OpenAIServer(default=_answer) as openai_server,
         AnthropicServer(default=_answer) as anthropic_server,
@@ -84,6 +101,8 @@ async def test_readme_example_runs(name: str, code: str, mark: str | None, tmp_p
             AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-aws-credentials"),
             WEATHER_API_TOKEN="readme-example-token",  # the ext-tools-http example's headers_env reference
         )
+        if gateway_address is not None:
+            env["EXT_GRPC_GATEWAY_ADDRESS"] = gateway_address
         script = tmp_path / "example.py"
         script.write_text(code, encoding="utf-8")
         process = await asyncio.create_subprocess_exec(
@@ -100,7 +119,5 @@ async def test_readme_example_runs(name: str, code: str, mark: str | None, tmp_p
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-    if mark is not None:
-        assert process.returncode != 0, f"{name} runs now: remove its readme-test xfail mark"
-        pytest.xfail(mark)
-    assert process.returncode == 0, f"{name} failed:\n{output.decode(errors='replace')[-3000:]}"
+        assert process.returncode is not None
+        return process.returncode, output
