@@ -119,7 +119,9 @@ async def _cancel_runs(path: str, runs: int, after_chunks: int, n_threads: int |
     bos = probe.detokenize([probe.token_bos()], special=True).decode()
     handler = _CountingHandler(
         llama_chat_format.Jinja2ChatFormatter(
-            template=probe.metadata["tokenizer.chat_template"], eos_token=eos, bos_token=bos,
+            template=probe.metadata["tokenizer.chat_template"],
+            eos_token=eos,
+            bos_token=bos,
             stop_token_ids=[probe.token_eos()],
         ).to_chat_handler()
     )
@@ -201,15 +203,20 @@ async def main() -> None:
     tokens_after, stop_ms = await _cancel_runs(path, args.cancels, 8, args.threads)
 
     base = sides["raw"]
-    print(f"model {path.rsplit('/', 1)[-1]}, {n} tokens per call, {args.blocks} blocks; ratio = median per block "
-          "[95 % CI]")
-    header = f"{'side':<10} {'create tok/s':>12} {'ratio':>22} {'CPU µs/tok':>11} {'ratio':>22} " \
-             f"{'TTFT ms':>8} {'ratio':>22} {'stream tok/s':>12} {'ratio':>22}"
+    print(
+        f"model {path.rsplit('/', 1)[-1]}, {n} tokens per call, {args.blocks} blocks; ratio = median per block "
+        "[95 % CI]"
+    )
+    header = (
+        f"{'side':<10} {'create tok/s':>12} {'ratio':>22} {'CPU µs/tok':>11} {'ratio':>22} "
+        f"{'TTFT ms':>8} {'ratio':>22} {'stream tok/s':>12} {'ratio':>22}"
+    )
     print(header)
     print("-" * len(header))
     for side in sides.values():
+        tps = statistics.median(side.create_tps)
         print(
-            f"{side.name:<10} {statistics.median(side.create_tps):>12.1f} {_ratio(side.create_tps, base.create_tps):>22} "
+            f"{side.name:<10} {tps:>12.1f} {_ratio(side.create_tps, base.create_tps):>22} "
             f"{statistics.median(side.create_cpu_us):>11.0f} {_ratio(side.create_cpu_us, base.create_cpu_us):>22} "
             f"{statistics.median(side.ttft_ms):>8.2f} {_ratio(side.ttft_ms, base.ttft_ms):>22} "
             f"{statistics.median(side.stream_tps):>12.1f} {_ratio(side.stream_tps, base.stream_tps):>22}"

@@ -8,9 +8,7 @@ and `decode` turns a recorded chat-handler call back into a NeutralRequest.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +18,6 @@ from ext.models.llama_cpp import TOOL_PREAMBLE, LlamaCppChatCompletionClient
 from ext.testing.gguf import write_tiny_llama_gguf
 from ext.testing.inprocess import ScriptedModel, llama_cpp_chat_handler
 from ext.testing.script import NeutralMessage, NeutralRequest, NeutralToolResult, Reply, ToolCallSpec
-
-
 
 _OPTIONS = ("temperature", "max_tokens", "top_p", "top_k", "frequency_penalty", "presence_penalty", "seed")
 

@@ -39,7 +39,7 @@ def _bytes_to_unicode() -> dict[int, str]:
             printable.append(b)
             chars.append(256 + extra)
             extra += 1
-    return dict(zip(printable, (chr(c) for c in chars)))
+    return dict(zip(printable, (chr(c) for c in chars), strict=True))
 
 
 def write_tiny_llama_gguf(

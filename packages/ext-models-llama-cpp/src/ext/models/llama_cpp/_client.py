@@ -25,6 +25,7 @@ from ext.core import (
     BaseChatCompletionClient,
     ChatOptions,
     ChatRequest,
+    ClientClosedError,
     ConfigurationError,
     CreateResult,
     FunctionCall,
@@ -155,7 +156,7 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         self._lock: asyncio.Lock | None = None
         self._active: threading.Event | None = None
         self._grammars: dict[str, Any] = {}
-        self._formatter: Callable[[list[dict[str, str]]], tuple[str, bool]] | None = None
+        self._formatter: tuple[Callable[[list[dict[str, str]]], tuple[str, bool]] | None, bool] | None = None
 
     # --- public extras -------------------------------------------------------------------------------
 
@@ -163,7 +164,7 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
     def llama(self) -> Llama:
         """The loaded `llama_cpp.Llama` (for what ext does not map). Do not call it while a call is running."""
         if self._llama is None:
-            raise RuntimeError(f"{type(self).__name__} is closed")
+            raise ClientClosedError(f"{type(self).__name__} is closed")
         return self._llama
 
     @property
@@ -252,7 +253,7 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
 
         if self._llama is None:  # closed while this call waited for the lock
             lock.release()
-            raise RuntimeError(f"{type(self).__name__} is closed")
+            raise ClientClosedError(f"{type(self).__name__} is closed")
         try:
             future = self._executor.submit(self._generate, call, stop, push)
         except BaseException:
@@ -279,7 +280,13 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         kwargs = call.kwargs
         if call.grammar is not None:
             kwargs = {**kwargs, "grammar": self._grammar(call.grammar)}
+        exact = self._exact_prompt_tokens(kwargs["messages"])
         outcome = self._read(llama, kwargs, call, stop, push)
+        if exact is not None:
+            outcome.prompt_tokens = exact
+        del llama  # an exception's traceback keeps this frame: it must not keep the model alive after close()
+        if outcome.stopped and self._closed:
+            raise ClientClosedError(f"{type(self).__name__} was closed during the call; generation was stopped")
         return self._result(outcome, call)
 
     @staticmethod
@@ -290,7 +297,7 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         stop: threading.Event,
         push: Callable[[str], None] | None,
     ) -> _Outcome:
-        stream = llama.create_chat_completion(**kwargs, stream=True)
+        stream: Any = llama.create_chat_completion(**kwargs, stream=True)
         parts: list[str] = []
         finish: str | None = None
         prompt_tokens = -1
@@ -302,7 +309,9 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         try:
             for chunk in stream:
                 if prompt_tokens < 0:
-                    prompt_tokens = llama.n_tokens  # the prompt is evaluated when the first token arrives
+                    # The prompt is evaluated by the first chunk (plus any tokens held back with it: the exact
+                    # count, when the chat format is known, replaces this).
+                    prompt_tokens = llama.n_tokens
                 choice = chunk["choices"][0]
                 content = choice["delta"].get("content")
                 if content:
@@ -358,56 +367,70 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
 
     # --- tokens --------------------------------------------------------------------------------------
 
-    def _render(self, messages: list[dict[str, str]]) -> tuple[str, bool] | None:
-        """The prompt text for `messages` as the chat format renders it, and whether it has its special tokens.
-        None when the format cannot be rendered without generating (a custom chat handler)."""
+    def _formatter_for(self) -> tuple[Callable[[list[dict[str, str]]], tuple[str, bool]] | None, bool]:
+        """How to render a prompt without generating: (render, exact). `exact` when it is the very formatter
+        generation uses (the GGUF's template, or a llama-cpp-python format given by name); a custom chat handler
+        is counted with the GGUF's template when there is one (close, not exact); None when there is nothing."""
         if self._formatter is None:
             self._formatter = self._make_formatter()
-        return self._formatter(messages) if self._formatter is not None else None
+        return self._formatter
 
-    def _make_formatter(self) -> Callable[[list[dict[str, str]]], tuple[str, bool]] | None:
+    def _make_formatter(self) -> tuple[Callable[[list[dict[str, str]]], tuple[str, bool]] | None, bool]:
         from llama_cpp import llama_chat_format
 
         llama = self.llama
         template = llama.metadata.get("tokenizer.chat_template")
         name = llama.chat_format
         formatter: Any = None
+        exact = False
         if self._chat_handler is None and name == "chat_template.default" and template:
-            eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", "replace")
-            bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace")
-            formatter = llama_chat_format.Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+            formatter, exact = self._jinja(template), True
         elif self._chat_handler is None and name:
             formatter = getattr(llama_chat_format, "format_" + name.replace("-", "_").replace(".", "_"), None)
+            exact = formatter is not None
         if formatter is None and template:
-            # A custom handler: count with the GGUF's own template, the closest rendering there is.
-            eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", "replace")
-            bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace")
-            formatter = llama_chat_format.Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+            formatter = self._jinja(template)
         if formatter is None:
-            return None
+            return None, False
 
         def render(messages: list[dict[str, str]]) -> tuple[str, bool]:
             result = formatter(messages=messages)
             return result.prompt, bool(result.added_special)
 
-        return render
+        return render, exact
+
+    def _jinja(self, template: str) -> Any:
+        from llama_cpp import llama_chat_format
+
+        llama = self.llama
+        eos = llama.detokenize([llama.token_eos()], special=True).decode("utf-8", "replace")
+        bos = llama.detokenize([llama.token_bos()], special=True).decode("utf-8", "replace")
+        return llama_chat_format.Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+
+    def _count_mapped(self, mapped: list[dict[str, str]]) -> int:
+        llama = self.llama
+        render, _ = self._formatter_for()
+        if render is None:
+            text = "\n".join(f"{m['role']}: {m['content']}" for m in mapped)
+            return len(llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+        prompt, added_special = render(mapped)
+        return len(llama.tokenize(prompt.encode("utf-8"), add_bos=not added_special, special=True))
+
+    def _exact_prompt_tokens(self, mapped: list[dict[str, str]]) -> int | None:
+        """The prompt's token count when it can be known exactly before generating (see `_formatter_for`)."""
+        render, exact = self._formatter_for()
+        return self._count_mapped(mapped) if render is not None and exact else None
 
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         """Prompt tokens by the model's own tokenizer, over the prompt its chat template renders (including the
         system message that describes `tools`)."""
         if self._closed:
-            raise RuntimeError(f"{type(self).__name__} is closed")
+            raise ClientClosedError(f"{type(self).__name__} is closed")
         request = self.build_request(messages, tools=tools)
         mapped = map_messages(request.messages)
         if request.tools:
             mapped.insert(0, {"role": "system", "content": tool_system_text(request.tools, "auto")})
-        rendered = self._render(mapped)
-        llama = self.llama
-        if rendered is None:
-            text = "\n".join(f"{m['role']}: {m['content']}" for m in mapped)
-            return len(llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
-        prompt, added_special = rendered
-        return len(llama.tokenize(prompt.encode("utf-8"), add_bos=not added_special, special=True))
+        return self._count_mapped(mapped)
 
     # --- components ----------------------------------------------------------------------------------
 

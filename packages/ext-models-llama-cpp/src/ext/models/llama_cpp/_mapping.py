@@ -53,7 +53,9 @@ _CALL_FORMAT = (
 
 def tool_system_text(tools: Sequence[ToolSchema], tool_choice: str) -> str:
     """The system text that describes ``tools`` to the model and how to call them."""
-    listed = [{"name": t["name"], "description": t.get("description", ""), "parameters": t["parameters"]} for t in tools]
+    listed = [
+        {"name": t["name"], "description": t.get("description", ""), "parameters": t["parameters"]} for t in tools
+    ]
     lines = [TOOL_PREAMBLE, json.dumps(listed, ensure_ascii=False), _CALL_FORMAT]
     if tool_choice == "required":
         lines.append("You must call at least one tool.")

@@ -10,11 +10,10 @@ Subclass it in a provider package's tests (the class name must start with `Test`
         secret = "sk-conformance-secret"
         features = frozenset({"vision", "json_mode", "structured_output", ...})
 
-        def make_server(self) -> Peer:
+        def make_server(self) -> LoopbackServer:
             return MyProtocolServer()
 
-        def make_client(self, server: Any, **kwargs: Any) -> ChatCompletionClient:
-        """A client talking to `server` (the `make_server` peer; typed `Any` so subclasses can narrow it)."""
+        def make_client(self, server: LoopbackServer, **kwargs: Any) -> ChatCompletionClient:
             return MyClient(model="m", base_url=server.base_url, api_key=self.secret, **kwargs)
 
 `make_client` receives `max_retries`, `timeout` and `model_info` keyword arguments and must pass them
@@ -267,9 +266,7 @@ class ChatClientConformance:
         results = [r for m in wire2.messages for r in m.tool_results]
         assert [(r.call_id, r.content) for r in results] == [(call.id, "5")]
 
-    async def test_tool_result_error_reaches_the_model(
-        self, server: Peer, client: ChatCompletionClient
-    ) -> None:
+    async def test_tool_result_error_reaches_the_model(self, server: Peer, client: ChatCompletionClient) -> None:
         server.enqueue(Reply(text="sorry"))
         history: list[LLMMessage] = [
             *HELLO,
@@ -345,9 +342,7 @@ class ChatClientConformance:
         assert schema is not None
         assert set(schema.get("properties", {})) == {"name", "population"}
 
-    async def test_invalid_json_output_is_a_clear_error(
-        self, server: Peer, client: ChatCompletionClient
-    ) -> None:
+    async def test_invalid_json_output_is_a_clear_error(self, server: Peer, client: ChatCompletionClient) -> None:
         self._need("json_mode")
         server.enqueue(Reply(text="certainly! here it is"))
         with pytest.raises(OutputParseError, match="not valid JSON"):
@@ -421,9 +416,7 @@ class ChatClientConformance:
 
     # --- cancellation and timeouts --------------------------------------------------------------------
 
-    async def test_cancel_mid_request_closes_the_connection(
-        self, server: Peer, client: ChatCompletionClient
-    ) -> None:
+    async def test_cancel_mid_request_closes_the_connection(self, server: Peer, client: ChatCompletionClient) -> None:
         server.enqueue(Fault("hang"))
         token = CancellationToken()
         task = asyncio.ensure_future(client.create(HELLO, token))
@@ -433,9 +426,7 @@ class ChatClientConformance:
             await asyncio.wait_for(task, 10)
         await asyncio.wait_for(request.disconnected.wait(), 10)
 
-    async def test_cancel_mid_stream_closes_the_connection(
-        self, server: Peer, client: ChatCompletionClient
-    ) -> None:
+    async def test_cancel_mid_stream_closes_the_connection(self, server: Peer, client: ChatCompletionClient) -> None:
         server.enqueue(Reply(text="alpha beta gamma delta epsilon", stall_after_chunks=3))
         token = CancellationToken()
         got_text = asyncio.Event()
