@@ -35,7 +35,7 @@ async def smollm2() -> AsyncIterator[LlamaCppChatCompletionClient]:
         await client.close()
 
 
-QUESTION: list[LLMMessage] = [UserMessage(content="What is the capital of France?")]
+QUESTION: list[LLMMessage] = [UserMessage(content="What is the capital of France? Answer in one sentence.")]
 
 
 async def test_a_plain_answer(smollm2: LlamaCppChatCompletionClient) -> None:
