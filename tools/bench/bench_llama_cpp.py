@@ -30,7 +30,7 @@ from ext.core import CancellationToken, StreamChunk, UserMessage
 from ext.models.llama_cpp import LlamaCppChatCompletionClient, default_model_path
 
 PROMPT = "Write a long story about a robot who learns to paint. Use many sentences."
-SAMPLING = {"temperature": 0.0, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.0}
+SAMPLING: dict[str, Any] = {"temperature": 0.0, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.0}
 
 
 @dataclass

@@ -75,7 +75,7 @@ async def test_spec_defaults_and_dump_round_trip(make_client: Any, tiny_gguf: Pa
     assert client.capabilities.context_window == 2048
     assert client.llama.n_ctx() == 2048
     assert client.llama.chat_format == "chat_template.default"  # the GGUF's own template
-    loaded = load_component(client.dump_component())
+    loaded: Any = load_component(client.dump_component())
     try:
         assert isinstance(loaded, LlamaCppChatCompletionClient)
         assert loaded.dump_component() == client.dump_component()
@@ -425,4 +425,4 @@ def test_default_model_path_says_how_to_install(monkeypatch: pytest.MonkeyPatch)
 
 def test_config_validates_fields() -> None:
     with pytest.raises(ValueError, match="temperature"):
-        LlamaCppClientConfig(model_path="x.gguf", temperature=3.0)
+        LlamaCppClientConfig.model_validate({"model_path": "x.gguf", "temperature": 3.0})

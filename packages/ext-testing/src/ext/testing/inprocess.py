@@ -245,7 +245,8 @@ def llama_cpp_chat_handler(model: ScriptedModel, render: Callable[[Reply], str])
         args = {name: kwargs[name] for name in _PASSED_ON if name in kwargs}
 
         def run(grammar: str, **override: Any) -> Any:
-            return inner(
+            call: Any = inner
+            return call(
                 llama=llama,
                 messages=messages,
                 stream=stream,
@@ -258,7 +259,8 @@ def llama_cpp_chat_handler(model: ScriptedModel, render: Callable[[Reply], str])
             endless = ""
         elif item.stall_after_chunks is not None:
             endless = "".join(item.text_chunks[: item.stall_after_chunks])
-        if endless is not None:
+        if endless is not None or not isinstance(item, Reply):
+            endless = endless or ""
             if not stream:
                 result = run(reply_grammar(endless, endless=True), max_tokens=-1)
                 model.ended(request, completed=True)

@@ -55,6 +55,11 @@ __all__ = ["LlamaCppChatCompletionClient"]
 _END = object()
 
 
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 @dataclass(slots=True)
 class _Outcome:
     text: str
@@ -184,7 +189,8 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         call = map_request(request, self._sampling)
         stop, future = await self._start(call, request, None)
         try:
-            return await self._deadline(asyncio.wrap_future(future))
+            result: CreateResult = await self._deadline(asyncio.wrap_future(future))
+            return result
         finally:
             stop.set()
 
@@ -215,6 +221,8 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
             yield await done
         finally:
             stop.set()
+            # A consumer that left early never reads the outcome; its error (if any) must not be reported as lost.
+            done.add_done_callback(_retrieve)
 
     async def _deadline(self, awaitable: Any, timeout: float | None = -1.0) -> Any:
         if timeout == -1.0:
