@@ -23,7 +23,6 @@ from ext.core import (
     ConfigurationError,
     CreateResult,
     FunctionCall,
-    FunctionTool,
     StreamChunk,
     SystemMessage,
     UnsupportedOptionError,
@@ -37,25 +36,12 @@ from ext.models.llama_cpp import (
     LlamaCppClientConfig,
     default_model_path,
 )
+from ext.testing.conformance import ADD, MULTIPLY
 from ext.testing.gguf import TINY_SPECIAL_TOKENS
 from ext.testing.inprocess import ScriptedModel
 from ext.testing.script import Fault, Reply
 
 HELLO = [UserMessage(content="Hi")]
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
-
-
-ADD = FunctionTool(add)
-MULTIPLY = FunctionTool(multiply)
 
 
 class Flags(BaseModel):

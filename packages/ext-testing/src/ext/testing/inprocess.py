@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from ext.testing.script import Fault, NeutralRequest, Reply, split_words
 
 __all__ = [
+    "HANG_RUNS",
     "InProcessRequest",
     "ScriptedModel",
     "gbnf_literal",
@@ -219,7 +220,8 @@ def llama_cpp_chat_handler(model: ScriptedModel, render: Callable[[Reply], str])
     provider's format), and lets the real ``Llama`` generate exactly that text under a grammar, through the
     model's own chat template (the GGUF's ``tokenizer.chat_template``), sampler and tokenizer. The client's own
     grammar and ``response_format`` are recorded but replaced by the forcing grammar. ``Fault("hang")`` and
-    ``Reply(stall_after_chunks=n)`` generate without end (ignoring ``max_tokens``) until the client stops.
+    ``Reply(stall_after_chunks=n)`` generate without end (ignoring ``max_tokens``) until the client stops (at most
+    :data:`HANG_RUNS` context windows).
     A ``Reply`` with ``finish_reason="length"`` sets ``max_tokens`` to the text's token count.
     Needs ``llama-cpp-python`` (imported when called).
     """
@@ -287,9 +289,14 @@ def llama_cpp_chat_handler(model: ScriptedModel, render: Callable[[Reply], str])
 _FILLER = reply_grammar("", endless=True)
 
 
+HANG_RUNS = 4
+"""How many context windows a scripted hang generates at most. A client that stops generation when asked never
+gets near it; one that ignores its stop flag then fails its test instead of hanging the whole run."""
+
+
 def _endless(first: Iterator[Any], again: Callable[[], Iterator[Any]]) -> Iterator[Any]:
-    run = first
-    while True:
+    for i in range(HANG_RUNS):
+        run = first if i == 0 else again()
         try:
             for chunk in run:
                 if chunk["choices"][0].get("finish_reason") is None:
@@ -298,7 +305,6 @@ def _endless(first: Iterator[Any], again: Callable[[], Iterator[Any]]) -> Iterat
             close = getattr(run, "close", None)
             if close is not None:
                 close()
-        run = again()
 
 
 def _watch(chunks: Iterator[Any], model: ScriptedModel, request: InProcessRequest) -> Iterator[Any]:

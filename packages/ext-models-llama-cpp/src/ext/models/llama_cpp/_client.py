@@ -189,7 +189,7 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         call = map_request(request, self._sampling)
         stop, future = await self._start(call, request, None)
         try:
-            result: CreateResult = await self._deadline(asyncio.wrap_future(future))
+            result: CreateResult = await self._within(asyncio.wrap_future(future), self._config.timeout)
             return result
         finally:
             stop.set()
@@ -214,7 +214,7 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
             get = queue.get
             of = StreamChunk.of
             while True:
-                item = await get() if deadline is None else await self._deadline(get(), deadline - loop.time())
+                item = await get() if deadline is None else await self._within(get(), deadline - loop.time())
                 if item is _END:
                     break
                 yield of(item)
@@ -224,9 +224,8 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
             # A consumer that left early never reads the outcome; its error (if any) must not be reported as lost.
             done.add_done_callback(_retrieve)
 
-    async def _deadline(self, awaitable: Any, timeout: float | None = -1.0) -> Any:
-        if timeout == -1.0:
-            timeout = self._config.timeout
+    async def _within(self, awaitable: Any, timeout: float | None) -> Any:
+        """`awaitable`'s result, or the client's `TimeoutError` after `timeout` seconds (None: no limit)."""
         if timeout is None:
             return await awaitable
         try:
@@ -288,8 +287,8 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         kwargs = call.kwargs
         if call.grammar is not None:
             kwargs = {**kwargs, "grammar": self._grammar(call.grammar)}
-        exact = self._exact_prompt_tokens(kwargs["messages"])
         outcome = self._read(llama, kwargs, call, stop, push)
+        exact = self._exact_prompt_tokens(kwargs["messages"])  # after the reply: not in the time to first token
         if exact is not None:
             outcome.prompt_tokens = exact
         del llama  # an exception's traceback keeps this frame: it must not keep the model alive after close()

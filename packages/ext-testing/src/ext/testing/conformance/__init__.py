@@ -1,7 +1,7 @@
 """Conformance suites: base test classes that every `ChatCompletionClient`, `Workbench` and agent
 runtime implementation subclasses in its own tests. A new provider is done when its subclass passes."""
 
-from ext.testing.conformance._chat import FEATURES, ChatClientConformance
+from ext.testing.conformance._chat import ADD, FEATURES, MULTIPLY, ChatClientConformance
 from ext.testing.conformance._runtime import (
     MESSAGE_TYPES,
     EchoAgent,
@@ -20,8 +20,10 @@ from ext.testing.conformance._runtime import (
 from ext.testing.conformance._workbench import WorkbenchConformance
 
 __all__ = [
+    "ADD",
     "FEATURES",
     "MESSAGE_TYPES",
+    "MULTIPLY",
     "ChatClientConformance",
     "EchoAgent",
     "Fail",
