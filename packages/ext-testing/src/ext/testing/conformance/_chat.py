@@ -425,6 +425,7 @@ class ChatClientConformance:
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 10)
         await asyncio.wait_for(request.disconnected.wait(), 10)
+        assert not request.completed  # stopped by the cancel, not run to its end
 
     async def test_cancel_mid_stream_closes_the_connection(self, server: Peer, client: ChatCompletionClient) -> None:
         server.enqueue(Reply(text="alpha beta gamma delta epsilon", stall_after_chunks=3))
@@ -444,6 +445,7 @@ class ChatClientConformance:
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 10)
         await asyncio.wait_for(server.requests[0].disconnected.wait(), 10)
+        assert not server.requests[0].completed  # stopped by the cancel, not run to its end
         assert seen and "epsilon" not in "".join(seen)
 
     async def test_timeout(self, server: Peer) -> None:
