@@ -42,7 +42,7 @@ def test_tool_call_deltas_by_index() -> None:
 
 
 def test_tool_choice() -> None:
-    assert chat_tool_choice("auto") is None
+    assert chat_tool_choice("auto") == "auto"
     assert chat_tool_choice("required") == "required"
     assert chat_tool_choice("f") == {"type": "function", "function": {"name": "f"}}
 

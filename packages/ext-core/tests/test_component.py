@@ -5,7 +5,16 @@ import json
 import pytest
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from ext.core import Component, ComponentError, ComponentModel, load_component, registered_components, resolve_secret
+from ext.core import (
+    Component,
+    ComponentError,
+    ComponentModel,
+    ConfigurationError,
+    load_component,
+    registered_components,
+    resolve_secret,
+    resolve_secret_map,
+)
 
 
 class GreeterConfig(BaseModel):
@@ -16,6 +25,7 @@ class GreeterConfig(BaseModel):
     api_key: SecretStr | None = None
     api_key_env: str | None = None
     headers: dict[str, SecretStr] = {}
+    headers_env: dict[str, str] = {}
 
 
 class Greeter(Component[GreeterConfig]):
@@ -23,10 +33,21 @@ class Greeter(Component[GreeterConfig]):
     component_config_schema = GreeterConfig
     component_provider_override = "tests.Greeter"
 
-    def __init__(self, greeting: str, retries: int = 1, api_key: str | None = None, api_key_env: str | None = None):
+    def __init__(
+        self,
+        greeting: str,
+        retries: int = 1,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        headers: dict[str, str] | None = None,
+        headers_env: dict[str, str] | None = None,
+    ):
         self.greeting = greeting
         self.retries = retries
         self.api_key, self.api_key_env = resolve_secret(api_key, api_key_env)
+        self.headers = {name: SecretStr(value) for name, value in (headers or {}).items()}
+        self.headers_env = dict(headers_env or {})
+        self.sent_headers = resolve_secret_map(self.headers, self.headers_env, "headers")
 
     def _to_config(self) -> GreeterConfig:
         return GreeterConfig(
@@ -34,13 +55,15 @@ class Greeter(Component[GreeterConfig]):
             retries=self.retries,
             api_key=self.api_key,
             api_key_env=self.api_key_env,
-            headers={"Authorization": SecretStr("Bearer hidden")},
+            headers=self.headers,
+            headers_env=self.headers_env,
         )
 
     @classmethod
     def _from_config(cls, config: GreeterConfig) -> Greeter:
         key = config.api_key.get_secret_value() if config.api_key else None
-        return cls(config.greeting, config.retries, key, config.api_key_env)
+        headers = {name: value.get_secret_value() for name, value in config.headers.items()}
+        return cls(config.greeting, config.retries, key, config.api_key_env, headers, config.headers_env)
 
 
 class NotAComponent:
@@ -54,7 +77,13 @@ def test_dump_drops_secrets_and_keeps_env_reference(monkeypatch: pytest.MonkeyPa
     dump = greeter.dump_component()
     text = dump.model_dump_json()
     assert "sk-from-env-123" not in text and "hidden" not in text
-    assert dump.config == {"greeting": "hi", "retries": 1, "api_key_env": "GREETER_KEY", "headers": {}}
+    assert dump.config == {
+        "greeting": "hi",
+        "retries": 1,
+        "api_key_env": "GREETER_KEY",
+        "headers": {},
+        "headers_env": {},
+    }
     assert (dump.provider, dump.component_type, dump.label) == ("tests.Greeter", "greeter", "Greeter")
 
     loaded = load_component(dump, Greeter, allow=[Greeter])
@@ -66,6 +95,35 @@ def test_explicit_secret_is_omitted() -> None:
     dump = Greeter("hi", api_key="sk-literal-456").dump_component()
     assert "sk-literal-456" not in json.dumps(dump.model_dump())
     assert "api_key" not in dump.config
+
+
+def test_a_secret_inside_a_mapping_is_refused_not_silently_dropped() -> None:
+    """A header's value is a secret a dump leaves out; dropping it (its name with it) would lose the setting."""
+    greeter = Greeter("hi", headers={"X-Team": "blue"})
+    with pytest.raises(ComponentError, match=r"headers\['X-Team'\] holds a secret value.*headers_env=") as info:
+        greeter.dump_component()
+    assert "blue" not in str(info.value)
+
+
+def test_secret_mapping_entries_survive_as_environment_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAM_HEADER", "blue")
+    greeter = Greeter("hi", headers_env={"X-Team": "TEAM_HEADER"})
+    assert greeter.sent_headers == {"X-Team": "blue"}
+    dump = greeter.dump_component()
+    assert dump.config["headers_env"] == {"X-Team": "TEAM_HEADER"}
+    assert "blue" not in dump.model_dump_json()
+    loaded = load_component(dump.model_dump_json(), Greeter, allow=[Greeter])
+    assert loaded.sent_headers == {"X-Team": "blue"}
+
+
+def test_resolve_secret_map() -> None:
+    env = {"A": "from-env", "EMPTY": ""}
+    assert resolve_secret_map({"X": SecretStr("v")}, {"Y": "A"}, "headers", env) == {"X": "v", "Y": "from-env"}
+    assert resolve_secret_map(None, None, "headers", env) == {}
+    with pytest.raises(ConfigurationError, match=r"headers_env\['Y'\]: environment variable 'EMPTY' is not set"):
+        resolve_secret_map(None, {"Y": "EMPTY"}, "headers", env)
+    with pytest.raises(ConfigurationError, match="headers and headers_env both set 'X'"):
+        resolve_secret_map({"X": SecretStr("v")}, {"X": "A"}, "headers", env)
 
 
 def test_unregistered_provider_is_refused_with_a_clear_error() -> None:

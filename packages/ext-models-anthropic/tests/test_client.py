@@ -7,11 +7,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
+import httpx2
 import pytest
 from pydantic import BaseModel
 
 from ext.core import (
     AssistantMessage,
+    ComponentError,
     ConfigurationError,
     CreateResult,
     FunctionCall,
@@ -31,6 +33,7 @@ from ext.core import (
     tool_schema_of,
 )
 from ext.models.anthropic import JSON_MODE_INSTRUCTION, AnthropicChatCompletionClient
+from ext.testing.conformance import assert_dump_round_trip
 from ext.testing.script import Fault, Reply, ToolCallSpec
 from ext.testing.servers import Response, json_response
 from ext.testing.servers.anthropic import AnthropicServer
@@ -141,16 +144,18 @@ def test_valid_thinking_configs() -> None:
 
 async def test_dump_and_load_without_the_key(server: AnthropicServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_ANTHROPIC_KEY", KEY)
+    monkeypatch.setenv("SECRET_HEADER", "hidden-value")
     client = AnthropicChatCompletionClient(
         MODEL,
         max_tokens=321,
         api_key_env="MY_ANTHROPIC_KEY",
         base_url=server.base_url,
         temperature=0.2,
-        default_headers={"x-secret-header": "hidden-value"},
+        default_headers_env={"x-secret-header": "SECRET_HEADER"},
         thinking={"type": "disabled"},
         max_retries=0,
     )
+    assert_dump_round_trip(client)
     dump = client.dump_component()
     text = dump.model_dump_json()
     assert KEY not in text and "hidden-value" not in text
@@ -163,7 +168,22 @@ async def test_dump_and_load_without_the_key(server: AnthropicServer, monkeypatc
     result = await loaded.create(HELLO)
     assert result.content == "from a loaded client"
     assert body(server)["max_tokens"] == 321 and body(server)["temperature"] == 0.2
+    assert server.requests[-1].headers["x-secret-header"] == "hidden-value"
     await loaded.close()
+    await client.close()
+
+
+async def test_settings_a_dump_cannot_hold_refuse_to_dump(server: AnthropicServer) -> None:
+    """Header values given in code, an HTTP client, a retry policy: refused with the reason, never dropped."""
+    client = make(server, default_headers={"x-secret-header": "hidden-value"})
+    with pytest.raises(ComponentError, match=r"default_headers\['x-secret-header'\].*default_headers_env") as info:
+        client.dump_component()
+    assert "hidden-value" not in str(info.value)
+    async with httpx2.AsyncClient() as http:
+        with pytest.raises(ComponentError, match="http_client"):
+            make(server, http_client=http).dump_component()
+    with pytest.raises(ComponentError, match="retry_policy"):
+        make(server, retry_policy=RetryPolicy(max_retries=1)).dump_component()
     await client.close()
 
 

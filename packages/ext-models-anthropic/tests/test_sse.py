@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
+import httpx2
 import pytest
 
 from ext.core import CreateResult, StreamChunk, UserMessage
 from ext.models.anthropic import AnthropicChatCompletionClient
+from ext.models.anthropic._sse import sse_json_events
 from ext.testing.script import Reply, ToolCallSpec
 from ext.testing.servers import StreamResponse
 from ext.testing.servers.anthropic import AnthropicServer, anthropic_stream_events
@@ -125,3 +127,52 @@ async def test_stream_without_message_stop_is_an_incomplete_stream(
     server.enqueue(StreamResponse([body[:-2]]))
     with pytest.raises(ConnectionError, match="message_stop"):
         await stream(client)
+
+
+# --- against the SDK's own decoder, on the same bytes ---------------------------------------------------
+
+
+def _tricky_bodies() -> list[tuple[str, list[bytes]]]:
+    plain = [encode(e) for e in events(Reply(chunks=["Hel", "lo ", "wör", "ld"], thought="hm"))]
+    crlf = b"".join(encode(e, "\r\n") for e in events())
+    cr = b"".join(encode(e, "\r") for e in events(Reply(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})])))
+    noisy: list[bytes] = [b": comment\n\n"]
+    for event in events():
+        noisy += [encode(event), b'event: ping\ndata: {"type": "ping"}\n\n']
+        noisy.append(b'data: {"type": "content_block_delta", "index": 0}\n\n')  # no event name
+    multiline = [
+        f"event:{e['type']}\n" + "".join(f"data: {line}\n" for line in json.dumps(e, indent=1).split("\n")) + "\n"
+        for e in events()
+    ]
+    return [
+        ("plain", plain),
+        ("crlf split in 1-byte pieces", [crlf[i : i + 1] for i in range(len(crlf))]),
+        ("cr split in 7-byte pieces", [cr[i : i + 7] for i in range(0, len(cr), 7)]),
+        ("comments, pings, unnamed events", noisy),
+        ("multi-line data", [m.encode() for m in multiline]),
+    ]
+
+
+@pytest.mark.parametrize(("name", "frames"), _tricky_bodies(), ids=[n for n, _ in _tricky_bodies()])
+async def test_decoder_matches_the_sdk_on_the_same_bytes(name: str, frames: list[bytes]) -> None:
+    """The hand-written decoder yields exactly the events the SDK's own stream yields (`event.to_dict()`)."""
+    async with AnthropicServer(api_key=KEY, default=lambda request: StreamResponse(list(frames))) as server:
+        async with anthropic.AsyncAnthropic(base_url=server.base_url, api_key=KEY, max_retries=0) as sdk:
+            stream = await sdk.messages.create(
+                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "Hi"}], stream=True
+            )
+            theirs = [event.to_dict() async for event in stream]
+        async with httpx2.AsyncClient() as http:
+            headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+            request = {
+                "model": MODEL,
+                "max_tokens": 10,
+                "messages": [{"role": "user", "content": "Hi"}],
+                "stream": True,
+            }
+            url = server.base_url + "/v1/messages"
+            async with http.stream("POST", url, json=request, headers=headers) as response:
+                assert response.status_code == 200
+                ours = [event async for event in sse_json_events(response)]
+    assert theirs, "the SDK decoded no events"
+    assert ours == theirs

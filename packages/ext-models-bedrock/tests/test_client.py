@@ -10,10 +10,12 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+import aioboto3
 import botocore.exceptions
 import pytest
 
 from ext.core import (
+    ComponentError,
     ConfigurationError,
     CreateResult,
     FunctionExecutionResult,
@@ -30,6 +32,7 @@ from ext.core import (
     tool_schema_of,
 )
 from ext.models.bedrock import AnthropicBedrockChatCompletionClient, classify_bedrock_error
+from ext.testing.conformance import assert_dump_round_trip
 from ext.testing.script import Fault, Reply, ToolCallSpec
 from ext.testing.servers.bedrock import BEDROCK_ANTHROPIC_VERSION, BedrockServer
 
@@ -196,11 +199,21 @@ async def test_dump_and_load_without_keys(server: BedrockServer, monkeypatch: py
     assert dump.config["aws_region"] == REGION and dump.config["endpoint_url"] == server.base_url
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    await assert_dump_round_trip(client).close()
     loaded = load_component(json.loads(text), AnthropicBedrockChatCompletionClient)
     server.enqueue(Reply(text="loaded"))
     assert (await loaded.create(HELLO)).content == "loaded"
     assert body(server)["temperature"] == 0.4
     await loaded.close()
+    await client.close()
+
+
+async def test_a_session_object_refuses_to_dump(server: BedrockServer) -> None:
+    session = aioboto3.Session(aws_access_key_id=ACCESS, aws_secret_access_key=SECRET, region_name=REGION)
+    client = AnthropicBedrockChatCompletionClient(MODEL, max_tokens=10, session=session, endpoint_url=server.base_url)
+    with pytest.raises(ComponentError, match=r"session: an aioboto3\.Session object") as info:
+        client.dump_component()
+    assert SECRET not in str(info.value)
     await client.close()
 
 

@@ -49,6 +49,9 @@ class TestBedrockConformance(ChatClientConformance):
     def make_server(self) -> LoopbackServer:
         return BedrockServer(access_key=ACCESS_KEY, secret_key=SECRET, region=REGION)
 
+    def dump_environment(self, client: ChatCompletionClient) -> dict[str, str]:
+        return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET}
+
     def make_client(self, server: LoopbackServer, **kwargs: Any) -> ChatCompletionClient:
         return AnthropicBedrockChatCompletionClient(
             MODEL,

@@ -12,12 +12,13 @@ import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import botocore.eventstream
 import botocore.exceptions
 import pytest
 
 from ext.core import CreateResult, StreamChunk, UserMessage
 from ext.models.bedrock import AnthropicBedrockChatCompletionClient
-from ext.models.bedrock._eventstream import EventStreamFramingError
+from ext.models.bedrock._eventstream import EventStreamFramingError, anthropic_events
 from ext.testing.script import Reply, ToolCallSpec
 from ext.testing.servers import StreamResponse
 from ext.testing.servers.anthropic import anthropic_stream_events
@@ -179,3 +180,43 @@ async def test_exception_message_matches_botocore(
         await stream(client)
     assert info.value.response["Error"] == {"Code": "throttlingException", "Message": "Too many tokens"}
     assert "InvokeModelWithResponseStream" in str(info.value)
+
+
+# --- against botocore's own parser, on the same bytes ------------------------------------------------------
+
+
+class _Pieces:
+    """The body in fixed-size pieces, as aiohttp's `StreamReader.iter_chunks()` hands it to the decoder."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self._pieces = [data[i : i + size] for i in range(0, len(data), size)]
+
+    async def iter_chunks(self) -> AsyncIterator[tuple[bytes, bool]]:
+        for piece in self._pieces:
+            yield piece, True
+
+
+def _botocore_events(data: bytes, size: int) -> list[Any]:
+    buffer = botocore.eventstream.EventStreamBuffer()
+    found = []
+    for i in range(0, len(data), size):
+        buffer.add_data(data[i : i + size])
+        for event in buffer:
+            if event.headers.get(":event-type") == "chunk":
+                found.append(json.loads(base64.b64decode(json.loads(event.payload)["bytes"])))
+    return found
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 100_000])
+@pytest.mark.parametrize(
+    "reply",
+    [REPLY, Reply(thought="hm", text="ok"), Reply(tool_calls=[ToolCallSpec(name="add", arguments={"a": 1, "b": 2})])],
+    ids=["text", "thinking", "tool_use"],
+)
+async def test_decoder_matches_botocore_on_the_same_bytes(size: int, reply: Reply) -> None:
+    every = header("b", 2, b"\xff") + header("l", 5, struct.pack(">q", -9)) + header("id", 9, uuid.uuid4().bytes)
+    events = [e for frame in anthropic_stream_events(reply, "claude", "msg_1") for e in frame]
+    other = message(text_header(":event-type", "metadata") + text_header(":message-type", "event"), b"{}")
+    data = chunk(events[0], every) + other + b"".join(chunk(e) for e in events[1:])
+    ours = [event async for event in anthropic_events(_Pieces(data, size), "http://127.0.0.1")]
+    assert ours == _botocore_events(data, size) == events

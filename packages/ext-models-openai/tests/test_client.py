@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from ext.core import (
     AssistantMessage,
     ChatOptions,
+    ComponentError,
     ConfigurationError,
     CreateResult,
     FunctionTool,
@@ -28,6 +29,7 @@ from ext.core import (
     load_component,
 )
 from ext.models.openai import AzureOpenAIChatCompletionClient, OpenAIChatCompletionClient
+from ext.testing.conformance import assert_dump_round_trip
 from ext.testing.script import Fault, Reply, ToolCallSpec
 from ext.testing.servers import OpenAIServer, RecordedRequest
 
@@ -232,8 +234,51 @@ async def test_default_headers(server: OpenAIServer) -> None:
     server.enqueue(Reply(text="ok"))
     await client.create(HELLO)
     assert server.requests[0].headers["x-gateway-key"] == "gw-secret-999"
-    assert "gw-secret-999" not in client.dump_component().model_dump_json()
+    # A dump would lose the header (name and value): refused, saying what to do instead.
+    with pytest.raises(ComponentError, match=r"default_headers\['x-gateway-key'\].*default_headers_env") as info:
+        client.dump_component()
+    assert "gw-secret-999" not in str(info.value)
     await client.close()
+
+
+@pytest.mark.parametrize("azure", [False, True])
+async def test_default_headers_from_the_environment_survive_a_dump(
+    server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, azure: bool
+) -> None:
+    monkeypatch.setenv("GATEWAY_KEY", "gw-secret-999")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY" if azure else "OPENAI_API_KEY", KEY)
+    kwargs: dict[str, Any] = {"default_headers_env": {"x-gateway-key": "GATEWAY_KEY"}, "api_key": None}
+    client = make_azure(server, **kwargs) if azure else make(server, **kwargs)
+    dump = client.dump_component()
+    assert dump.config["default_headers_env"] == {"x-gateway-key": "GATEWAY_KEY"}
+    assert "gw-secret-999" not in dump.model_dump_json()
+    loaded = assert_dump_round_trip(client)
+    server.enqueue(Reply(text="ok"))
+    await loaded.create(HELLO)
+    assert server.requests[0].headers["x-gateway-key"] == "gw-secret-999"
+    await client.close()
+    await loaded.close()
+
+
+def test_default_headers_env_must_be_set(server: OpenAIServer) -> None:
+    with pytest.raises(ConfigurationError, match=r"default_headers_env\['x-k'\]: environment variable 'NOPE_UNSET'"):
+        make(server, default_headers_env={"x-k": "NOPE_UNSET"})
+
+
+async def test_settings_given_as_objects_refuse_to_dump(server: OpenAIServer) -> None:
+    """A dump cannot hold an HTTP client, a retry policy or a token provider: refused, not silently dropped."""
+    async with httpx2.AsyncClient() as http:
+        client = make(server, http_client=http)
+        with pytest.raises(ComponentError, match="http_client: an HTTP client object"):
+            client.dump_component()
+    client = make(server, retry_policy=FAST_RETRIES)
+    with pytest.raises(ComponentError, match="retry_policy: a RetryPolicy object"):
+        client.dump_component()
+    azure = make_azure(server, azure_ad_token_provider=lambda: TOKEN)
+    with pytest.raises(ComponentError, match="azure_ad_token_provider: a callable"):
+        azure.dump_component()
+    await client.close()
+    await azure.close()
 
 
 # --- Azure ----------------------------------------------------------------------------------------------------
@@ -426,8 +471,28 @@ async def test_parallel_tool_calls(server: OpenAIServer) -> None:
     sent = body(server.requests[0])
     assert sent["parallel_tool_calls"] is True
     assert [t["function"]["name"] for t in sent["tools"]] == ["add", "multiply"]
-    assert "tool_choice" not in sent  # auto is the API default
+    assert sent["tool_choice"] == "auto"  # sent although it is the API default (see below)
     await client.close()
+
+
+@pytest.mark.parametrize("azure", [False, True])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_tool_calls_through_a_server_that_needs_tool_choice(azure: bool, stream: bool) -> None:
+    """llama-cpp-python's server (chatml-function-calling) ignores tools unless the request carries tool_choice."""
+    async with OpenAIServer(api_key=KEY, tools_need_tool_choice=True) as server:
+        client = make_azure(server, api_key=KEY) if azure else make(server)
+        server.enqueue(Reply(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2}, id="call_1")]))
+        if stream:
+            *_, result = [item async for item in client.create_stream(HELLO, tools=[FunctionTool(add)])]
+            assert isinstance(result, CreateResult)
+        else:
+            result = await client.create(HELLO, tools=[FunctionTool(add)], tool_choice="auto")
+        assert server.tools_ignored == 0
+        assert result.finish_reason == "function_calls"
+        assert isinstance(result.content, list)
+        assert [(c.name, c.arguments) for c in result.content] == [("add", '{"a":1,"b":2}')]
+        assert body(server.requests[0])["tool_choice"] == "auto"
+        await client.close()
 
 
 async def test_system_messages_stay_in_place(server: OpenAIServer, client: Any) -> None:
@@ -617,6 +682,42 @@ async def test_no_secret_in_repr_errors_or_dumps(server: OpenAIServer) -> None:
         OpenAIChatCompletionClient("gpt-4o", api_key=KEY, temperature=7)
     assert KEY not in str(bad.value)
     await client.close()
+
+
+async def test_every_option_survives_a_dump(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("TEAM", "blue")
+    client = make(
+        server,
+        api_key=None,
+        organization="org-1",
+        project="proj-1",
+        timeout=12.5,
+        max_retries=1,
+        temperature=0.2,
+        top_p=0.9,
+        max_tokens=99,
+        frequency_penalty=0.1,
+        presence_penalty=0.2,
+        seed=7,
+        stop=["END"],
+        user="u-1",
+        reasoning_effort="low",
+        parallel_tool_calls=False,
+        include_usage=False,
+        system_role="developer",
+        default_headers_env={"x-team": "TEAM"},
+        extra_body={"top_k": 3},
+        model_info={"vision": False},
+        token_limit=5000,
+        default_options={"temperature": 0.3},
+        tiktoken_cache_dir="/tmp/somewhere",
+        bundled_encodings=False,
+        allow_encoding_download=True,
+    )
+    loaded = assert_dump_round_trip(client)
+    await client.close()
+    await loaded.close()
 
 
 async def test_dump_and_load_round_trip(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -199,7 +199,7 @@ def test_strict_tool_gets_a_strict_schema() -> None:
 @pytest.mark.parametrize(
     ("choice", "wire"),
     [
-        ("auto", None),
+        ("auto", "auto"),  # sent although it is the API default: some compatible servers need it
         ("none", "none"),
         ("required", "required"),
         ("add", {"type": "function", "function": {"name": "add"}}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -122,9 +123,27 @@ async def test_server_that_never_answers_times_out() -> None:
         command=sys.executable, args=["-c", "import time; time.sleep(60)"], read_timeout_seconds=1
     )
     started = time.monotonic()
-    with pytest.raises(McpTimeoutError, match=r"did not start within 1.0 s"):
+    with pytest.raises(McpTimeoutError, match=r"did not start within 1.0 s") as info:
         await McpWorkbench(params).start()
-    assert time.monotonic() - started < 5
+    elapsed = time.monotonic() - started
+    # The bound is the bound: the time past it is what stopping the process took, and the message says so.
+    match = re.search(r"stopping it took another (\d+\.\d) s: it did not exit when its stdin closed", str(info.value))
+    assert match is not None, str(info.value)
+    stopping = float(match.group(1))
+    assert 1.0 <= elapsed <= 1.0 + stopping + 0.75, (elapsed, str(info.value))
+
+
+async def test_a_server_that_exits_on_stdin_close_stops_within_the_start_up_bound() -> None:
+    """Never answers `initialize` but exits when its stdin closes: the whole start fits in the bound."""
+    script = "import sys\nfor _ in sys.stdin: pass\n"  # reads and never answers; EOF ends it
+    params = StdioServerParams(command=sys.executable, args=["-c", script], read_timeout_seconds=1)
+    started = time.monotonic()
+    with pytest.raises(McpTimeoutError) as info:
+        await McpWorkbench(params).start()
+    elapsed = time.monotonic() - started
+    assert str(info.value).startswith(f"MCP server {params.describe()!r} did not start within 1.0 s")
+    assert "stopping it took" not in str(info.value)
+    assert 1.0 <= elapsed <= 1.0 + 0.75, elapsed  # well under the 2 s the SDK waits for a process to exit
 
 
 def _processes_with(marker: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""The result mapping's trusted fast path builds exactly what validation builds."""
+"""The result mapping builds exactly what validated construction builds."""
 
 from __future__ import annotations
 
@@ -19,10 +19,6 @@ def _validated(name: str, text: str, is_error: bool, structured: Any) -> ToolRes
     return ToolResult(
         name=name, result=[TextResultContent(content=text)], is_error=is_error, structured_content=structured
     )
-
-
-def test_trusted_path_is_active_for_ext_cores_models() -> None:
-    assert _mapping._TRUSTED
 
 
 @pytest.mark.parametrize(

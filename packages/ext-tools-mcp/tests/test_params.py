@@ -1,17 +1,16 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 import httpx2
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from ext.core import ConfigurationError, ToolOverride, load_component
+from ext.core import ComponentError, ConfigurationError, ToolOverride
+from ext.testing.conformance import assert_dump_round_trip
 from ext.tools.mcp import (
     McpWorkbench,
-    McpWorkbenchConfig,
     SseServerParams,
     StdioServerParams,
     StreamableHttpServerParams,
@@ -109,37 +108,47 @@ def test_params_from_a_mapping() -> None:
     assert SECRET not in repr(bench)
 
 
-def test_dump_leaves_secrets_out_and_loads_back(caplog: pytest.LogCaptureFixture) -> None:
+def test_dump_keeps_every_setting_and_loads_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EXT_MCP_KEY", SECRET)
     params = StreamableHttpServerParams(
-        url="http://127.0.0.1:9/mcp",
-        headers={"Authorization": f"Bearer {SECRET}", "X-Trace": "t"},
-        headers_env={"X-Api-Key": "EXT_MCP_KEY"},
-        auth=httpx2.BasicAuth("u", SECRET),
+        url="http://127.0.0.1:9/mcp", headers_env={"X-Api-Key": "EXT_MCP_KEY"}, timeout=7, startup_timeout_seconds=3
     )
     bench = McpWorkbench(params, {"echo": ToolOverride(name="say", description="Say it")}, roots=["file:///tmp/work"])
-    with caplog.at_level(logging.WARNING, logger="ext.tools.mcp"):
-        dump = bench.dump_component()
+    dump = bench.dump_component()
     text = json.dumps(dump.model_dump(mode="json"))
     assert SECRET not in text
-    assert "server_params.auth" in caplog.text
     assert dump.provider == "ext.tools.mcp.McpWorkbench"
-    assert dump.config["server_params"]["headers"] == {}
     assert dump.config["server_params"]["headers_env"] == {"X-Api-Key": "EXT_MCP_KEY"}
     assert dump.config["tool_overrides"] == {"echo": {"name": "say", "description": "Say it"}}
     assert dump.config["roots"] == ["file:///tmp/work"]
-
-    loaded = load_component(json.loads(text), McpWorkbench)
-    assert isinstance(loaded, McpWorkbench)
+    loaded = assert_dump_round_trip(bench)
     assert isinstance(loaded.server_params, StreamableHttpServerParams)
-    assert loaded.server_params.url == params.url
-    assert loaded.server_params.headers_env == {"X-Api-Key": "EXT_MCP_KEY"}
+    assert loaded.server_params.http_headers()["X-Api-Key"] == SECRET
     assert loaded.tool_overrides.items() == [("echo", ToolOverride(name="say", description="Say it"))]
 
 
-def test_stdio_dump_drops_env_values_keeps_inherit_env() -> None:
-    bench = McpWorkbench(StdioServerParams(command="srv", env={"TOKEN": SECRET}, inherit_env=["HOME"]))
-    config = bench.dump_component().config
-    assert SECRET not in json.dumps(config)
-    assert config["server_params"]["env"] == {}
-    assert config["server_params"]["inherit_env"] == ["HOME"]
-    assert McpWorkbenchConfig.model_validate(config).server_params.type == "StdioServerParams"
+@pytest.mark.parametrize("kind", ["sse", "stdio"])
+def test_dump_round_trip_of_each_transport(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    monkeypatch.setenv("EXT_MCP_KEY", SECRET)
+    params: Any = (
+        SseServerParams(url="http://127.0.0.1:9/sse", api_key_env="EXT_MCP_KEY", headers_env={"X-K": "EXT_MCP_KEY"})
+        if kind == "sse"
+        else StdioServerParams(command="srv", args=["-v"], inherit_env=["HOME"], cwd="/tmp", read_timeout_seconds=4)
+    )
+    assert_dump_round_trip(McpWorkbench(params))
+
+
+def test_settings_a_dump_cannot_hold_are_refused_with_the_reason() -> None:
+    """Header values, env values and objects given in code would be lost by a dump: refused, never dropped."""
+    headers = McpWorkbench(StreamableHttpServerParams(url="http://127.0.0.1:9/mcp", headers={"X-Trace": SECRET}))
+    with pytest.raises(ComponentError, match=r"\['headers'\]\['X-Trace'\].*headers_env=") as info:
+        headers.dump_component()
+    assert SECRET not in str(info.value)
+    env = McpWorkbench(StdioServerParams(command="srv", env={"TOKEN": SECRET}, inherit_env=["HOME"]))
+    with pytest.raises(ComponentError, match=r"server_params.env: values of \['TOKEN'\].*inherit_env") as info:
+        env.dump_component()
+    assert SECRET not in str(info.value)
+    auth = McpWorkbench(StreamableHttpServerParams(url="http://127.0.0.1:9/mcp", auth=httpx2.BasicAuth("u", SECRET)))
+    with pytest.raises(ComponentError, match=r"server_params.auth: an httpx2.Auth object") as info:
+        auth.dump_component()
+    assert SECRET not in str(info.value)

@@ -606,3 +606,45 @@ async def test_decode_json_mode_and_simple_options(server: OpenAIServer, client:
     assert second.options == {}
     assert second.system == []
     assert second.messages == [NeutralMessage("user", "Hi", position=0)]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_tools_need_tool_choice_like_llama_cpp(stream: bool) -> None:
+    """llama-cpp-python's chatml-function-calling server ignores tools unless the request carries tool_choice."""
+    tools: Any = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    call = Reply(text="It is sunny.", tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"}, id="call_w")])
+    async with (
+        OpenAIServer(tools_need_tool_choice=True, default=call) as server,
+        openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0) as client,
+    ):
+
+        async def ask(**extra: Any) -> tuple[str | None, list[str], str | None]:
+            if not stream:
+                result = await client.chat.completions.create(model="m", messages=MESSAGES, tools=tools, **extra)
+                choice = result.choices[0]
+                names = [c.function.name for c in choice.message.tool_calls or [] if c.type == "function"]
+                return choice.message.content, names, choice.finish_reason
+            text, names, finish = "", [], None
+            async for chunk in await client.chat.completions.create(
+                model="m", messages=MESSAGES, tools=tools, stream=True, **extra
+            ):
+                for choice in chunk.choices:
+                    text += choice.delta.content or ""
+                    names += [c.function.name for c in choice.delta.tool_calls or [] if c.function and c.function.name]
+                    finish = choice.finish_reason or finish
+            return text, names, finish
+
+        assert await ask() == ("It is sunny.", [], "stop")
+        assert await ask(tool_choice="none") == ("It is sunny.", [], "stop")
+        assert server.tools_ignored == 2
+        assert await ask(tool_choice="auto") == ("It is sunny.", ["get_weather"], "tool_calls")
+        assert await ask(tool_choice="required") == ("It is sunny.", ["get_weather"], "tool_calls")
+        assert server.tools_ignored == 2
+
+
+async def test_tools_need_tool_choice_is_off_by_default(server: OpenAIServer, client: openai.AsyncOpenAI) -> None:
+    tools: Any = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    server.enqueue(Reply(tool_calls=[ToolCallSpec("get_weather", {"city": "Paris"})]))
+    result = await client.chat.completions.create(model="m", messages=MESSAGES, tools=tools)
+    assert result.choices[0].finish_reason == "tool_calls"
+    assert server.tools_ignored == 0

@@ -35,6 +35,7 @@ from ._component import (
     load_component,
     registered_components,
     resolve_secret,
+    resolve_secret_map,
     validate_config,
 )
 from ._errors import (
@@ -257,6 +258,7 @@ __all__ = [
     "registered_components",
     "resolve_model_info",
     "resolve_secret",
+    "resolve_secret_map",
     "result_from_value",
     "run_cancellable",
     "split_system_messages",

@@ -181,11 +181,13 @@ def chat_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
     return out
 
 
-def chat_tool_choice(tool_choice: str) -> str | dict[str, Any] | None:
-    """`none` / `required` as is, a tool name as a named function choice; None for `auto` (the API default)."""
-    if tool_choice == "auto":
-        return None
-    if tool_choice in ("none", "required"):
+def chat_tool_choice(tool_choice: str) -> str | dict[str, Any]:
+    """`auto` / `none` / `required` as is, a tool name as a named function choice.
+
+    `auto` is the API's default, but it is sent anyway: some OpenAI-compatible servers (llama-cpp-python's with
+    the `chatml-function-calling` chat format) ignore `tools` unless the request carries `tool_choice`.
+    """
+    if tool_choice in ("auto", "none", "required"):
         return tool_choice
     return {"type": "function", "function": {"name": tool_choice}}
 

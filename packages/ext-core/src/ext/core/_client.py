@@ -305,6 +305,7 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         )
         self._max_retries = max_retries
         self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
+        self._custom_retry_policy = retry_policy is not None
         # The options of a call without options and without client defaults: one empty object, read only.
         self._no_options = ChatOptions()
         self._usage = UsageTally()
@@ -629,6 +630,12 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+    def _undumpable_settings(self) -> dict[str, str]:
+        settings = super()._undumpable_settings()
+        if self._custom_retry_policy:
+            settings["retry_policy"] = "a RetryPolicy object (a config holds max_retries only)"
+        return settings
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r})"

@@ -59,8 +59,24 @@ class Component(Generic[ConfigT]):
     def _from_config(cls, config: Any) -> Any:
         raise ComponentError(f"{cls.__name__} cannot be loaded from a config")
 
+    def _undumpable_settings(self) -> dict[str, str]:
+        """Settings given in code that a config cannot hold (objects, callables), each with why; a dump of a
+        component that has any is refused rather than silently losing them. Subclasses add theirs."""
+        return {}
+
     def dump_component(self) -> ComponentModel:
-        """This component as plain data, with every secret left out."""
+        """This component as plain data, with every secret left out.
+
+        Raises `ComponentError` when the dump would silently lose a setting: a secret inside a mapping (give
+        it as an environment reference, e.g. `headers_env`) or an object given in code (`_undumpable_settings`).
+        """
+        undumpable = self._undumpable_settings()
+        if undumpable:
+            reasons = "; ".join(f"{name}: {why}" for name, why in undumpable.items())
+            raise ComponentError(
+                f"{type(self).__name__} cannot be dumped without losing settings given in code ({reasons}); "
+                "build it in code instead"
+            )
         config = self._to_config()
         provider = self.component_provider_override or f"{type(self).__module__}.{type(self).__qualname__}"
         return ComponentModel(
@@ -68,7 +84,7 @@ class Component(Generic[ConfigT]):
             component_type=self.component_type,
             version=self.component_version,
             label=self.component_label or type(self).__name__,
-            config=cast("dict[str, Any]", to_jsonable_python(_drop_secrets(config.model_dump()))),
+            config=cast("dict[str, Any]", to_jsonable_python(_drop_secrets(config.model_dump(), type(self).__name__))),
         )
 
     @classmethod
@@ -77,12 +93,72 @@ class Component(Generic[ConfigT]):
         return load_component(model, cls, **kwargs)
 
 
-def _drop_secrets(value: Any) -> Any:
+def _drop_secrets(config: dict[str, Any], owner: str) -> dict[str, Any]:
+    """`config` without its secret fields: a secret field of its own (top level, or one with an `*_env` sibling
+    in a nested config) is left out, and the `*_env` field names where a loaded component finds it.
+
+    A secret inside a mapping or a list (header values, environment variables of a subprocess) has no field of
+    its own to leave out: dropping it would silently lose the setting, names included, so that is refused.
+    """
+    return cast("dict[str, Any]", _strip(config, "", owner, None, top=True))
+
+
+def _strip(value: Any, path: str, owner: str, parent: Mapping[str, Any] | None, *, top: bool = False) -> Any:
     if isinstance(value, dict):
-        return {k: _drop_secrets(v) for k, v in value.items() if not isinstance(v, SecretStr)}
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            where = f"{path}[{key!r}]" if path else str(key)
+            if isinstance(item, SecretStr):
+                if top or f"{key}_env" in value:
+                    continue
+                _refuse(where, owner, parent)
+            out[key] = _strip(item, where, owner, value) if isinstance(item, (dict, list, tuple)) else item
+        return out
     if isinstance(value, (list, tuple)):
-        return [None if isinstance(v, SecretStr) else _drop_secrets(v) for v in value]
+        for index, item in enumerate(value):
+            if isinstance(item, SecretStr):
+                _refuse(f"{path}[{index}]", owner, parent)
+        return [_strip(item, f"{path}[{index}]", owner, parent) for index, item in enumerate(value)]
     return value
+
+
+def _refuse(path: str, owner: str, parent: Mapping[str, Any] | None) -> None:
+    # The field holding the mapping: the last name before the final [key].
+    field = path.rsplit("[", 1)[0].rsplit("[", 1)[-1].strip("'\"]")
+    hint = (
+        f"give it as an environment reference instead ({field}_env={{name: 'ENV_VAR'}})"
+        if parent is not None and f"{field}_env" in parent
+        else "set it in code after loading, or keep it out of the component"
+    )
+    raise ComponentError(
+        f"{owner} cannot be dumped: {path} holds a secret value, which a dump leaves out, and leaving it out "
+        f"would silently lose the setting; {hint}"
+    )
+
+
+def resolve_secret_map(
+    values: Mapping[str, SecretStr] | None,
+    env_refs: Mapping[str, str] | None,
+    field: str,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Plain values of a mapping of secrets (`field`, e.g. headers) merged with those named by `env_refs`
+    (`field_env`: name -> environment variable). A variable that is unset or empty is a `ConfigurationError`
+    naming it; a name in both is refused (set it once)."""
+    out = {name: value.get_secret_value() for name, value in (values or {}).items()}
+    if not env_refs:
+        return out
+    env = os.environ if environ is None else environ
+    for name, var in env_refs.items():
+        if name in out:
+            raise ConfigurationError(f"{field} and {field}_env both set {name!r}; set it once")
+        if not isinstance(var, str) or not var:
+            raise ConfigurationError(f"{field}_env[{name!r}] must name an environment variable, got {var!r}")
+        found = env.get(var)
+        if not found:
+            raise ConfigurationError(f"{field}_env[{name!r}]: environment variable {var!r} is not set or empty")
+        out[name] = found
+    return out
 
 
 def _dotted(value: str) -> str:

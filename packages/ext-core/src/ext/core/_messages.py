@@ -18,32 +18,17 @@ _DEFERRED = ConfigDict(defer_build=True)
 
 FinishReason = Literal["stop", "length", "function_calls", "content_filter", "unknown"]
 
-# Trusted construction (the `of` classmethods below): what `model_construct` does for a model whose every
-# field is given, without its per-field Python loop. pydantic validation costs a few microseconds a model;
-# in a provider's hot path (a result per call, a chunk per token) that is a measurable share of the call.
-_new = object.__new__
-# The setters of BaseModel's instance slots, called directly: a third of the cost of `object.__setattr__` by
-# name, which looks the descriptor up on every call.
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-
-
+# The `of` constructors below validate: for these small models pydantic-core's validator (Rust) is faster than
+# `model_construct` (a Python loop over the fields), and both are public. `trusted_model` stays for callers
+# that want `model_construct` by name.
 _M = TypeVar("_M", bound=BaseModel)
 
 
 def trusted_model(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
-    """An instance of `cls` filled in as validation would fill it, without validating: `values` must hold every
-    field with a value of its type (defaults included), and `fields_set` the fields given explicitly. For a
-    provider's hot path whose values already have their types (what `model_construct` does, without its
-    per-field Python loop); `cls` must be a plain model (no validators, extras or private attributes)."""
-    obj = _new(cls)
-    _set_dict(obj, values)
-    _set_fields_set(obj, fields_set)
-    _set_extra(obj, None)
-    _set_private(obj, None)
-    return obj
+    """An instance of `cls` built from `values` without validating (`BaseModel.model_construct`): `values` must
+    hold field values of the right types, and `fields_set` the fields given explicitly. For a provider's hot path
+    whose values already have their types."""
+    return cls.model_construct(fields_set, **values)
 
 
 class FunctionCall(BaseModel):
@@ -57,8 +42,9 @@ class FunctionCall(BaseModel):
 
     @classmethod
     def of(cls, id: str, name: str, arguments: str) -> FunctionCall:
-        """Trusted construction (no validation): for provider mappings whose values are already `str`."""
-        return trusted_model(cls, {"id": id, "name": name, "arguments": arguments}, {"id", "name", "arguments"})
+        """Construction by position, for provider mappings (validated: pydantic-core's validator is faster than
+        `model_construct` for a model this small)."""
+        return cls(id=id, name=name, arguments=arguments)
 
 
 class ReasoningBlock(BaseModel):
@@ -179,14 +165,13 @@ class RequestUsage(BaseModel):
         cached_tokens: int | None = None,
         reasoning_tokens: int | None = None,
     ) -> RequestUsage:
-        """Trusted construction (no validation): for provider mappings whose counts are already `int`."""
-        values = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "cached_tokens": cached_tokens,
-            "reasoning_tokens": reasoning_tokens,
-        }
-        return trusted_model(cls, values, {"prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens"})
+        """Construction by position, for provider mappings (validated, like `FunctionCall.of`)."""
+        return cls(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cached_tokens=cached_tokens,
+            reasoning_tokens=reasoning_tokens,
+        )
 
     def __add__(self, other: RequestUsage) -> RequestUsage:
         return RequestUsage.sum((self, other))
@@ -266,19 +251,15 @@ class CreateResult(BaseModel):
         thought: str | None = None,
         reasoning: list[ReasoningBlock] | None = None,
     ) -> CreateResult:
-        """Trusted construction (no validation): for provider mappings that built every value with its type
-        (`FunctionCall.of`, `RequestUsage.of`) and normalised `finish_reason`."""
-        values = {
-            "type": "CreateResult",
-            "finish_reason": finish_reason,
-            "content": content,
-            "usage": usage,
-            "cached": False,
-            "thought": thought,
-            "reasoning": reasoning if reasoning is not None else [],
-            "parsed": None,
-        }
-        return trusted_model(cls, values, {"finish_reason", "content", "usage", "thought", "reasoning"})
+        """Construction by position, for provider mappings (validated, like `FunctionCall.of`; the message and
+        usage models given are taken as they are)."""
+        return cls(
+            finish_reason=finish_reason,
+            content=content,
+            usage=usage,
+            thought=thought,
+            reasoning=reasoning if reasoning is not None else [],
+        )
 
     def to_assistant_message(self, source: str = "assistant") -> AssistantMessage:
         """The assistant message to append to the history for the next turn (reasoning included)."""
@@ -296,11 +277,6 @@ class StreamChunk(BaseModel):
 
     @classmethod
     def of(cls, content: str = "", thought: str = "") -> StreamChunk:
-        """Trusted construction (no validation), for a provider's stream loop: one chunk per token."""
-        # `trusted_model` written out: this runs once per token.
-        chunk = _new(cls)
-        _set_dict(chunk, {"type": "StreamChunk", "content": content, "thought": thought})
-        _set_fields_set(chunk, {"content"} if not thought else {"content", "thought"})
-        _set_extra(chunk, None)
-        _set_private(chunk, None)
-        return chunk
+        """Construction by position, for a provider's stream loop: one chunk per token (validated, like
+        `FunctionCall.of`)."""
+        return cls(content=content, thought=thought) if thought else cls(content=content)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "FAULT_KINDS",
     "FaultKind",
     "Fault",
     "NeutralMessage",
@@ -33,6 +34,8 @@ FaultKind = Literal[
 _FAULT_KINDS: frozenset[str] = frozenset(
     ("rate_limit", "overloaded", "server_error", "bad_request", "auth", "not_found", "drop", "drop_mid_body", "hang")
 )
+FAULT_KINDS = _FAULT_KINDS
+"""Every :data:`FaultKind`."""
 _FINISH_REASONS: frozenset[str] = frozenset(("stop", "length", "tool_calls", "content_filter"))
 _call_ids = itertools.count(1)
 _WORDS = re.compile(r"\S*\s*")

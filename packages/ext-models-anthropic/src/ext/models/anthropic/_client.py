@@ -32,6 +32,7 @@ from ext.core import (
     estimate_tokens,
     json_loads,
     resolve_secret,
+    resolve_secret_map,
 )
 
 from ._base import AnthropicMessagesClient
@@ -78,6 +79,7 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
         thinking: Mapping[str, Any] | None = None,
         system_policy: AnthropicSystemPolicy = "leading_then_user",
         default_headers: Mapping[str, str | SecretStr] | None = None,
+        default_headers_env: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         model_info: ModelInfo | Mapping[str, Any] | None = None,
         token_limit: int | None = None,
@@ -96,11 +98,7 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
                 f"{owner}: no API key: pass api_key=...{where} (a local server that needs no key takes any placeholder)"
             )
         self._setup(config, retry_policy=retry_policy, classifier=classify_anthropic_error)
-        headers = (
-            {name: value.get_secret_value() for name, value in config.default_headers.items()}
-            if config.default_headers
-            else None
-        )
+        headers = resolve_secret_map(config.default_headers, config.default_headers_env, "default_headers") or None
         self._sdk = anthropic.AsyncAnthropic(
             api_key=key.get_secret_value(),
             base_url=config.base_url,
@@ -112,6 +110,12 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
         self._messages = self._sdk.messages
         self._raw_messages = self._sdk.messages.with_raw_response
         self._owns_http_client = http_client is None
+
+    def _undumpable_settings(self) -> dict[str, str]:
+        settings = super()._undumpable_settings()
+        if not self._owns_http_client:
+            settings["http_client"] = "an HTTP client object"
+        return settings
 
     @property
     def base_url(self) -> str:

@@ -82,7 +82,12 @@ class AnthropicClientConfig(AnthropicMessagesConfig):
     base_url: Optional[str] = Field(None, description="API base URL (default: ANTHROPIC_BASE_URL, then the API's).")
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds before one HTTP attempt fails.")
     default_headers: Optional[dict[str, SecretStr]] = Field(
-        None, description="Headers sent with every request (treated as secrets: not dumped)."
+        None,
+        description="Headers sent with every request. Values are secrets: a client with them cannot be dumped "
+        "(use default_headers_env).",
+    )
+    default_headers_env: Optional[dict[str, str]] = Field(
+        None, description="Headers sent with every request, read from environment variables: header -> variable."
     )
 
     @field_validator("base_url")

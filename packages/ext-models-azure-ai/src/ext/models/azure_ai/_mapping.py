@@ -106,9 +106,7 @@ def map_request(
     body.update(options)
     if request.tools:
         body["tools"] = chat_tools(request.tools)
-        choice = chat_tool_choice(request.tool_choice)
-        if choice is not None:
-            body["tool_choice"] = choice
+        body["tool_choice"] = chat_tool_choice(request.tool_choice)
     if request.json_output is not False:
         response_format = chat_response_format(request.json_output, info)
         if response_format is not None:

@@ -147,6 +147,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
             )
         self._setup(config, retry_policy=retry_policy, classifier=classify_bedrock_error)
         self._session = session
+        self._session_given = session_given
         self._region = region
         self._botocore_config = Config(
             region_name=region,
@@ -299,6 +300,12 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
     @classmethod
     def _from_config(cls, config: BedrockClientConfig) -> AnthropicBedrockChatCompletionClient:
         return cls(**config.model_dump())
+
+    def _undumpable_settings(self) -> dict[str, str]:
+        settings = super()._undumpable_settings()
+        if self._session_given:
+            settings["session"] = "an aioboto3.Session object (a config holds aws_region and aws_profile)"
+        return settings
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, region={self._region!r})"

@@ -31,6 +31,7 @@ from ext.core import (
     estimate_tokens,
     merge_default_options,
     resolve_secret,
+    resolve_secret_map,
     tool_schema_of,
 )
 
@@ -87,9 +88,7 @@ def _default_options(config: _CommonConfig) -> ChatOptions | None:
 
 
 def _headers(config: _CommonConfig) -> dict[str, str] | None:
-    if not config.default_headers:
-        return None
-    return {name: value.get_secret_value() for name, value in config.default_headers.items()}
+    return resolve_secret_map(config.default_headers, config.default_headers_env, "default_headers") or None
 
 
 class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
@@ -122,6 +121,7 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
         self._sdk = sdk
         self._completions = sdk.chat.completions
         self._owns_http_client = owns_http_client
+        self._has_token_provider = False
         self._wire = WireSettings(
             system_role=config.system_role,
             include_usage=config.include_usage,
@@ -223,6 +223,14 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
 
     # --- components ------------------------------------------------------------------------------
 
+    def _undumpable_settings(self) -> dict[str, str]:
+        settings = super()._undumpable_settings()
+        if not self._owns_http_client:
+            settings["http_client"] = "an HTTP client object"
+        if self._has_token_provider:
+            settings["azure_ad_token_provider"] = "a callable (use azure_ad_token_env for a token from the environment)"
+        return settings
+
     def _to_config(self) -> BaseModel:
         # Secrets never go into a dump; null keys make every dump the same shape (the loaded client
         # reads them from the *_env variables).
@@ -266,6 +274,7 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         include_usage: bool = True,
         system_role: SystemRole = "auto",
         default_headers: Mapping[str, str | SecretStr] | None = None,
+        default_headers_env: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         model_info: ModelInfo | Mapping[str, Any] | None = None,
         token_limit: int | None = None,
@@ -350,6 +359,7 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         include_usage: bool = True,
         system_role: SystemRole = "auto",
         default_headers: Mapping[str, str | SecretStr] | None = None,
+        default_headers_env: Mapping[str, str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
         model_info: ModelInfo | Mapping[str, Any] | None = None,
         token_limit: int | None = None,
@@ -425,7 +435,6 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
             http_client=http_client,
             **credentials,
         )
-        self._has_token_provider = azure_ad_token_provider is not None
         self._setup(
             config,
             config.model or config.azure_deployment,
@@ -433,6 +442,7 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
             owns_http_client=http_client is None,
             retry_policy=retry_policy,
         )
+        self._has_token_provider = azure_ad_token_provider is not None
 
     @property
     def azure_deployment(self) -> str:

@@ -48,7 +48,12 @@ class _CommonConfig(BaseModel):
     include_usage: bool = Field(True, description="Ask for usage in streams (`stream_options.include_usage`).")
     system_role: SystemRole = Field("auto", description="Wire role of system messages; auto picks per model.")
     default_headers: Optional[dict[str, SecretStr]] = Field(
-        None, description="Headers sent with every request (treated as secrets: not dumped)."
+        None,
+        description="Headers sent with every request. Values are secrets: a client with them cannot be dumped "
+        "(use default_headers_env).",
+    )
+    default_headers_env: Optional[dict[str, str]] = Field(
+        None, description="Headers sent with every request, read from environment variables: header -> variable."
     )
     extra_body: Optional[dict[str, Any]] = Field(None, description="Extra JSON fields sent with every request.")
     model_info: Optional[dict[str, Any]] = Field(None, description="Capability overrides (ModelInfo fields).")

@@ -132,9 +132,7 @@ def map_request(
         kwargs.update(map_options(options, reasoning=reasoning))
     if request.tools:
         kwargs["tools"] = map_tools(request.tools)
-        choice = map_tool_choice(request.tool_choice)
-        if choice is not None:
-            kwargs["tool_choice"] = choice
+        kwargs["tool_choice"] = map_tool_choice(request.tool_choice)
         if settings.parallel_tool_calls is not None:
             kwargs["parallel_tool_calls"] = settings.parallel_tool_calls
     if request.json_output is not False:

@@ -69,6 +69,11 @@ async def _run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     await stop.wait()
     await gateway.stop()
+    # grpc finishes each closed call in a task of its own. Let those end before `asyncio.run` cancels whatever
+    # is left: cancelled there, grpc logs an ERROR with tracebacks although the shutdown was clean.
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    if others:
+        await asyncio.wait(others, timeout=5.0)
     return 0
 
 

@@ -44,11 +44,13 @@ def _error(kind: int, message: str, error_type: str = "") -> pb.Error:
 class _Conn:
     """One connected worker."""
 
-    __slots__ = ("context", "inflight", "outbox", "outgoing", "types", "worker_id")
+    __slots__ = ("context", "inflight", "outbox", "outgoing", "task", "types", "worker_id")
 
     def __init__(self, worker_id: str, context: grpc.aio.ServicerContext[Any, Any], max_bytes: int) -> None:
         self.worker_id = worker_id
         self.context = context
+        # The task serving this stream (grpc's, running `Gateway.serve`): `stop` waits for it to finish.
+        self.task = asyncio.current_task()
         self.outbox = Outbox(context.write, max_bytes)
         self.types: set[str] = set()
         # caller's request id -> gateway request id, for the RPCs this worker started
@@ -185,7 +187,12 @@ class Gateway:
         for worker_id in list(self._workers):
             with contextlib.suppress(Exception):
                 await self._registry.remove_worker(worker_id)
+        handlers = [conn.task for conn in self._workers.values() if conn.task is not None]
         await self._server.stop(grace=0.5)
+        # grpc cancels the streams still open; their handlers then clean up (`_drop`). Wait for them, so that
+        # `stop` returning means no handler of ours is still running.
+        if handlers:
+            await asyncio.wait(handlers, timeout=5.0)
         await self._registry.close()
         self._stopped.set()
         logger.info("gateway %s stopped", self.gateway_id)

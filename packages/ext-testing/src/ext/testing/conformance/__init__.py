@@ -3,6 +3,7 @@ runtime implementation subclasses in its own tests. A new provider is done when 
 
 from ext.testing.conformance._cache import CacheStoreConformance
 from ext.testing.conformance._chat import ADD, FEATURES, MULTIPLY, PNG_1PX, ChatClientConformance
+from ext.testing.conformance._component import assert_dump_round_trip, plain_config
 from ext.testing.conformance._runtime import (
     MESSAGE_TYPES,
     EchoAgent,
@@ -41,4 +42,6 @@ __all__ = [
     "Slow",
     "Unhandled",
     "WorkbenchConformance",
+    "assert_dump_round_trip",
+    "plain_config",
 ]

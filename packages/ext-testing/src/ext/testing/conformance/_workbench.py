@@ -27,7 +27,8 @@ from typing import Any, ClassVar
 import pytest
 import pytest_asyncio
 
-from ext.core import CancellationToken, ConfigurationError, ToolOverride, Workbench
+from ext.core import CancellationToken, ComponentError, ConfigurationError, ToolOverride, Workbench
+from ext.testing.conformance._component import assert_dump_round_trip
 
 
 class WorkbenchConformance:
@@ -63,6 +64,20 @@ class WorkbenchConformance:
             assert isinstance(schema.get("description", ""), str)
             params = schema.get("parameters", {"type": "object"})
             assert params.get("type") == "object"
+
+    async def test_dump_round_trip_loses_nothing(self, workbench: Workbench) -> None:
+        """Dumped and loaded, the workbench keeps every setting (or refuses to be dumped, saying why) and its
+        copy answers the same call."""
+        try:
+            workbench.dump_component()
+        except ComponentError as exc:
+            refusal = str(exc)
+            assert "cannot be dumped" in refusal
+            return
+        loaded = assert_dump_round_trip(workbench)
+        async with loaded:
+            result = await loaded.call_tool(self.echo_tool, self.echo_arguments("after a round trip"))
+        assert result.is_error is False and "after a round trip" in result.to_text()
 
     async def test_call_returns_text(self, workbench: Workbench) -> None:
         result = await workbench.call_tool(self.echo_tool, self.echo_arguments("hello conformance"))

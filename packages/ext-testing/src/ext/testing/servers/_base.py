@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, ClassVar, TypeVar, Union
 from urllib.parse import parse_qs, unquote
 
-from ext.testing.script import Fault, NeutralRequest, Reply
+from ext.testing.script import FAULT_KINDS, Fault, NeutralRequest, Reply
 
 __all__ = [
     "Headers",
@@ -411,6 +411,10 @@ class LoopbackServer:
 
     overloaded_status: ClassVar[int] = 503
     """HTTP status of ``Fault("overloaded")`` for this protocol."""
+    fault_kinds: ClassVar[frozenset[str]] = FAULT_KINDS
+    """The ``Fault`` kinds this peer can produce (a loopback server: all of them)."""
+    scripted_usage: ClassVar[bool] = True
+    """Usage in responses is the script's ``Reply.prompt_tokens`` / ``completion_tokens``."""
 
     def __init__(self, *, default: ScriptItem | None = None, record: bool = True) -> None:
         self.default: ScriptItem | None = default

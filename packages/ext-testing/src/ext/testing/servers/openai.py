@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json as _json
 import secrets
@@ -106,6 +107,12 @@ class OpenAIServer(LoopbackServer):
     With ``api_key`` set, requests must carry ``Authorization: Bearer <api_key>`` (Azure route: ``api-key``
     header); ``azure_ad_token`` is also accepted as a bearer token. ``Reply.thought`` is sent as
     ``reasoning_content``; ``thought_signature`` has no Chat Completions field and is not sent.
+
+    ``tools_need_tool_choice=True`` behaves like llama-cpp-python's OpenAI-compatible server with the
+    ``chatml-function-calling`` chat format: a request whose ``tool_choice`` is absent (or ``"none"``) is answered
+    as if it carried no tools, so the model never calls one: a scripted reply's tool calls are dropped and the
+    answer is its text with ``finish_reason`` ``"stop"``. :attr:`tools_ignored` counts the requests whose tools
+    were ignored.
     """
 
     def __init__(
@@ -116,8 +123,11 @@ class OpenAIServer(LoopbackServer):
         models: Sequence[str] = (_DEFAULT_MODEL,),
         default: ScriptItem | None = None,
         record: bool = True,
+        tools_need_tool_choice: bool = False,
     ) -> None:
         self.api_key = api_key
+        self.tools_need_tool_choice = tools_need_tool_choice
+        self.tools_ignored = 0
         self.azure_ad_token = azure_ad_token
         self.models = list(models)
         self._ids = itertools.count(1)
@@ -232,6 +242,11 @@ class OpenAIServer(LoopbackServer):
 
     def render(self, reply: Reply, request: RecordedRequest) -> Response | StreamResponse:
         body = request.json if isinstance(request.json, dict) else {}
+        if self.tools_need_tool_choice and body.get("tools") and body.get("tool_choice") in (None, "none"):
+            # llama-cpp-python renders the prompt without the tools here: the model cannot call one.
+            self.tools_ignored += 1
+            finish = None if reply.finish_reason == "tool_calls" else reply.finish_reason
+            reply = dataclasses.replace(reply, tool_calls=[], finish_reason=finish)
         model = self._model_of(request)
         completion_id = f"chatcmpl-{self._next_id()}"
         created = int(time.time())

@@ -38,6 +38,7 @@ logger = logging.getLogger("ext.tools.mcp")
 T = TypeVar("T")
 
 _CLOSE_GRACE = 10.0  # the SDK's stdio shutdown is bounded at about 6 s (close stdin, SIGTERM, SIGKILL)
+_NOTICEABLE_STOP = 0.25  # seconds of stopping a failed start that an error message mentions
 _SETTLE = 5.0  # how long a caller that saw the connection drop waits to learn why
 _STDERR_LINES = 20
 _CLIENT_INFO = mt.Implementation(name="ext-tools-mcp", version=__version__)
@@ -254,10 +255,13 @@ class Connection:
         try:
             await ready
         except (_StartTimeout, asyncio.TimeoutError):
+            stopping = loop.time()
             await self.close()
             self._retrieve_ready()
             raise McpTimeoutError(
-                self.label, f"MCP server {self.label!r} did not start within {timeout} s{self._stderr_note(0.0)}"
+                self.label,
+                f"MCP server {self.label!r} did not start within {timeout} s"
+                f"{self._stop_note(loop.time() - stopping)}{self._stderr_note(0.0)}",
             ) from None
         except asyncio.CancelledError:
             await asyncio.shield(self.close())
@@ -269,6 +273,17 @@ class Connection:
         finally:
             if timer is not None:
                 timer.cancel()
+
+    def _stop_note(self, seconds: float) -> str:
+        """What stopping a server that failed to start added to the start-up timeout, when it is noticeable."""
+        if seconds < _NOTICEABLE_STOP:
+            return ""
+        why = (
+            ": it did not exit when its stdin closed, so it was terminated"
+            if isinstance(self.params, StdioServerParams)
+            else ""
+        )
+        return f"; stopping it took another {seconds:.1f} s{why}"
 
     def _retrieve_ready(self) -> None:
         # The owner may fail the start-up future after the caller gave up on it; reading the

@@ -30,7 +30,6 @@ from ext.core import (
     ToolSchema,
     UserMessage,
     normalize_parameters,
-    trusted_model,
 )
 
 # --- tools ----------------------------------------------------------------------------------------
@@ -75,26 +74,6 @@ def resource_content(contents: mt.TextResourceContents | mt.BlobResourceContents
     return ResourceResultContent(uri=str(contents.uri), mime_type=contents.mime_type, data=_b64(contents.blob))
 
 
-def _trusted_layout(cls: type[BaseModel], fields: tuple[str, ...]) -> bool:
-    """Whether `cls` is a plain model with exactly these fields (so `_trusted` builds what validation would)."""
-    return (
-        tuple(cls.model_fields) == fields
-        and not cls.__private_attributes__
-        and cls.model_config.get("extra") in (None, "ignore")
-        and not cls.__pydantic_decorators__.model_validators
-        and not cls.__pydantic_decorators__.field_validators
-        and cls.model_post_init is BaseModel.model_post_init
-    )
-
-
-# The common answer (one text block) is built without validating again what the SDK has validated:
-# the models are filled in as validation would fill them. Checked once against ext-core's definitions;
-# if those ever change shape, results are built through validation as before.
-_TRUSTED = _trusted_layout(ToolResult, ("type", "name", "result", "is_error", "structured_content")) and (
-    _trusted_layout(TextResultContent, ("type", "content"))
-)
-
-
 def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
     """An MCP tool result as a `ToolResult`; `is_error` and structured content are kept.
 
@@ -108,17 +87,6 @@ def tool_result(name: str, result: mt.CallToolResult) -> ToolResult:
     if len(blocks) == 1 and type(blocks[0]) is mt.TextContent:
         # The common single text answer, without the per-block dispatch.
         text = blocks[0].text
-        is_error = result.is_error
-        if _TRUSTED and type(text) is str and type(name) is str and type(is_error) is bool:
-            part = trusted_model(TextResultContent, {"type": "TextResultContent", "content": text}, {"content"})
-            values = {
-                "type": "ToolResult",
-                "name": name,
-                "result": [part],
-                "is_error": is_error,
-                "structured_content": structured,
-            }
-            return trusted_model(ToolResult, values, {"name", "result", "is_error", "structured_content"})
         parts: list[ResultContent] = [TextResultContent(content=text)]
     else:
         parts = [result_content(block) for block in blocks]

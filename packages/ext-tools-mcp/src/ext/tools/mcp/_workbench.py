@@ -413,18 +413,23 @@ class McpWorkbench(Workbench):
 
     # --- components -------------------------------------------------------------------------------
 
-    def _to_config(self) -> McpWorkbenchConfig:
-        left_out = [
-            name
-            for name, value in (
-                ("elicitation_callback", self._elicitation_callback),
-                ("roots (a callable)", self._roots if callable(self._roots) else None),
-                ("server_params.auth", getattr(self._params, "auth", None)),
+    def _undumpable_settings(self) -> dict[str, str]:
+        settings = super()._undumpable_settings()
+        if self._elicitation_callback is not None:
+            settings["elicitation_callback"] = "a callable"
+        if callable(self._roots):
+            settings["roots"] = "a callable (a config holds a list of file:// URIs)"
+        if getattr(self._params, "auth", None) is not None:
+            settings["server_params.auth"] = "an httpx2.Auth object"
+        env = getattr(self._params, "env", None)
+        if env:
+            settings["server_params.env"] = (
+                f"values of {sorted(env)} are secrets a dump leaves out; name variables of this process in "
+                "inherit_env instead"
             )
-            if value is not None
-        ]
-        if left_out:
-            logger.warning("McpWorkbench dump leaves out code objects: %s", ", ".join(left_out))
+        return settings
+
+    def _to_config(self) -> McpWorkbenchConfig:
         model_client = None
         if self._model_client is not None:
             dump = getattr(self._model_client, "dump_component", None)

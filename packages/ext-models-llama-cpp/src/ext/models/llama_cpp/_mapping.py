@@ -1,0 +1,234 @@
+"""ext messages, tools and options to llama-cpp-python's chat call, and the model's output back.
+
+Tool calling is done by ext at the prompt level, the same way for every chat template: the tools are described
+in a system message, the model answers a call as one JSON object ``{"tool_calls": [{"name": ..., "arguments":
+{...}}]}``, and a grammar built from the tools' JSON schemas makes that object valid (``required`` / a named
+tool: only calls are possible; ``auto``: a call, or text that does not start with ``{``). Earlier calls and their
+results go back into the prompt as the same JSON (results in a user message ``{"tool_results": [...]}``), so a
+tool loop round-trips through any chat template, including ones that know nothing of tools.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from ext.core import (
+    AssistantMessage,
+    ChatRequest,
+    ConfigurationError,
+    FunctionCall,
+    FunctionExecutionResultMessage,
+    LLMMessage,
+    SystemMessage,
+    ToolSchema,
+    UserMessage,
+)
+
+__all__ = [
+    "TOOL_PREAMBLE",
+    "LlamaCall",
+    "calls_schema",
+    "map_messages",
+    "map_request",
+    "parse_output",
+    "tool_grammar",
+    "tool_system_text",
+]
+
+TOOL_PREAMBLE = "You can call these tools (name, description, JSON Schema of the arguments):"
+"""The first line of the system message that describes the tools."""
+
+_CALL_FORMAT = (
+    'To call tools, answer with only this JSON and nothing else: {"tool_calls": [{"name": "<tool name>", '
+    '"arguments": {<the arguments>}}]}'
+)
+
+
+def tool_system_text(tools: Sequence[ToolSchema], tool_choice: str) -> str:
+    """The system text that describes ``tools`` to the model and how to call them."""
+    listed = [
+        {"name": t["name"], "description": t.get("description", ""), "parameters": t["parameters"]} for t in tools
+    ]
+    lines = [TOOL_PREAMBLE, json.dumps(listed, ensure_ascii=False), _CALL_FORMAT]
+    if tool_choice == "required":
+        lines.append("You must call at least one tool.")
+    elif tool_choice != "auto":
+        lines.append(f"You must call the tool {tool_choice}.")
+    return "\n".join(lines)
+
+
+def _text(message: UserMessage | SystemMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "\n".join(part for part in content if isinstance(part, str))
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        return text  # kept as the model wrote it
+
+
+def map_messages(messages: Sequence[LLMMessage]) -> list[dict[str, str]]:
+    """ext messages as the role/content dicts a llama-cpp-python chat template renders."""
+    out: list[dict[str, str]] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            out.append({"role": "system", "content": message.content})
+        elif isinstance(message, UserMessage):
+            out.append({"role": "user", "content": _text(message)})
+        elif isinstance(message, AssistantMessage):
+            if isinstance(message.content, str):
+                out.append({"role": "assistant", "content": message.content})
+            else:
+                calls = [{"id": c.id, "name": c.name, "arguments": _arguments(c.arguments)} for c in message.content]
+                out.append({"role": "assistant", "content": json.dumps({"tool_calls": calls}, ensure_ascii=False)})
+        elif isinstance(message, FunctionExecutionResultMessage):
+            results = [
+                {"call_id": r.call_id, "name": r.name, "content": r.content, "is_error": r.is_error}
+                for r in message.content
+            ]
+            out.append({"role": "user", "content": json.dumps({"tool_results": results}, ensure_ascii=False)})
+        else:  # pragma: no cover - the base validated the messages
+            raise ConfigurationError(f"unsupported message type {type(message).__name__}")
+    return out
+
+
+def calls_schema(tools: Sequence[ToolSchema], tool_choice: str) -> dict[str, Any]:
+    """The JSON schema of the model's tool-call answer: ``{"tool_calls": [one of the tools, ...]}``."""
+    chosen = [t for t in tools if tool_choice in ("auto", "required") or t["name"] == tool_choice]
+    items = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": t["name"]}, "arguments": t["parameters"]},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in chosen
+    ]
+    calls: dict[str, Any] = {"type": "array", "items": items[0] if len(items) == 1 else {"anyOf": items}}
+    calls["minItems"] = 1
+    return {
+        "type": "object",
+        "properties": {"tool_calls": calls},
+        "required": ["tool_calls"],
+        "additionalProperties": False,
+    }
+
+
+_ROOT_RULE = re.compile(r"^root ::= ", re.MULTILINE)
+
+
+def tool_grammar(tools: Sequence[ToolSchema], tool_choice: str, text_schema: dict[str, Any] | None) -> str:
+    """GBNF for a reply with tools. ``required`` / named: only a tool-call object. ``auto``: a tool-call object or
+    text, where text is free text that does not start with ``{`` (``text_schema`` None), or JSON matching
+    ``text_schema`` (JSON mode / structured output next to tools)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    schema = calls_schema(tools, tool_choice)
+    if tool_choice != "auto":
+        return str(json_schema_to_gbnf(json.dumps(schema)))
+    if text_schema is not None:
+        return str(json_schema_to_gbnf(json.dumps({"anyOf": [schema, text_schema]})))
+    calls = _ROOT_RULE.sub("tool-calls ::= ", str(json_schema_to_gbnf(json.dumps(schema))), count=1)
+    return f"root ::= tool-calls | free-text\nfree-text ::= ([^{{] [^\\x00]*)?\n{calls}"
+
+
+@dataclass(slots=True)
+class LlamaCall:
+    """One mapped request: the keyword arguments of ``Llama.create_chat_completion`` (without ``stream``) and how
+    to read the answer. ``grammar`` is GBNF text (built into a ``LlamaGrammar`` by the client)."""
+
+    kwargs: dict[str, Any]
+    grammar: str | None
+    tools: list[ToolSchema]
+    tool_choice: str
+    buffer_text: bool
+    """True when streamed text must be held back until the end (it may be a tool call)."""
+
+
+def _json_schema(json_output: bool | type[BaseModel]) -> dict[str, Any]:
+    if isinstance(json_output, type):
+        return json_output.model_json_schema()
+    return {"type": "object"}
+
+
+def map_request(request: ChatRequest, sampling: dict[str, Any]) -> LlamaCall:
+    """The chat call for ``request``. ``sampling`` holds the client's defaults (temperature, top_p, top_k,
+    max_tokens, min_p, repeat_penalty), overridden here by the call's ``ChatOptions``."""
+    options = request.options
+    kwargs: dict[str, Any] = dict(sampling)
+    for name, value in (
+        ("temperature", options.temperature),
+        ("top_p", options.top_p),
+        ("top_k", options.top_k),
+        ("max_tokens", options.max_tokens),
+        ("frequency_penalty", options.frequency_penalty),
+        ("presence_penalty", options.presence_penalty),
+        ("seed", options.seed),
+    ):
+        if value is not None:
+            kwargs[name] = value
+    if options.stop_sequences:
+        kwargs["stop"] = list(options.stop_sequences)
+    kwargs.update(request.extra)
+
+    messages = map_messages(request.messages)
+    tools = request.tools if request.tool_choice != "none" else []
+    grammar: str | None = None
+    buffer_text = False
+    if tools:
+        messages.insert(0, {"role": "system", "content": tool_system_text(tools, request.tool_choice)})
+        text_schema = _json_schema(request.json_output) if request.json_output else None
+        grammar = tool_grammar(tools, request.tool_choice, text_schema)
+        buffer_text = request.tool_choice != "auto" or text_schema is not None
+    elif request.json_output:
+        response_format: dict[str, Any] = {"type": "json_object"}
+        if isinstance(request.json_output, type):
+            response_format["schema"] = _json_schema(request.json_output)
+        kwargs["response_format"] = response_format
+    kwargs["messages"] = messages
+    return LlamaCall(
+        kwargs=kwargs, grammar=grammar, tools=list(tools), tool_choice=request.tool_choice, buffer_text=buffer_text
+    )
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id (the model does not write ids)."""
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def parse_output(text: str, tools: Sequence[ToolSchema]) -> list[FunctionCall] | None:
+    """The tool calls in the model's answer, or None when it is text. Calls name one of ``tools`` and carry
+    their arguments as compact JSON text."""
+    if not tools or not text.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or set(value) != {"tool_calls"} or not isinstance(value["tool_calls"], list):
+        return None
+    names = {t["name"] for t in tools}
+    calls: list[FunctionCall] = []
+    for entry in value["tool_calls"]:
+        if not isinstance(entry, dict) or entry.get("name") not in names:
+            return None
+        arguments = entry.get("arguments", {})
+        calls.append(
+            FunctionCall(
+                id=new_call_id(),
+                name=entry["name"],
+                arguments=json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
+            )
+        )
+    return calls or None

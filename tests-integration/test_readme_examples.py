@@ -1,0 +1,123 @@
+"""Every python example in the READMEs runs as written.
+
+Each ```python block of the repo README and of every distribution's README runs in a fresh interpreter (cwd: a
+temporary directory). Examples that talk to a provider run against ext-testing's loopback servers through the
+SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...), the gRPC runtime's against a
+gateway process the test starts (EXT_GRPC_GATEWAY_ADDRESS). A block that cannot run as written
+is marked right above it with an HTML comment that says why: `not runnable: ...` (only compiled: a template,
+a placeholder host, or a peer the reader starts first) or `xfail: ...` (it should run as written but does not
+yet: it runs, and the test fails once it passes, so the mark is removed then):
+
+    <!-- readme-test: not runnable: needs a running gateway on port 50051 -->
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from ext.runtime.grpc.testing import start_gateway_process
+from ext.testing.script import Reply
+from ext.testing.servers import AnthropicServer, BedrockServer, OpenAIServer, RecordedRequest
+
+ROOT = Path(__file__).resolve().parents[1]
+READMES = [ROOT / "README.md", *sorted(ROOT.glob("packages/*/README.md"))]
+_BLOCK = re.compile(r"(?:<!-- readme-test: (?P<mark>[^>]*?) -->\s*\n)?```python\n(?P<code>.*?)```", re.S)
+
+
+def _examples() -> list[tuple[str, str, str | None]]:
+    found = []
+    for readme in READMES:
+        text = readme.read_text(encoding="utf-8")
+        for index, match in enumerate(_BLOCK.finditer(text)):
+            found.append((f"{readme.relative_to(ROOT)}#{index}", match["code"], match["mark"]))
+    return found
+
+
+EXAMPLES = _examples()
+
+
+def _answer(request: RecordedRequest) -> Reply:
+    """What the loopback model answers a README example: JSON when the request asks for it, else a sentence."""
+    body = request.json if isinstance(request.json, dict) else {}
+    if body.get("response_format"):
+        return Reply(text='{"name": "Oslo", "population": 709000}')
+    return Reply(text="The capital of France is Paris.")
+
+
+def test_examples_are_found() -> None:
+    assert len(EXAMPLES) >= 10, [name for name, _, _ in EXAMPLES]
+
+
+@pytest.mark.parametrize(("name", "code", "mark"), EXAMPLES, ids=[name for name, _, _ in EXAMPLES])
+async def test_readme_example_runs(name: str, code: str, mark: str | None, tmp_path: Path) -> None:
+    if mark is not None:
+        kind, _, why = mark.partition(": ")
+        assert kind in ("not runnable", "xfail") and len(why) > 10, (
+            f"{name}: a block marked for the README test must say why it cannot run: {mark!r}"
+        )
+    # Every block is at least valid Python (fragments may use top-level await, as in an async REPL).
+    compile(code, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    if mark is not None and mark.startswith("not runnable"):
+        return
+    # The ext-runtime-grpc example runs against a real gateway process.
+    gateway = start_gateway_process(env={"EXT_GRPC_GATEWAY_TOKEN": "change-me"}) if "GrpcAgentRuntime" in code else None
+    try:
+        returncode, output = await _run(code, tmp_path, gateway.address if gateway is not None else None)
+    finally:
+        if gateway is not None:
+            gateway.kill()
+    if mark is not None:
+        assert returncode != 0, f"{name} runs now: remove its readme-test xfail mark"
+        pytest.xfail(mark)
+    assert returncode == 0, f"{name} failed:\n{output.decode(errors='replace')[-3000:]}"
+
+
+async def _run(code: str, tmp_path: Path, gateway_address: str | None) -> tuple[int, bytes]:
+    """Run `code` in a fresh interpreter with the loopback servers in its environment: exit code and output."""
+    async with (
+        OpenAIServer(default=_answer) as openai_server,
+        AnthropicServer(default=_answer) as anthropic_server,
+        BedrockServer(default=_answer) as bedrock_server,
+    ):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "AZURE_", "AWS_"))}
+        env.update(
+            OPENAI_BASE_URL=openai_server.base_url + "/v1",
+            OPENAI_API_KEY="sk-readme-example",
+            AZURE_OPENAI_ENDPOINT=openai_server.base_url,
+            AZURE_OPENAI_API_KEY="azure-readme-example",
+            ANTHROPIC_BASE_URL=anthropic_server.base_url,
+            ANTHROPIC_API_KEY="sk-ant-readme-example",
+            AWS_ENDPOINT_URL_BEDROCK_RUNTIME=bedrock_server.base_url,
+            AWS_ACCESS_KEY_ID=bedrock_server.access_key,
+            AWS_SECRET_ACCESS_KEY="loopback-secret-key",  # BedrockServer's default
+            AWS_CONFIG_FILE=str(tmp_path / "no-aws-config"),
+            AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-aws-credentials"),
+            WEATHER_API_TOKEN="readme-example-token",  # the ext-tools-http example's headers_env reference
+        )
+        if gateway_address is not None:
+            env["EXT_GRPC_GATEWAY_ADDRESS"] = gateway_address
+        script = tmp_path / "example.py"
+        script.write_text(code, encoding="utf-8")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(script),
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            output, _ = await asyncio.wait_for(process.communicate(), 60)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+        assert process.returncode is not None
+        return process.returncode, output
