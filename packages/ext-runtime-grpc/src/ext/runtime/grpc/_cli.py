@@ -58,14 +58,15 @@ async def _run(args: argparse.Namespace) -> int:
         registry=registry,
         shutdown_grace=args.shutdown_grace,
     )
-    port = await gateway.start()
-    # The one line on stdout: whoever started the gateway (a supervisor, a test) reads the bound port here.
-    sys.stdout.write(f"{port}\n")
-    sys.stdout.flush()
+    # Signal handlers go in before the port is announced: whoever reads the port may signal at once.
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    port = await gateway.start()
+    # The one line on stdout: whoever started the gateway (a supervisor, a test) reads the bound port here.
+    sys.stdout.write(f"{port}\n")
+    sys.stdout.flush()
     await stop.wait()
     await gateway.stop()
     # grpc finishes each closed call in a task of its own. Let those end before `asyncio.run` cancels whatever

@@ -1,0 +1,311 @@
+"""The `ext` command."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from .__about__ import __version__
+from ._errors import CliError
+from ._output import Output
+
+T = TypeVar("T")
+
+EXIT_INTERRUPTED = 130
+
+
+class _State:
+    def __init__(self, debug: bool, quiet: bool) -> None:
+        self.debug = debug
+        self.out = Output(quiet=quiet)
+
+
+def _run(ctx: click.Context, make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine the way every subcommand does: errors as one line plus a hint, Ctrl-C as exit 130."""
+    state: _State = ctx.obj
+    try:
+        return asyncio.run(_awaited(make))
+    except KeyboardInterrupt:
+        state.out.out.flush()
+        state.out.info("interrupted", style="yellow")
+        ctx.exit(EXIT_INTERRUPTED)
+    except CliError as exc:
+        _report(state, exc, exc.message, exc.hint)
+    except click.exceptions.Exit:
+        raise
+    except Exception as exc:
+        _report(state, exc, f"{type(exc).__name__}: {exc}", _hint_for(exc))
+    ctx.exit(1)
+    raise AssertionError("unreachable")  # pragma: no cover - ctx.exit raises
+
+
+async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
+    return await make()
+
+
+def _report(state: _State, exc: BaseException, message: str, hint: str | None) -> None:
+    if state.debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    state.out.err.print(f"[bold red]error:[/] {_escape(message)}")
+    if hint:
+        state.out.err.print(f"[yellow]hint:[/] {_escape(hint)}")
+    if not state.debug:
+        state.out.err.print("[dim](run with --debug for the traceback)[/]")
+
+
+def _escape(text: str) -> str:
+    """The first line of `text`, safe for rich markup: errors are one line; --debug shows the rest."""
+    from rich.markup import escape
+
+    return escape(text.strip().split("\n")[0])
+
+
+def _hint_for(exc: BaseException) -> str | None:
+    name = type(exc).__name__
+    text = str(exc).lower()
+    if isinstance(exc, ConnectionError) or "connect" in text:
+        return "is the server running and the address right?"
+    if "api key" in text or "api_key" in text or name in {"AuthenticationError", "PermissionDeniedError"}:
+        return "set the provider's key in the environment (ext models lists what each provider reads)"
+    if isinstance(exc, TimeoutError):
+        return "the server did not answer in time; try again or raise the timeout"
+    return None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ext")
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.option("-q", "--quiet", is_flag=True, help="Only the answer: no progress, tool calls or usage on stderr.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
+    """ext: chat with any installed model, with tools; inspect MCP servers; run the agent gateway."""
+    ctx.obj = _State(debug, quiet)
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, stream=sys.stderr)
+
+
+# --- chat -------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("question", required=False)
+@click.option("-m", "--model", "model", help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini (default: the embedded model).")
+@click.option("-s", "--system", help="System prompt.")
+@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="A ChatOptions field.")
+@click.option("--json", "json_mode", is_flag=True, help="Ask for a JSON answer.")
+@click.option("--schema", help="Structured output: 'name, age int', a JSON Schema file, or module:PydanticModel.")
+@click.option("--mcp", "mcp_servers", multiple=True, metavar="CMD|URL", help="An MCP server's tools.")
+@click.option("--http-tool", "http_tools", multiple=True, metavar="FILE", help="An HttpTool config (JSON).")
+@click.option("--tool", "function_tools", multiple=True, metavar="MODULE:FUNCTION", help="A Python function.")
+@click.option("--max-iterations", default=8, show_default=True, help="Most model turns in the tool loop.")
+@click.option(
+    "--tool-choice",
+    default="auto",
+    show_default=True,
+    metavar="auto|required|none|TOOL",
+    help="Whether the model must call a tool on its first turn (small models often need 'required').",
+)
+@click.pass_context
+def chat(
+    ctx: click.Context,
+    question: str | None,
+    model: str | None,
+    system: str | None,
+    options: Sequence[str],
+    json_mode: bool,
+    schema: str | None,
+    mcp_servers: Sequence[str],
+    http_tools: Sequence[str],
+    function_tools: Sequence[str],
+    max_iterations: int,
+    tool_choice: str,
+) -> None:
+    """Ask QUESTION and stream the answer; with no QUESTION, chat interactively."""
+    from ._chat import ChatSettings, parse_options, run_chat
+    from ._defaults import default_model_spec
+    from ._schema import schema_model
+    from ._tools import function_tool, http_tool, mcp_workbench
+
+    state: _State = ctx.obj
+
+    async def go() -> int:
+        if json_mode and schema:
+            raise CliError("--json and --schema go separately", hint="--schema already asks for JSON")
+        settings = ChatSettings(
+            model=model or default_model_spec(),
+            system=system,
+            options=parse_options(options),
+            json_output=schema_model(schema) if schema else (True if json_mode else None),
+            tools=[*(http_tool(p) for p in http_tools), *(function_tool(s) for s in function_tools)],
+            workbenches=[mcp_workbench(s) for s in mcp_servers],
+            max_iterations=max_iterations,
+            tool_choice=tool_choice,
+        )
+        return await run_chat(settings, question, state.out)
+
+    ctx.exit(_run(ctx, go))
+
+
+# --- models -----------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("provider", required=False)
+@click.pass_context
+def models(ctx: click.Context, provider: str | None) -> None:
+    """List installed providers; with PROVIDER, its options and defaults."""
+    from ext.core import PROVIDERS
+
+    from ._providers import PROVIDER_NOTES, client_class, describe, display_name, installed_providers
+
+    state: _State = ctx.obj
+    out = state.out
+
+    async def go() -> int:
+        if provider is not None:
+            cls = client_class(provider)
+            out.answer(f"{provider}: {cls.__module__}.{cls.__qualname__}\n")
+            notes = PROVIDER_NOTES.get(provider.lower().replace("-", "_"))
+            if notes is not None:
+                out.answer(f"  example: ext chat -m {notes[0]} ...\n  auth: {notes[1]}\n")
+            for name, default, description in describe(cls):
+                out.answer(f"  {name} = {default}    {description}\n")
+            return 0
+        installed = set(installed_providers())
+        for key, (distribution, _path) in PROVIDERS.items():
+            if key in installed:
+                example = f"  (-m {PROVIDER_NOTES[key][0]})" if key in PROVIDER_NOTES else ""
+                out.answer(f"{display_name(key)}: installed{example}\n")
+            else:
+                out.answer(f"{display_name(key)}: not installed (install {distribution})\n")
+        return 0
+
+    ctx.exit(_run(ctx, go))
+
+
+# --- mcp --------------------------------------------------------------------------------------------
+
+
+@cli.group()
+def mcp() -> None:
+    """Inspect an MCP server: SERVER is a command line ('npx -y @modelcontextprotocol/server-memory') or a URL."""
+
+
+@mcp.command("tools")
+@click.argument("server")
+@click.pass_context
+def mcp_tools(ctx: click.Context, server: str) -> None:
+    """List the server's tools and their arguments."""
+    from ._mcp import list_tools
+
+    state: _State = ctx.obj
+
+    async def go() -> int:
+        await list_tools(server, state.out)
+        return 0
+
+    ctx.exit(_run(ctx, go))
+
+
+@mcp.command("call")
+@click.argument("server")
+@click.argument("tool")
+@click.argument("arguments", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--json", "raw_json", help="The arguments as one JSON object.")
+@click.pass_context
+def mcp_call(ctx: click.Context, server: str, tool: str, arguments: Sequence[str], raw_json: str | None) -> None:
+    """Call TOOL with arguments and print its result."""
+    from ._mcp import call_tool, parse_arguments
+
+    state: _State = ctx.obj
+    ctx.exit(_run(ctx, lambda: call_tool(server, tool, parse_arguments(arguments, raw_json), state.out)))
+
+
+@mcp.command("resources")
+@click.argument("server")
+@click.option("--read", metavar="URI", help="Print this resource instead of listing.")
+@click.pass_context
+def mcp_resources(ctx: click.Context, server: str, read: str | None) -> None:
+    """List the server's resources (or read one)."""
+    from ._mcp import list_resources
+
+    state: _State = ctx.obj
+
+    async def go() -> int:
+        await list_resources(server, read, state.out)
+        return 0
+
+    ctx.exit(_run(ctx, go))
+
+
+@mcp.command("prompts")
+@click.argument("server")
+@click.option("--get", metavar="NAME", help="Render this prompt instead of listing.")
+@click.argument("arguments", nargs=-1, metavar="[KEY=VALUE]...")
+@click.pass_context
+def mcp_prompts(ctx: click.Context, server: str, get: str | None, arguments: Sequence[str]) -> None:
+    """List the server's prompts (or render one with --get NAME key=value ...)."""
+    from ._mcp import list_prompts, parse_arguments
+
+    state: _State = ctx.obj
+
+    async def go() -> int:
+        await list_prompts(server, get, parse_arguments(arguments, None), state.out)
+        return 0
+
+    ctx.exit(_run(ctx, go))
+
+
+# --- gateway ----------------------------------------------------------------------------------------
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def gateway(ctx: click.Context, args: Sequence[str]) -> None:
+    """Run the gRPC agent gateway (the ext-grpc-gateway command; --help lists its options)."""
+    try:
+        from ext.runtime.grpc._cli import main as gateway_main
+    except ImportError:
+        state: _State = ctx.obj
+        state.out.err.print("[bold red]error:[/] ext-runtime-grpc is not installed")
+        state.out.err.print(
+            "[yellow]hint:[/] install it (pip install 'ext-cli[grpc]', or ext-runtime-grpc from a clone)"
+        )
+        ctx.exit(1)
+    ctx.exit(gateway_main(list(args), prog="ext gateway"))
+
+
+# --- config -----------------------------------------------------------------------------------------
+
+
+@cli.group()
+def config() -> None:
+    """Client and pipeline configuration files."""
+
+
+@config.command("check")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.pass_context
+def config_check(ctx: click.Context, file: str) -> None:
+    """Validate FILE (JSON or YAML) without building a client or calling anything."""
+    from ._config import check_config_file
+
+    state: _State = ctx.obj
+
+    async def go() -> int:
+        for line in await check_config_file(file):
+            state.out.answer(line + "\n")
+        return 0
+
+    ctx.exit(_run(ctx, go))
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """Console entry point."""
+    return cli.main(args=list(argv) if argv is not None else None, prog_name="ext")
