@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The README's test command: every test of every distribution (`hatch test`), with what the tests need first.
+#
+#   bash tools/test.sh [hatch test arguments]
+#
+# - hatch (installed with pip when missing; pipx or `uv tool install hatch` keep it apart from your Python);
+# - redis-server, Node.js/npm and openssl, which tests start or call as real peers: installed with apt-get when
+#   this runs as root on Debian/Ubuntu; otherwise the tests that need them fail saying what to install;
+# - llama-cpp-python's wheel, built once per machine by tools/llama_cpp_wheel.sh (15-20 minutes on 2 cores the
+#   first time, with progress; seconds afterwards) and handed to hatch's uv installer through UV_FIND_LINKS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+if command -v hatch >/dev/null 2>&1; then
+  hatch=(hatch)
+else
+  python3 -m hatch --version >/dev/null 2>&1 || python3 -m pip install --quiet "hatch>=1.18,<2"
+  hatch=(python3 -m hatch)
+fi
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v npm >/dev/null || need+=(nodejs npm)
+command -v openssl >/dev/null || need+=(openssl)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+  else
+    echo "Missing ${need[*]}: the tests that need them will fail. Install them (e.g. sudo apt-get install ${need[*]})." >&2
+  fi
+fi
+
+wheels="$(bash tools/llama_cpp_wheel.sh)"
+export UV_FIND_LINKS="$wheels" PIP_FIND_LINKS="$wheels"
+
+"${hatch[@]}" test "$@"
