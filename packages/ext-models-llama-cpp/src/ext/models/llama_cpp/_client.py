@@ -441,6 +441,11 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
 
     # --- components ----------------------------------------------------------------------------------
 
+    def _undumpable_settings(self) -> dict[str, str]:
+        if self._chat_handler is not None:
+            return {"chat_handler": "a chat handler object given in code (a config names a chat_format instead)"}
+        return {}
+
     def _to_config(self) -> BaseModel:
         return self._config
 
