@@ -351,7 +351,8 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
     @staticmethod
     def _result(outcome: _Outcome, call: LlamaCall) -> CreateResult:
         usage = RequestUsage.of(outcome.prompt_tokens, outcome.completion_tokens)
-        calls: list[FunctionCall] | None = parse_output(outcome.text, call.tools) if call.tools else None
+        turn = len(call.kwargs.get("messages") or ())
+        calls: list[FunctionCall] | None = parse_output(outcome.text, call.tools, turn=turn) if call.tools else None
         if calls:
             return CreateResult.of("function_calls", calls, usage)
         return CreateResult.of(normalize_finish_reason(outcome.finish_reason), outcome.text, usage)

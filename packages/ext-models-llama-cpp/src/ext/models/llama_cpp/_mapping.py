@@ -207,9 +207,13 @@ def new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:24]
 
 
-def parse_output(text: str, tools: Sequence[ToolSchema]) -> list[FunctionCall] | None:
+def parse_output(text: str, tools: Sequence[ToolSchema], *, turn: int | None = None) -> list[FunctionCall] | None:
     """The tool calls in the model's answer, or None when it is text. Calls name one of ``tools`` and carry
-    their arguments as compact JSON text."""
+    their arguments as compact JSON text.
+
+    With ``turn`` (the number of prompt messages), call ids are ``call_<turn>_<index>``: unique within a
+    conversation (each turn adds messages) and the same on every run, so a temperature-0 tool loop renders the
+    same prompts and gives the same answers each time. Without it, ids are random."""
     if not tools or not text.lstrip().startswith("{"):
         return None
     try:
@@ -220,13 +224,13 @@ def parse_output(text: str, tools: Sequence[ToolSchema]) -> list[FunctionCall] |
         return None
     names = {t["name"] for t in tools}
     calls: list[FunctionCall] = []
-    for entry in value["tool_calls"]:
+    for index, entry in enumerate(value["tool_calls"]):
         if not isinstance(entry, dict) or entry.get("name") not in names:
             return None
         arguments = entry.get("arguments", {})
         calls.append(
             FunctionCall(
-                id=new_call_id(),
+                id=new_call_id() if turn is None else f"call_{turn}_{index}",
                 name=entry["name"],
                 arguments=json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
             )
