@@ -1,6 +1,15 @@
-"""A small MCP server (the mcp SDK's own MCPServer) for the `ext mcp` and `ext chat --mcp` tests, over stdio."""
+"""A small MCP server (the mcp SDK's own MCPServer) for the `ext mcp` and `ext chat --mcp` tests.
+
+`python cli_mcp_server.py` speaks MCP over stdio; `python cli_mcp_server.py http` (streamable HTTP, at /mcp) or
+`... sse` (at /sse) binds 127.0.0.1 on an ephemeral port and prints `PORT <n>` once listening.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
@@ -30,5 +39,19 @@ def review(topic: str) -> str:
     return f"Please review {topic}."
 
 
+async def _serve_http(kind: str) -> None:
+    import uvicorn
+
+    app: Any = server.sse_app() if kind == "sse" else server.streamable_http_app()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # listening before uvicorn starts: clients may connect as soon as the port is printed
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    await uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve(sockets=[sock])
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if len(sys.argv) > 1 and sys.argv[1] in ("http", "sse"):
+        asyncio.run(_serve_http(sys.argv[1]))
+    else:
+        server.run("stdio")

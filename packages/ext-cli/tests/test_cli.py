@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ext_cli_support import KEY, MCP_SERVER, TinyHttpService, clean_env, run_ext
+from ext_cli_support import HERE, KEY, MCP_SERVER, TinyHttpService, clean_env, run_ext
 
 from ext.testing.script import Reply, ToolCallSpec
 from ext.testing.servers import OpenAIServer
@@ -282,6 +282,26 @@ async def test_mcp_resources_and_prompts() -> None:
     ran = await run_ext("mcp", "prompts", MCP_SERVER, "--get", "review", "topic=the plan")
     assert ran.code == 0, ran.err
     assert "Please review the plan." in ran.out
+
+
+@pytest.mark.parametrize(("transport", "path"), [("http", "/mcp"), ("sse", "/sse")])
+async def test_mcp_over_http_and_sse(transport: str, path: str) -> None:
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, str(HERE / "cli_mcp_server.py"), transport, stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert server.stdout is not None
+        line = (await asyncio.wait_for(server.stdout.readline(), 30)).decode()
+        assert line.startswith("PORT "), line
+        url = f"http://127.0.0.1:{int(line.split()[1])}{path}"
+        ran = await run_ext("mcp", "call", url, "add", "a=20", "b=22")
+        assert ran.code == 0, ran.err
+        assert ran.out.strip() == "42"
+        tools = await run_ext("mcp", "tools", url)
+        assert "shout: Upper-case a text." in tools.out
+    finally:
+        server.terminate()
+        await server.wait()
 
 
 async def test_mcp_server_that_does_not_exist() -> None:
