@@ -29,7 +29,9 @@ def _ext(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_default_model_answers() -> None:
-    done = _ext("chat", "-o", "temperature=0", "-o", "max_tokens=40", "What is the capital of France?")
+    done = _ext(
+        "chat", "-o", "temperature=0", "-o", "max_tokens=40", "What is the capital of France? Answer in one sentence."
+    )
     assert done.returncode == 0, done.stderr
     assert "Paris" in done.stdout
     assert "llama-cpp:SmolLM2-135M-Instruct.Q4_1.gguf" in done.stderr  # the progress line names the model

@@ -2,7 +2,7 @@
 
 Each ```python block of the repo README and of every distribution's README runs in a fresh interpreter (cwd: a
 temporary directory). Examples that talk to a provider run against ext-testing's loopback servers through the
-SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...), the gRPC runtime's against a
+SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, AZURE_AI_ENDPOINT, ...), the gRPC runtime's against a
 gateway process the test starts (EXT_GRPC_GATEWAY_ADDRESS). A block that cannot run as written
 is marked right above it with an HTML comment that says why: `not runnable: ...` (only compiled: a template,
 a placeholder host, or a peer the reader starts first) or `xfail: ...` (it should run as written but does not
@@ -24,7 +24,7 @@ import pytest
 
 from ext.runtime.grpc.testing import start_gateway_process
 from ext.testing.script import Reply
-from ext.testing.servers import AnthropicServer, BedrockServer, OpenAIServer, RecordedRequest
+from ext.testing.servers import AnthropicServer, AzureAIServer, BedrockServer, OpenAIServer, RecordedRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 READMES = [ROOT / "README.md", *sorted(ROOT.glob("packages/*/README.md"))]
@@ -85,6 +85,7 @@ async def _run(code: str, tmp_path: Path, gateway_address: str | None) -> tuple[
         OpenAIServer(default=_answer) as openai_server,
         AnthropicServer(default=_answer) as anthropic_server,
         BedrockServer(default=_answer) as bedrock_server,
+        AzureAIServer(api_key="azure-ai-readme-example", default=_answer) as azure_ai_server,
     ):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "AZURE_", "AWS_"))}
         env.update(
@@ -99,6 +100,8 @@ async def _run(code: str, tmp_path: Path, gateway_address: str | None) -> tuple[
             AWS_SECRET_ACCESS_KEY="loopback-secret-key",  # BedrockServer's default
             AWS_CONFIG_FILE=str(tmp_path / "no-aws-config"),
             AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-aws-credentials"),
+            AZURE_AI_ENDPOINT=azure_ai_server.base_url,
+            AZURE_AI_API_KEY="azure-ai-readme-example",
             WEATHER_API_TOKEN="readme-example-token",  # the ext-tools-http example's headers_env reference
         )
         if gateway_address is not None:

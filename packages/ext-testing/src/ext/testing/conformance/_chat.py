@@ -569,8 +569,10 @@ class ChatClientConformance:
     def dump_environment(self, client: ChatCompletionClient) -> dict[str, str]:
         """Environment variables a client loaded from `client`'s dump needs (default: its `api_key_env` holding
         `secret`). Override for other credentials."""
-        name = client.dump_component().config.get("api_key_env") if isinstance(client, Component) else None
-        return {name: self.secret} if name else {}
+        if not isinstance(client, Component):
+            return {}
+        names = _find_values(client.dump_component().config, "api_key_env")  # nested: a pipeline holds its client
+        return dict.fromkeys(names, self.secret)
 
     async def test_dump_round_trip_loses_nothing(
         self, server: LoopbackServer, client: ChatCompletionClient, monkeypatch: pytest.MonkeyPatch
@@ -618,3 +620,18 @@ class ChatClientConformance:
         info = client.capabilities
         assert isinstance(info.vision, bool) and isinstance(info.function_calling, bool)
         assert isinstance(info.json_output, bool) and info.context_window > 0
+
+
+def _find_values(value: Any, key: str) -> list[str]:
+    """Every string stored under `key` anywhere in a dumped config (mappings and lists, depth first)."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if name == key and isinstance(item, str) and item:
+                found.append(item)
+            else:
+                found.extend(_find_values(item, key))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_find_values(item, key))
+    return found
