@@ -58,7 +58,7 @@ def test_ctrl_c_stops_generation_at_once() -> None:
     assert first
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    rest, err = proc.communicate(timeout=60)
+    _rest, err = proc.communicate(timeout=60)
     stopped = time.monotonic() - sent
     assert proc.returncode == 130
     assert b"interrupted" in err and b"Traceback" not in err

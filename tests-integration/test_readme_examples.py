@@ -2,8 +2,8 @@
 
 Each ```python block of the repo README and of every distribution's README runs in a fresh interpreter (cwd: a
 temporary directory). Examples that talk to a provider run against ext-testing's loopback servers through the
-SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, AZURE_AI_ENDPOINT, ...), the gRPC runtime's against a
-gateway process the test starts (EXT_GRPC_GATEWAY_ADDRESS). A block that cannot run as written
+SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, AZURE_AI_ENDPOINT, ...), the gRPC
+runtime's against a gateway process the test starts (EXT_GRPC_GATEWAY_ADDRESS). A block that cannot run as written
 is marked right above it with an HTML comment that says why: `not runnable: ...` (only compiled: a template,
 a placeholder host, or a peer the reader starts first) or `xfail: ...` (it should run as written but does not
 yet: it runs, and the test fails once it passes, so the mark is removed then):
