@@ -87,7 +87,10 @@ def npm_servers() -> NpmServers:
     """The pinned npm servers, installed with `npm install --prefix` into a cache folder if missing."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        pytest.fail("node/npm not found on PATH: the npm reference-server tests need Node.js 18+ and npm (apt-get install -y nodejs npm; .ci/run installs them)")
+        pytest.fail(
+            "node/npm not found on PATH: the npm reference-server tests need Node.js 18+ and npm "
+            "(apt-get install -y nodejs npm; tools/test.sh installs them)"
+        )
     NPM_CACHE.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     if not _installed(NPM_CACHE):
