@@ -14,7 +14,7 @@ import pytest
 from ext_cli_support import HERE, KEY, MCP_SERVER, TinyHttpService, clean_env, run_ext
 
 from ext.testing.script import Reply, ToolCallSpec
-from ext.testing.servers import OpenAIServer
+from ext.testing.servers import AnthropicServer, OllamaServer, OpenAIServer
 
 ANSI = re.compile(r"\x1b\[")
 
@@ -34,6 +34,34 @@ async def test_chat_streams_the_answer_as_plain_text(server: OpenAIServer, opena
     assert request.model == "gpt-4o-mini"
     assert request.system == ["Be brief."]
     assert request.messages[-1].text == "Capital of France?"
+
+
+async def test_chat_with_anthropic_fills_its_required_max_tokens() -> None:
+    async with AnthropicServer(api_key=KEY) as anthropic_server:
+        anthropic_server.enqueue(Reply(text="Bonjour."))
+        env = clean_env(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=anthropic_server.base_url)
+        ran = await run_ext("chat", "-m", "anthropic:claude-sonnet-4-5", "Say hello in French.", env=env)
+        assert ran.code == 0, ran.err
+        assert ran.out == "Bonjour.\n"
+        body = anthropic_server.requests[0].json
+        assert isinstance(body, dict)
+        assert body["model"] == "claude-sonnet-4-5" and body["max_tokens"] == 1024  # the command's default
+        ran = await run_ext("chat", "-m", "anthropic:claude-sonnet-4-5", "-o", "temperature=1.5", "Hi", env=env)
+        assert ran.code == 1 and "temperature" in ran.err  # Anthropic takes 0 to 1: refused before sending
+        assert len(anthropic_server.requests) == 1
+
+
+async def test_chat_with_ollama_through_ollama_host() -> None:
+    async with OllamaServer(models=["llama3.2:1b"]) as ollama_server:
+        ollama_server.enqueue(Reply(text="Hello from Ollama."))
+        env = clean_env(OLLAMA_HOST=ollama_server.base_url)
+        ran = await run_ext("chat", "-m", "ollama:llama3.2:1b", "Hi", env=env)  # the model name holds a colon
+        assert ran.code == 0, ran.err
+        assert ran.out == "Hello from Ollama.\n"
+        body = ollama_server.requests[0].json
+        assert isinstance(body, dict) and body["model"] == "llama3.2:1b"
+        missing = await run_ext("chat", "-m", "ollama:not-pulled", "Hi", env=env)
+        assert missing.code == 1 and "ollama pull not-pulled" in missing.err
 
 
 async def test_chat_options_reach_the_wire(server: OpenAIServer, openai_env: dict[str, str]) -> None:
