@@ -129,7 +129,7 @@ from ._runtime import (
 )
 from ._sse import sse_events
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
-from ._tools import BaseTool, FunctionTool, Tool, ToolSchema, value_as_string
+from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
     AudioResultContent,
     ImageResultContent,
@@ -217,6 +217,7 @@ __all__ = [
     "RetryPolicy",
     "RoutedAgent",
     "RuntimeClosedError",
+    "SchemaTool",
     "StaticWorkbench",
     "StreamChunk",
     "SystemMessage",
