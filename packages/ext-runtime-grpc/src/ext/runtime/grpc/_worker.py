@@ -33,6 +33,9 @@ from ext.core._runtime import (
     UndeliverableError,
     agent_type_name,
     check_agent_id,
+    check_factory,
+    check_seconds,
+    check_sender,
     check_timeout,
 )
 from ext.runtime.local import Delivery, LocalAgentRuntime
@@ -150,9 +153,9 @@ class GrpcAgentRuntime:
             raise TypeError("root_certificates must be PEM bytes")
         if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1024:
             raise ValueError(f"max_message_bytes must be an integer of at least 1024, got {max_message_bytes!r}")
-        self._connect_timeout = _positive(connect_timeout, "connect_timeout")
-        self._backoff = _positive(reconnect_backoff, "reconnect_backoff")
-        self._max_backoff = _positive(reconnect_max_backoff, "reconnect_max_backoff")
+        self._connect_timeout = check_seconds(connect_timeout, "connect_timeout")
+        self._backoff = check_seconds(reconnect_backoff, "reconnect_backoff")
+        self._max_backoff = check_seconds(reconnect_max_backoff, "reconnect_max_backoff")
         self._address = address if isinstance(address, str) else None
         self._token = token
         self._tls = tls or root_certificates is not None
@@ -595,8 +598,7 @@ class GrpcAgentRuntime:
         """Host `agent_type` on this worker (and announce it to the gateway when connected). Pydantic and
         dataclass types that a `RoutedAgent` factory class handles are registered with the serializer."""
         name = agent_type_name(agent_type)
-        if not callable(factory):
-            raise TypeError(f"factory must be callable as factory(agent_id, runtime), got {type(factory).__name__}")
+        factory = check_factory(factory)
         if self._closed:
             raise RuntimeClosedError("the runtime was stopped")
         if name in self._types:
@@ -666,8 +668,7 @@ class GrpcAgentRuntime:
         """Send one way through the gateway. Returns once the gateway has the message; a recipient whose type
         no worker hosts, or a handler error, is logged (on this worker and on the hosting one)."""
         recipient = check_agent_id(recipient)
-        if sender is not None:
-            check_agent_id(sender, "sender")
+        check_sender(sender)
         self._check_open()
         if cancellation_token is not None and cancellation_token.is_cancelled():
             raise asyncio.CancelledError("cancelled by CancellationToken before sending")
@@ -689,8 +690,7 @@ class GrpcAgentRuntime:
         # The checks of check_agent_id / check_timeout / _check_open, with their common case first.
         if recipient.__class__ is not AgentId:
             recipient = check_agent_id(recipient)
-        if sender is not None:
-            check_agent_id(sender, "sender")
+        check_sender(sender)
         if type(timeout) is not float or not 0.0 < timeout < math.inf:
             timeout = check_timeout(timeout)
         if self._closed or not self._started:
@@ -785,8 +785,7 @@ class GrpcAgentRuntime:
     async def broadcast(self, message: Any, agent_type: str | AgentType, *, sender: AgentId | None = None) -> None:
         """Send one way to every active agent of `agent_type` on every worker (except `sender`)."""
         name = agent_type_name(agent_type)
-        if sender is not None:
-            check_agent_id(sender, "sender")
+        check_sender(sender)
         self._check_open()
         envelope = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender, broadcast_type=name)
         await self._post(envelope)
@@ -828,10 +827,3 @@ def _resume(coro: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, 
 
 class _Expired(Exception):
     """Set on an RPC's future when its deadline passes."""
-
-
-def _positive(value: object, name: str) -> float:
-    checked = check_timeout(value, name)
-    if checked is None:
-        raise ValueError(f"{name} must be a positive number of seconds, got None")
-    return checked
