@@ -107,6 +107,10 @@ class TestPipelineConformance(ChatClientConformance):
     def make_server(self) -> LoopbackServer:
         return OpenAIServer(api_key=SECRET)
 
+    def dump_environment(self, client: ChatCompletionClient) -> dict[str, str]:
+        # The pipeline's dump nests the OpenAI client's config, whose api_key_env is OPENAI_API_KEY.
+        return {"OPENAI_API_KEY": SECRET}
+
     def make_client(self, server: LoopbackServer, **kwargs: Any) -> ChatCompletionClient:
         max_retries = kwargs.pop("max_retries", 3)
         assert isinstance(server, OpenAIServer)
