@@ -30,6 +30,8 @@ from ext.core import (
     ChatCompletionClient,
     ChatItem,
     ChatMiddleware,
+    Component,
+    ComponentError,
     ConfigurationError,
     CreateNext,
     CreateResult,
@@ -43,6 +45,7 @@ from ext.core import (
     ToolCallStarted,
     UserMessage,
     build_client,
+    load_component,
     load_pipeline,
 )
 from ext.models.openai import OpenAIChatCompletionClient
@@ -60,10 +63,6 @@ class Passthrough(ChatMiddleware):
     def __init__(self) -> None:
         self.creates = 0
         self.streams = 0
-
-    def _undumpable_settings(self) -> dict[str, str]:
-        # A config can name only registered components; this class lives in a test module.
-        return {"middleware": "Passthrough is defined in a test module, not registered under ext.components"}
 
     async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
         self.creates += 1
@@ -121,6 +120,28 @@ class TestPipelineConformance(ChatClientConformance):
             .use(Passthrough())
             .build()
         )
+
+    async def test_dump_round_trip_loses_nothing(
+        self, server: LoopbackServer, client: ChatCompletionClient, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # `Passthrough` is defined in this module, not registered by an installed distribution, so this chain's
+        # dump loads only with it allowed: loading says so, naming it. The same chain without it (every part
+        # registered) goes through the suite's round trip.
+        assert isinstance(client, Component)
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        with pytest.raises(ComponentError, match=r"test_pipeline_wire\.Passthrough' is not a registered ext component"):
+            load_component(client.dump_component().model_dump_json())
+        assert isinstance(server, OpenAIServer)
+        registered = (
+            ChatClientBuilder(bare(server))
+            .use_logging(include_content=True)
+            .use_retry(RetryPolicy(max_retries=3))
+            .build()
+        )
+        try:
+            await super().test_dump_round_trip_loses_nothing(server, registered, monkeypatch)
+        finally:
+            await registered.close()
 
 
 class TestInMemoryCacheStore(CacheStoreConformance):

@@ -24,7 +24,14 @@ import pytest
 
 from ext.runtime.grpc.testing import start_gateway_process
 from ext.testing.script import Reply
-from ext.testing.servers import AnthropicServer, AzureAIServer, BedrockServer, OpenAIServer, RecordedRequest
+from ext.testing.servers import (
+    AnthropicServer,
+    AzureAIServer,
+    BedrockServer,
+    OllamaServer,
+    OpenAIServer,
+    RecordedRequest,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 READMES = [ROOT / "README.md", *sorted(ROOT.glob("packages/*/README.md"))]
@@ -86,8 +93,10 @@ async def _run(code: str, tmp_path: Path, gateway_address: str | None) -> tuple[
         AnthropicServer(default=_answer) as anthropic_server,
         BedrockServer(default=_answer) as bedrock_server,
         AzureAIServer(api_key="azure-ai-readme-example", default=_answer) as azure_ai_server,
+        OllamaServer(default=_answer) as ollama_server,
     ):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "AZURE_", "AWS_"))}
+        prefixes = ("OPENAI_", "ANTHROPIC_", "AZURE_", "AWS_", "OLLAMA_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
         env.update(
             OPENAI_BASE_URL=openai_server.base_url + "/v1",
             OPENAI_API_KEY="sk-readme-example",
@@ -100,8 +109,9 @@ async def _run(code: str, tmp_path: Path, gateway_address: str | None) -> tuple[
             AWS_SECRET_ACCESS_KEY="loopback-secret-key",  # BedrockServer's default
             AWS_CONFIG_FILE=str(tmp_path / "no-aws-config"),
             AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-aws-credentials"),
-            AZURE_AI_ENDPOINT=azure_ai_server.base_url,
+            AZURE_AI_ENDPOINT=azure_ai_server.base_url + "/models",
             AZURE_AI_API_KEY="azure-ai-readme-example",
+            OLLAMA_HOST=ollama_server.base_url,
             WEATHER_API_TOKEN="readme-example-token",  # the ext-tools-http example's headers_env reference
         )
         if gateway_address is not None:

@@ -18,6 +18,9 @@ from ext.core._runtime import (
     UndeliverableError,
     agent_type_name,
     check_agent_id,
+    check_factory,
+    check_seconds,
+    check_sender,
     check_timeout,
     message_handler,
 )
@@ -214,6 +217,19 @@ def test_argument_checks() -> None:
     for bad in (0, -1, float("inf"), float("nan"), True, "1"):
         with pytest.raises(ValueError, match="timeout must be a positive number"):
             check_timeout(bad)
+    assert check_seconds(3, "stop_timeout") == 3.0
+    with pytest.raises(ValueError, match="stop_timeout must be a positive number of seconds, got None"):
+        check_seconds(None, "stop_timeout")
+    with pytest.raises(ValueError, match="stop_timeout must be a positive number of seconds or None, got 0"):
+        check_seconds(0, "stop_timeout")
+    assert check_sender(None) is None
+    assert check_sender(AgentId("a", "b")) == AgentId("a", "b")
+    with pytest.raises(TypeError, match="sender must be an AgentId, got str"):
+        check_sender("a/b")
+    factory: Any = AgentId
+    assert check_factory(factory) is factory
+    with pytest.raises(TypeError, match=r"factory must be callable as factory\(agent_id, runtime\), got str"):
+        check_factory("writer")
 
 
 def test_runtime_protocol_is_structural() -> None:

@@ -4,12 +4,21 @@ import asyncio
 import enum
 import json
 import threading
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import pytest
 from pydantic import BaseModel, Field
 
-from ext.core import BaseTool, CancellationToken, FunctionTool, Tool, ToolArgumentsError, value_as_string
+from ext.core import (
+    BaseTool,
+    CancellationToken,
+    FunctionTool,
+    SchemaTool,
+    Tool,
+    ToolArgumentsError,
+    ToolSchema,
+    value_as_string,
+)
 
 
 class Unit(enum.Enum):
@@ -153,3 +162,30 @@ async def test_base_tool_subclass() -> None:
     assert tool.args_type is Args
     with pytest.raises(ToolArgumentsError, match="must be an object"):
         await tool.run_json(["x"])  # type: ignore[arg-type]
+
+
+class _Echo(SchemaTool[BaseModel]):
+    def __init__(self) -> None:
+        self._name = "echo"
+        self._description = "Echo the arguments."
+        self._schema = {"name": "echo", "description": "Echo the arguments.", "parameters": {"type": "object"}}
+
+    async def run_json(
+        self, args: Any, cancellation_token: CancellationToken | None = None, call_id: str | None = None
+    ) -> Any:
+        self._check_args_object(args)
+        return dict(args)
+
+
+async def test_schema_tool_gives_the_tool_protocol() -> None:
+    tool = _Echo()
+    assert isinstance(tool, Tool)
+    assert (tool.name, tool.description) == ("echo", "Echo the arguments.")
+    expected: ToolSchema = {"name": "echo", "description": "Echo the arguments.", "parameters": {"type": "object"}}
+    assert tool.schema == expected
+    assert tool.component_type == "tool"
+    assert await tool.run_json({"a": 1}) == {"a": 1}
+    assert tool.return_value_as_string({"a": 1}) == '{"a": 1}'
+    assert repr(tool) == "_Echo(name='echo')"
+    with pytest.raises(ToolArgumentsError, match=r"arguments for tool 'echo' must be an object, got list"):
+        await tool.run_json([1])

@@ -8,7 +8,7 @@ import botocore.exceptions
 
 from ext.core import ChatCompletionClient
 from ext.models.bedrock import AnthropicBedrockChatCompletionClient
-from ext.testing.conformance import ChatClientConformance
+from ext.testing.conformance import AnthropicMessagesConformance
 from ext.testing.servers import LoopbackServer
 from ext.testing.servers.bedrock import BedrockServer
 
@@ -18,33 +18,12 @@ REGION = "eu-central-1"
 MODEL = "eu.anthropic.claude-sonnet-5-5-v1:0"
 
 
-class TestBedrockConformance(ChatClientConformance):
+class TestBedrockConformance(AnthropicMessagesConformance):
     rate_limit_error = botocore.exceptions.ClientError
     server_error = botocore.exceptions.ClientError
     connection_error = (botocore.exceptions.ConnectionClosedError, botocore.exceptions.EndpointConnectionError)
     timeout_error = botocore.exceptions.ReadTimeoutError
     secret = SECRET
-    features = frozenset(
-        {
-            "vision",
-            "json_mode",
-            "structured_output",
-            "parallel_tool_calls",
-            "tool_choice_none",
-            "tool_choice_required",
-            "tool_choice_named",
-            "tool_result_is_error",
-            "thought",
-            "model_id_on_wire",
-            "content_filter",
-        }
-    )
-    unsupported_options = [
-        ({"temperature": 1.5}, "temperature"),
-        ({"frequency_penalty": 0.5}, "frequency_penalty"),
-        ({"presence_penalty": 0.5}, "presence_penalty"),
-        ({"seed": 7}, "seed"),
-    ]
 
     def make_server(self) -> LoopbackServer:
         return BedrockServer(access_key=ACCESS_KEY, secret_key=SECRET, region=REGION)

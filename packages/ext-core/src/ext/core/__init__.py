@@ -124,12 +124,15 @@ from ._runtime import (
     UndeliverableError,
     agent_type_name,
     check_agent_id,
+    check_factory,
+    check_seconds,
+    check_sender,
     check_timeout,
     message_handler,
 )
 from ._sse import sse_events
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
-from ._tools import BaseTool, FunctionTool, Tool, ToolSchema, value_as_string
+from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
     AudioResultContent,
     ImageResultContent,
@@ -217,6 +220,7 @@ __all__ = [
     "RetryPolicy",
     "RoutedAgent",
     "RuntimeClosedError",
+    "SchemaTool",
     "StaticWorkbench",
     "StreamChunk",
     "SystemMessage",
@@ -238,6 +242,9 @@ __all__ = [
     "agent_type_name",
     "arguments_to_json",
     "check_agent_id",
+    "check_factory",
+    "check_seconds",
+    "check_sender",
     "check_timeout",
     "check_tool_name",
     "dump_messages",

@@ -12,7 +12,7 @@ import types
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Protocol, TypeVar, Union, overload, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, Union, cast, overload, runtime_checkable
 
 from ._agent_id import AgentId, AgentType
 from ._cancellation import CancellationToken
@@ -200,6 +200,26 @@ def check_timeout(value: object, argument: str = "timeout") -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{argument} must be a positive number of seconds or None, got {value!r}")
     return float(value)
+
+
+def check_seconds(value: object, argument: str) -> float:
+    """A positive finite number of seconds (None refused): `check_timeout` for a setting that must bound."""
+    checked = check_timeout(value, argument)
+    if checked is None:
+        raise ValueError(f"{argument} must be a positive number of seconds, got None")
+    return checked
+
+
+def check_sender(value: object) -> AgentId | None:
+    """`value` if it is an `AgentId` or None; a `TypeError` naming `sender` otherwise."""
+    return None if value is None else check_agent_id(value, "sender")
+
+
+def check_factory(value: object) -> AgentFactory:
+    """`value` if it is callable (as `factory(agent_id, runtime)`); a `TypeError` otherwise."""
+    if not callable(value):
+        raise TypeError(f"factory must be callable as factory(agent_id, runtime), got {type(value).__name__}")
+    return cast("AgentFactory", value)
 
 
 # --- agents ------------------------------------------------------------------------------------------
@@ -410,6 +430,9 @@ __all__ = [
     "UndeliverableError",
     "agent_type_name",
     "check_agent_id",
+    "check_factory",
+    "check_seconds",
+    "check_sender",
     "check_timeout",
     "message_handler",
 ]

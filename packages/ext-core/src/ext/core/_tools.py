@@ -1,4 +1,5 @@
-"""Tools: the `Tool` protocol, `BaseTool`, and `FunctionTool` (schema from type hints)."""
+"""Tools: the `Tool` protocol, `SchemaTool` (what every tool class shares), `BaseTool`, and `FunctionTool`
+(schema from type hints)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from ._cancellation import CancellationToken, run_cancellable
-from ._component import Component
+from ._component import Component, ConfigT
 from ._errors import ComponentError, ToolArgumentsError
 from ._mapping import check_tool_name, normalize_parameters
 
@@ -74,17 +75,16 @@ def _validation_message(tool: str, exc: ValidationError) -> str:
     return f"invalid arguments for tool {tool!r}: " + "; ".join(parts)
 
 
-class BaseTool(ABC, Component[BaseModel]):
-    """A tool with pydantic-validated arguments. Subclasses implement `run`."""
+class SchemaTool(Component[ConfigT]):
+    """The plumbing every tool class shares (`BaseTool` here, `HttpTool`, `LangChainToolAdapter`): `name`,
+    `description` and `schema` read from `_name`, `_description` and `_schema`, which a subclass sets in
+    `__init__` (`_name` through `check_tool_name`), the check that arguments are an object, and
+    `return_value_as_string`. A subclass implements `run_json`."""
 
     component_type = "tool"
-
-    def __init__(self, *, name: str, description: str, args_type: type[BaseModel], strict: bool = False) -> None:
-        self._name = check_tool_name(name)
-        self._description = description
-        self._args_type = args_type
-        self._strict = strict
-        self._schema: ToolSchema | None = None
+    _name: str
+    _description: str
+    _schema: ToolSchema
 
     @property
     def name(self) -> str:
@@ -95,12 +95,38 @@ class BaseTool(ABC, Component[BaseModel]):
         return self._description
 
     @property
+    def schema(self) -> ToolSchema:
+        return self._schema
+
+    def _check_args_object(self, args: object) -> None:
+        """`ToolArgumentsError` unless `args` is a mapping (a model may send a list, a string or null)."""
+        if not isinstance(args, Mapping):
+            raise ToolArgumentsError(f"arguments for tool {self._name!r} must be an object, got {type(args).__name__}")
+
+    def return_value_as_string(self, value: Any) -> str:
+        return value_as_string(value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self._name!r})"
+
+
+class BaseTool(ABC, SchemaTool[BaseModel]):
+    """A tool with pydantic-validated arguments. Subclasses implement `run`."""
+
+    def __init__(self, *, name: str, description: str, args_type: type[BaseModel], strict: bool = False) -> None:
+        self._name = check_tool_name(name)
+        self._description = description
+        self._args_type = args_type
+        self._strict = strict
+        self._schema_made: ToolSchema | None = None
+
+    @property
     def args_type(self) -> type[BaseModel]:
         return self._args_type
 
     @property
     def schema(self) -> ToolSchema:
-        if self._schema is None:
+        if self._schema_made is None:
             schema: ToolSchema = {
                 "name": self._name,
                 "description": self._description,
@@ -108,13 +134,12 @@ class BaseTool(ABC, Component[BaseModel]):
             }
             if self._strict:
                 schema["strict"] = True
-            self._schema = schema
-        return self._schema
+            self._schema_made = schema
+        return self._schema_made
 
     def validate_args(self, args: Mapping[str, Any]) -> BaseModel:
         """The arguments as the args model; `ToolArgumentsError` naming each bad argument otherwise."""
-        if not isinstance(args, Mapping):
-            raise ToolArgumentsError(f"arguments for tool {self._name!r} must be an object, got {type(args).__name__}")
+        self._check_args_object(args)
         try:
             return self._args_type.model_validate(dict(args))
         except ValidationError as exc:
@@ -129,12 +154,6 @@ class BaseTool(ABC, Component[BaseModel]):
     @abstractmethod
     async def run(self, args: Any, cancellation_token: CancellationToken | None) -> Any:
         """Run with validated arguments."""
-
-    def return_value_as_string(self, value: Any) -> str:
-        return value_as_string(value)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self._name!r})"
 
 
 def _description_of(annotation: Any) -> str | None:

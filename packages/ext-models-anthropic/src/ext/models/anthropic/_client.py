@@ -16,20 +16,13 @@ import httpx2
 from pydantic import BaseModel, SecretStr
 
 from ext.core import (
-    CancellationToken,
-    CancelScope,
     ChatOptions,
     ChatRequest,
     ConfigurationError,
     CreateResult,
     EventStream,
-    LLMMessage,
     ModelInfo,
     RetryPolicy,
-    Tool,
-    ToolSchema,
-    config_from_arguments,
-    estimate_tokens,
     json_loads,
     resolve_secret,
     resolve_secret_map,
@@ -61,6 +54,8 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
     component_config_schema: ClassVar[type[BaseModel]] = AnthropicClientConfig
     component_provider_override: ClassVar[str | None] = "ext.models.anthropic.AnthropicChatCompletionClient"
     _config: AnthropicClientConfig
+    _count_tokens_api = "count_tokens endpoint"
+    _count_tokens_errors = (anthropic.AnthropicError,)
 
     def __init__(
         self,
@@ -88,9 +83,7 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         owner = type(self).__name__
-        if isinstance(stop_sequences, str):
-            stop_sequences = [stop_sequences]
-        config = config_from_arguments(AnthropicClientConfig, locals(), owner)
+        config = self._config_from(AnthropicClientConfig, locals())
         key, _ = resolve_secret(config.api_key, config.api_key_env)
         if key is None or not key.get_secret_value():
             where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
@@ -176,35 +169,12 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
 
     # --- tokens ----------------------------------------------------------------------------------
 
-    async def count_tokens_async(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = (),
-        cancellation_token: CancellationToken | None = None,
-    ) -> int:
-        """Prompt tokens as the API counts them (`POST /v1/messages/count_tokens`: system prompt, messages,
-        images, tools and thinking settings). Arguments are validated first (ConfigurationError). If the call
-        fails (network, rate limit, an endpoint without it), returns `ext.core.estimate_tokens` and logs a
-        warning. The sync `count_tokens` always returns that estimate: it cannot wait for the network."""
-        request = self.build_request(messages, cancellation_token, tools=tools)
+    async def _count_tokens(self, request: ChatRequest) -> int:
+        # `POST /v1/messages/count_tokens`: system prompt, messages, images, tools and thinking settings.
         body = map_request(request, self.info_for(request.model), self._wire)
         extra = {key: body[key] for key in _COUNT_KEYS if key in body}
-        try:
-            with CancelScope(cancellation_token):
-                counted = await self._messages.count_tokens(
-                    model=request.model, messages=body["messages"], extra_body=extra
-                )
-            return int(counted.input_tokens)
-        except anthropic.AnthropicError as exc:
-            logger.warning("count_tokens endpoint failed (%s); using the estimate", type(exc).__name__)
-            return estimate_tokens(request.messages, request.tools)
-
-    # --- components ------------------------------------------------------------------------------
-
-    @classmethod
-    def _from_config(cls, config: AnthropicClientConfig) -> AnthropicChatCompletionClient:
-        return cls(**config.model_dump())
+        counted = await self._messages.count_tokens(model=request.model, messages=body["messages"], extra_body=extra)
+        return int(counted.input_tokens)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"

@@ -21,22 +21,15 @@ from botocore.config import Config
 from pydantic import BaseModel, SecretStr
 
 from ext.core import (
-    CancellationToken,
-    CancelScope,
     ChatOptions,
     ChatRequest,
     ConfigurationError,
     CreateResult,
     EventStream,
     ExtError,
-    LLMMessage,
     ModelInfo,
     RetryPolicy,
     StreamChunk,
-    Tool,
-    ToolSchema,
-    config_from_arguments,
-    estimate_tokens,
     json_dumps_compact,
     json_loads,
 )
@@ -79,6 +72,8 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
     component_config_schema: ClassVar[type[BaseModel]] = BedrockClientConfig
     component_provider_override: ClassVar[str | None] = "ext.models.bedrock.AnthropicBedrockChatCompletionClient"
     _config: BedrockClientConfig
+    _count_tokens_api = "CountTokens"
+    _count_tokens_errors = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, aiohttp.ClientError)
 
     def __init__(
         self,
@@ -108,9 +103,7 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         owner = type(self).__name__
-        if isinstance(stop_sequences, str):
-            stop_sequences = [stop_sequences]
-        config = config_from_arguments(BedrockClientConfig, locals(), owner)
+        config = self._config_from(BedrockClientConfig, locals())
         if config.extra_body and "anthropic_version" in config.extra_body:
             raise ConfigurationError(f"{owner}: extra_body must not set anthropic_version")
         session_given = session is not None
@@ -273,33 +266,14 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
 
     # --- tokens ----------------------------------------------------------------------------------
 
-    async def count_tokens_async(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = (),
-        cancellation_token: CancellationToken | None = None,
-    ) -> int:
-        """Prompt tokens as Bedrock counts them (the CountTokens API with the InvokeModel body a request would
-        send). Arguments are validated first (ConfigurationError). If the call fails (network, throttling, a
-        model or region without it), returns `ext.core.estimate_tokens` and logs a warning. The sync
-        `count_tokens` always returns that estimate."""
-        request = self.build_request(messages, cancellation_token, tools=tools)
+    async def _count_tokens(self, request: ChatRequest) -> int:
+        # The CountTokens API with the InvokeModel body the request would send.
         body = self._body(request)
-        try:
-            with CancelScope(cancellation_token):
-                runtime = await self._runtime()
-                counted = await runtime.count_tokens(modelId=request.model, input={"invokeModel": {"body": body}})
-            return int(counted["inputTokens"])
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, aiohttp.ClientError) as exc:
-            logger.warning("CountTokens failed (%s); using the estimate", type(exc).__name__)
-            return estimate_tokens(request.messages, request.tools)
+        runtime = await self._runtime()
+        counted = await runtime.count_tokens(modelId=request.model, input={"invokeModel": {"body": body}})
+        return int(counted["inputTokens"])
 
     # --- components ------------------------------------------------------------------------------
-
-    @classmethod
-    def _from_config(cls, config: BedrockClientConfig) -> AnthropicBedrockChatCompletionClient:
-        return cls(**config.model_dump())
 
     def _undumpable_settings(self) -> dict[str, str]:
         settings = super()._undumpable_settings()

@@ -1,6 +1,7 @@
 """ext-runtime-grpc: the distributed agent runtime (gateway, `GrpcAgentRuntime` workers, protobuf and CloudEvents)."""
 
 from .__about__ import __version__
+from ._errors import AuthenticationError
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
 from ._registry import InMemoryRegistry, RedisRegistry, Registry
 from ._serializer import (
@@ -10,7 +11,7 @@ from ._serializer import (
     from_sdk_event,
     to_sdk_event,
 )
-from ._worker import AuthenticationError, GrpcAgentRuntime
+from ._worker import GrpcAgentRuntime
 from .protos.cloudevent_pb2 import CloudEvent
 
 __all__ = [

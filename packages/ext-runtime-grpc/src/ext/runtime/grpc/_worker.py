@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import heapq
 import inspect
 import itertools
 import logging
@@ -20,23 +19,26 @@ from typing import Any
 import grpc
 from pydantic import SecretStr
 
-from ext.core import AgentId, AgentType, CancellationToken, ExtError
+from ext.core import AgentId, AgentType, CancellationToken
 from ext.core._runtime import (
     DEFAULT_RPC_TIMEOUT,
     Agent,
     AgentFactory,
     AgentNotFoundError,
-    CantHandleError,
-    MessageHandlerError,
     RoutedAgent,
     RuntimeClosedError,
     UndeliverableError,
     agent_type_name,
     check_agent_id,
+    check_factory,
+    check_seconds,
+    check_sender,
     check_timeout,
 )
 from ext.runtime.local import Delivery, LocalAgentRuntime
 
+from ._deadlines import Deadlines, Expired
+from ._errors import AuthenticationError, error_of, raise_error
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES
 from ._outbox import Outbox
 from ._serializer import ProtobufMessageSerializer, SerializationError
@@ -51,45 +53,6 @@ DEFAULT_TOKEN_ENV = "EXT_GRPC_TOKEN"
 
 # What a write on a stream that has gone away raises.
 _STREAM_ERRORS = (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError)
-
-
-class AuthenticationError(ExtError, PermissionError):
-    """The gateway rejected this worker's token (or the lack of one)."""
-
-
-_ERROR_KINDS: dict[type[BaseException], int] = {
-    AgentNotFoundError: pb.ERROR_KIND_AGENT_NOT_FOUND,
-    CantHandleError: pb.ERROR_KIND_CANT_HANDLE,
-    SerializationError: pb.ERROR_KIND_BAD_MESSAGE,
-    UndeliverableError: pb.ERROR_KIND_UNDELIVERABLE,
-}
-
-
-def _error_of(exc: BaseException, recipient: AgentId) -> pb.Error:
-    if isinstance(exc, asyncio.CancelledError):
-        return pb.Error(kind=pb.ERROR_KIND_CANCELLED, error_type="CancelledError", message=f"{recipient}: cancelled")
-    for cls, kind in _ERROR_KINDS.items():
-        if isinstance(exc, cls):
-            return pb.Error(kind=kind, error_type=type(exc).__name__, message=str(exc))  # type: ignore[arg-type]
-    text = f"handler of {recipient} raised {type(exc).__name__}: {exc}"
-    return pb.Error(kind=pb.ERROR_KIND_HANDLER, error_type=type(exc).__name__, message=text)
-
-
-def _raise_error(error: pb.Error) -> None:
-    kind = error.kind
-    if kind == pb.ERROR_KIND_AGENT_NOT_FOUND:
-        raise AgentNotFoundError(error.message)
-    if kind == pb.ERROR_KIND_CANT_HANDLE:
-        raise CantHandleError(error.message)
-    if kind == pb.ERROR_KIND_BAD_MESSAGE:
-        raise SerializationError(error.message)
-    if kind in (pb.ERROR_KIND_UNDELIVERABLE, pb.ERROR_KIND_CANCELLED):
-        raise UndeliverableError(error.message)
-    raise MessageHandlerError(error.message, error_type=error.error_type or "Exception")
-
-
-def _pb_id(agent_id: AgentId) -> pb.AgentId:
-    return pb.AgentId(type=agent_id.type, key=agent_id.key)
 
 
 class GrpcAgentRuntime:
@@ -150,9 +113,9 @@ class GrpcAgentRuntime:
             raise TypeError("root_certificates must be PEM bytes")
         if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1024:
             raise ValueError(f"max_message_bytes must be an integer of at least 1024, got {max_message_bytes!r}")
-        self._connect_timeout = _positive(connect_timeout, "connect_timeout")
-        self._backoff = _positive(reconnect_backoff, "reconnect_backoff")
-        self._max_backoff = _positive(reconnect_max_backoff, "reconnect_max_backoff")
+        self._connect_timeout = check_seconds(connect_timeout, "connect_timeout")
+        self._backoff = check_seconds(reconnect_backoff, "reconnect_backoff")
+        self._max_backoff = check_seconds(reconnect_max_backoff, "reconnect_max_backoff")
         self._address = address if isinstance(address, str) else None
         self._token = token
         self._tls = tls or root_certificates is not None
@@ -167,9 +130,7 @@ class GrpcAgentRuntime:
         self._pending: dict[str, asyncio.Future[Any]] = {}
         # RPC deadlines: (when, request id, future), earliest first, with one loop timer for the earliest. An
         # answered RPC's entry is dropped when it comes up (or in a sweep), so no timer is cancelled per RPC.
-        self._deadlines: list[tuple[float, str, asyncio.Future[Any]]] = []
-        self._deadline_timer: asyncio.TimerHandle | None = None
-        self._deadline_at = math.inf
+        self._deadlines = Deadlines()
         self._hosted: dict[str, Delivery] = {}
         self._ids = itertools.count(1)
         self._worker_id = ""
@@ -226,9 +187,6 @@ class GrpcAgentRuntime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._supervisor
         self._fail_pending(RuntimeClosedError("the runtime was stopped"))
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-            self._deadline_timer = None
         self._deadlines.clear()
         await self._close_call()
         if self._owns_channel and self._channel is not None:
@@ -554,7 +512,7 @@ class GrpcAgentRuntime:
                 return
         if not isinstance(error, asyncio.CancelledError):
             logger.debug("handler of %s failed on an RPC: %r", recipient, error)
-        await self._send_response(pb.Response(request_id=request_id, error=_error_of(error, recipient)))
+        await self._send_response(pb.Response(request_id=request_id, error=error_of(error, recipient)))
 
     async def _send_response(self, response: pb.Response) -> None:
         try:
@@ -595,8 +553,7 @@ class GrpcAgentRuntime:
         """Host `agent_type` on this worker (and announce it to the gateway when connected). Pydantic and
         dataclass types that a `RoutedAgent` factory class handles are registered with the serializer."""
         name = agent_type_name(agent_type)
-        if not callable(factory):
-            raise TypeError(f"factory must be callable as factory(agent_id, runtime), got {type(factory).__name__}")
+        factory = check_factory(factory)
         if self._closed:
             raise RuntimeClosedError("the runtime was stopped")
         if name in self._types:
@@ -666,8 +623,7 @@ class GrpcAgentRuntime:
         """Send one way through the gateway. Returns once the gateway has the message; a recipient whose type
         no worker hosts, or a handler error, is logged (on this worker and on the hosting one)."""
         recipient = check_agent_id(recipient)
-        if sender is not None:
-            check_agent_id(sender, "sender")
+        check_sender(sender)
         self._check_open()
         if cancellation_token is not None and cancellation_token.is_cancelled():
             raise asyncio.CancelledError("cancelled by CancellationToken before sending")
@@ -689,8 +645,7 @@ class GrpcAgentRuntime:
         # The checks of check_agent_id / check_timeout / _check_open, with their common case first.
         if recipient.__class__ is not AgentId:
             recipient = check_agent_id(recipient)
-        if sender is not None:
-            check_agent_id(sender, "sender")
+        check_sender(sender)
         if type(timeout) is not float or not 0.0 < timeout < math.inf:
             timeout = check_timeout(timeout)
         if self._closed or not self._started:
@@ -721,7 +676,7 @@ class GrpcAgentRuntime:
         pending[request_id] = future
         remove = cancellation_token.add_callback(future.cancel) if cancellation_token is not None else None
         if timeout is not None:
-            self._add_deadline(loop, loop.time() + timeout, request_id, future)
+            self._deadlines.add(loop, loop.time() + timeout, request_id, future, len(pending))
         try:
             try:
                 if sending is not None:
@@ -731,7 +686,7 @@ class GrpcAgentRuntime:
             except _STREAM_ERRORS as exc:
                 raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
             response = await future
-        except _Expired:
+        except Expired:
             await self._cancel_remote(request_id)
             raise TimeoutError(
                 f"no response from {recipient} within {timeout:g} s (message {type(message).__qualname__})"
@@ -744,39 +699,8 @@ class GrpcAgentRuntime:
             if remove is not None:
                 remove()
         if response.HasField("error"):
-            _raise_error(response.error)
+            raise_error(response.error)
         return self.serializer.from_cloud_event(response.event)
-
-    def _add_deadline(
-        self, loop: asyncio.AbstractEventLoop, when: float, request_id: str, future: asyncio.Future[Any]
-    ) -> None:
-        """Fail `future` with `_Expired` at loop time `when` unless it is done by then."""
-        deadlines = self._deadlines
-        if len(deadlines) > 256 and len(deadlines) > 2 * len(self._pending):
-            # Mostly answered RPCs: sweep them out (amortised over the RPCs since the last sweep).
-            deadlines = self._deadlines = [entry for entry in deadlines if not entry[2].done()]
-            heapq.heapify(deadlines)
-        heapq.heappush(deadlines, (when, request_id, future))
-        if when < self._deadline_at:
-            if self._deadline_timer is not None:
-                self._deadline_timer.cancel()
-            self._deadline_timer = loop.call_at(when, self._expire_due, loop)
-            self._deadline_at = when
-
-    def _expire_due(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._deadline_timer = None
-        self._deadline_at = math.inf
-        deadlines = self._deadlines
-        now = loop.time()
-        while deadlines:
-            when, _, future = deadlines[0]
-            if not future.done():
-                if when > now:
-                    self._deadline_timer = loop.call_at(when, self._expire_due, loop)
-                    self._deadline_at = when
-                    return
-                future.set_exception(_Expired())
-            heapq.heappop(deadlines)
 
     async def _cancel_remote(self, request_id: str) -> None:
         with contextlib.suppress(UndeliverableError, RuntimeClosedError):
@@ -785,8 +709,7 @@ class GrpcAgentRuntime:
     async def broadcast(self, message: Any, agent_type: str | AgentType, *, sender: AgentId | None = None) -> None:
         """Send one way to every active agent of `agent_type` on every worker (except `sender`)."""
         name = agent_type_name(agent_type)
-        if sender is not None:
-            check_agent_id(sender, "sender")
+        check_sender(sender)
         self._check_open()
         envelope = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender, broadcast_type=name)
         await self._post(envelope)
@@ -824,14 +747,3 @@ def _resume(coro: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, 
                 waiting_on = coro.send(sent)
             except StopIteration:
                 return
-
-
-class _Expired(Exception):
-    """Set on an RPC's future when its deadline passes."""
-
-
-def _positive(value: object, name: str) -> float:
-    checked = check_timeout(value, name)
-    if checked is None:
-        raise ValueError(f"{name} must be a positive number of seconds, got None")
-    return checked

@@ -22,6 +22,9 @@ from ext.core._runtime import (
     UndeliverableError,
     agent_type_name,
     check_agent_id,
+    check_factory,
+    check_seconds,
+    check_sender,
     check_timeout,
 )
 
@@ -87,10 +90,7 @@ class LocalAgentRuntime:
     """
 
     def __init__(self, *, stop_timeout: float = 5.0) -> None:
-        checked = check_timeout(stop_timeout, "stop_timeout")
-        if checked is None:
-            raise ValueError("stop_timeout must be a positive number of seconds, got None")
-        self._stop_timeout = checked
+        self._stop_timeout = check_seconds(stop_timeout, "stop_timeout")
         self._factories: dict[str, AgentFactory] = {}
         self._slots: dict[AgentId, _Slot] = {}
         self._closed = False
@@ -150,8 +150,7 @@ class LocalAgentRuntime:
     async def register_agent_factory(self, agent_type: str | AgentType, factory: AgentFactory) -> AgentType:
         """Register the factory for `agent_type`; a type can be registered once."""
         name = agent_type_name(agent_type)
-        if not callable(factory):
-            raise TypeError(f"factory must be callable as factory(agent_id, runtime), got {type(factory).__name__}")
+        factory = check_factory(factory)
         self._check_open()
         if name in self._factories:
             raise ValueError(f"agent_type {name!r} is already registered")
@@ -183,8 +182,7 @@ class LocalAgentRuntime:
         """Queue `message` for `recipient` and return; a handler error is logged with its traceback.
         Raises `AgentNotFoundError` at once when no factory is registered for the recipient's type."""
         recipient = check_agent_id(recipient)
-        if sender is not None:
-            check_agent_id(sender, "sender")
+        check_sender(sender)
         self._check_open()
         slot = self._slot(recipient)
         item = self._enqueue(slot, message, MessageContext(recipient, sender, False, self._next_id()), None, None)
@@ -203,8 +201,7 @@ class LocalAgentRuntime:
         """Deliver `message` and return what the handler returns. The handler's exception is re-raised
         as is; after `timeout` seconds the handler is cancelled and `TimeoutError` raised."""
         recipient = check_agent_id(recipient)
-        if sender is not None:
-            check_agent_id(sender, "sender")
+        check_sender(sender)
         timeout = check_timeout(timeout)
         self._check_open()
         slot = self._slot(recipient)
@@ -228,8 +225,7 @@ class LocalAgentRuntime:
     async def broadcast(self, message: Any, agent_type: str | AgentType, *, sender: AgentId | None = None) -> None:
         """Queue `message` for every agent of `agent_type` created so far, except `sender`. Creates no agent."""
         name = agent_type_name(agent_type)
-        if sender is not None:
-            check_agent_id(sender, "sender")
+        check_sender(sender)
         self._check_open()
         if name not in self._factories:
             raise AgentNotFoundError(f"no agent factory is registered for agent type {name!r}")

@@ -1,6 +1,7 @@
 """Conformance suites: base test classes that every `ChatCompletionClient`, `Workbench` and agent
 runtime implementation subclasses in its own tests. A new provider is done when its subclass passes."""
 
+from ext.testing.conformance._anthropic import AnthropicMessagesConformance
 from ext.testing.conformance._cache import CacheStoreConformance
 from ext.testing.conformance._chat import ADD, FEATURES, MULTIPLY, PNG_1PX, ChatClientConformance
 from ext.testing.conformance._component import assert_dump_round_trip, plain_config
@@ -27,6 +28,7 @@ __all__ = [
     "MULTIPLY",
     "PNG_1PX",
     "MESSAGE_TYPES",
+    "AnthropicMessagesConformance",
     "CacheStoreConformance",
     "ChatClientConformance",
     "EchoAgent",

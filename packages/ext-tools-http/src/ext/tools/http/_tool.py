@@ -19,14 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from ext.core import (
     CancellationToken,
     ClientClosedError,
-    Component,
     ConfigurationError,
-    ToolArgumentsError,
+    SchemaTool,
     ToolSchema,
     check_tool_name,
     normalize_parameters,
     run_cancellable,
-    value_as_string,
 )
 
 from ._errors import (
@@ -94,7 +92,7 @@ class HttpToolConfig(BaseModel):
     timeout: float = Field(default=5.0, gt=0, description="Seconds the whole request may take, > 0.")
 
 
-class HttpTool(Component[HttpToolConfig]):
+class HttpTool(SchemaTool[HttpToolConfig]):
     """Call one HTTP endpoint as a tool.
 
     Sends to `scheme://host:port` + `path`, with `{param}` placeholders filled (percent-encoded) from
@@ -107,7 +105,6 @@ class HttpTool(Component[HttpToolConfig]):
     `return_type="json"` raises `HttpResponseFormatError`; `timeout` raises `HttpTimeoutError`.
     """
 
-    component_type = "tool"
     component_config_schema = HttpToolConfig
     component_provider_override = "ext.tools.http.HttpTool"
 
@@ -167,19 +164,7 @@ class HttpTool(Component[HttpToolConfig]):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
-    # -- Tool protocol ------------------------------------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def description(self) -> str:
-        return self._description
-
-    @property
-    def schema(self) -> ToolSchema:
-        return self._schema
+    # -- Tool protocol (name, description, schema and return_value_as_string: SchemaTool) ----------------------
 
     @property
     def url(self) -> str:
@@ -202,8 +187,7 @@ class HttpTool(Component[HttpToolConfig]):
         self, args: Mapping[str, Any], cancellation_token: CancellationToken | None = None, call_id: str | None = None
     ) -> Any:
         """Validate `args`, send the request and return the body (text, or parsed JSON)."""
-        if not isinstance(args, Mapping):
-            raise ToolArgumentsError(f"arguments for tool {self._name!r} must be an object, got {type(args).__name__}")
+        self._check_args_object(args)
         self._check_args(args, self._name)
         template = self._template
         url = self._base_url + template.fill(args, self._name)
@@ -214,9 +198,6 @@ class HttpTool(Component[HttpToolConfig]):
                 url = f"{url}?{query}"
             return await run_cancellable(self._send(url, None), cancellation_token)
         return await run_cancellable(self._send(url, rest), cancellation_token)
-
-    def return_value_as_string(self, value: Any) -> str:
-        return value_as_string(value)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 

@@ -16,11 +16,11 @@ from pydantic import BaseModel, ValidationError
 
 from ext.core import (
     CancellationToken,
-    Component,
     ComponentError,
     ConfigurationError,
     ExtError,
     Image,
+    SchemaTool,
     ToolArgumentsError,
     ToolSchema,
     check_tool_name,
@@ -36,7 +36,7 @@ class LangChainToolError(ExtError):
     workbench shows the model exactly that text, marked as an error."""
 
 
-class LangChainToolAdapter(Component[BaseModel]):
+class LangChainToolAdapter(SchemaTool[BaseModel]):
     """Any langchain-core tool (`@tool` functions and coroutines, `StructuredTool`, `Tool`, `BaseTool`
     subclasses) as an ext tool.
 
@@ -50,8 +50,6 @@ class LangChainToolAdapter(Component[BaseModel]):
     one with spaces, needs `name=`). `config` is a `RunnableConfig` (callbacks, tags, metadata...)
     passed on every call.
     """
-
-    component_type = "tool"
 
     def __init__(
         self,
@@ -93,18 +91,6 @@ class LangChainToolAdapter(Component[BaseModel]):
         )
 
     @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def description(self) -> str:
-        return self._description
-
-    @property
-    def schema(self) -> ToolSchema:
-        return self._schema
-
-    @property
     def langchain_tool(self) -> LangChainBaseTool:
         """The wrapped tool."""
         return self._tool
@@ -114,8 +100,7 @@ class LangChainToolAdapter(Component[BaseModel]):
     ) -> Any:
         """Run the tool through `ainvoke`. Returns the tool message's content: a string, or a list of
         strings and `Image`s for multi-part content."""
-        if not isinstance(args, Mapping):
-            raise ToolArgumentsError(f"arguments for tool {self._name!r} must be an object, got {type(args).__name__}")
+        self._check_args_object(args)
         missing = [key for key in self._required if key not in args]
         if missing:
             raise ToolArgumentsError(
