@@ -37,11 +37,10 @@ from ext.core._runtime import (
 )
 from ext.runtime.local import Delivery, LocalAgentRuntime
 
-from ._gateway import DEFAULT_MAX_MESSAGE_BYTES
+from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, OPEN_CHANNEL, Malformed, parse_message
 from ._outbox import Outbox
 from ._serializer import ProtobufMessageSerializer, SerializationError
 from .protos import agent_worker_pb2 as pb
-from .protos import agent_worker_pb2_grpc as pb_grpc
 
 logger = logging.getLogger(__name__)
 
@@ -262,11 +261,14 @@ class GrpcAgentRuntime:
     async def _connect(self) -> None:
         if self._channel is None:
             self._channel = self._make_channel()
-        stub = pb_grpc.AgentWorkerStub(self._channel)  # type: ignore[no-untyped-call]
+        # The generated stub, with `parse_message` as the deserializer: a bad frame is reported, not fatal.
+        open_channel = self._channel.stream_stream(
+            OPEN_CHANNEL, request_serializer=pb.Message.SerializeToString, response_deserializer=parse_message
+        )
         metadata = (("authorization", f"Bearer {self._token.get_secret_value()}"),) if self._token else ()
-        call = stub.OpenChannel(metadata=metadata)
+        call = open_channel(metadata=metadata)  # type: ignore[call-arg]  # grpc-stubs: no request_iterator=None
         try:
-            first = await asyncio.wait_for(call.read(), self._connect_timeout)
+            first: Any = await asyncio.wait_for(call.read(), self._connect_timeout)
         except asyncio.TimeoutError:
             call.cancel()
             raise UndeliverableError(
@@ -278,7 +280,7 @@ class GrpcAgentRuntime:
             raise UndeliverableError(
                 f"cannot connect to the gateway at {self._address or '<channel>'}: {exc.code().name} {exc.details()}"
             ) from None
-        if first is _EOF or first.WhichOneof("body") != "hello":
+        if first is _EOF or first.__class__ is Malformed or first.WhichOneof("body") != "hello":
             call.cancel()
             raise UndeliverableError("the gateway did not greet this worker (is it an ext gateway?)")
         self._call = call
@@ -381,6 +383,9 @@ class GrpcAgentRuntime:
                 message = await call.read()
                 if message is _EOF:
                     return
+                if message.__class__ is Malformed:
+                    logger.warning("worker %s dropped an undecodable message: %s", self._worker_id, message.reason)
+                    continue
                 body = message.WhichOneof("body")
                 if body == "response":
                     # An RPC's answer: the caller's hot path, inline.
