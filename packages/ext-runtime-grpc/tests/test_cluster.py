@@ -4,6 +4,9 @@ when their gateway goes away."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable
 
@@ -138,3 +141,37 @@ async def test_worker_fails_over_when_its_gateway_is_killed(redis_server: RedisS
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_cli_replicas_print_their_addresses_and_stop_on_sigterm(redis_server: RedisServer) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ext.runtime.grpc", "gateway", "--replicas", "2", "--port", "0",
+        "--redis-url", redis_server.url, "--redis-prefix", "cli-replicas", "--log-level", "WARNING",
+        env={k: v for k, v in os.environ.items() if not k.startswith("EXT_GRPC")},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        addresses = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(2)]
+        assert len(set(addresses)) == 2 and all(a.startswith("127.0.0.1:") for a in addresses), addresses
+        async with worker(addresses[0]) as host, worker(addresses[1]) as caller:
+            await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, Journal()))
+            assert await answers(caller, "echo/cli")
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        assert b"Traceback" not in err
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_cli_replicas_argument_errors() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ext.runtime.grpc", "gateway", "--replicas", "0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2 and out == b""
+    assert "--replicas must be at least 1" in err.decode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -23,12 +24,14 @@ class LocalCluster:
         redis_url: the Redis to share; `None` starts a throwaway `redis-server` (needs `redis-server` on PATH
             and ext-testing installed, whose helper starts it) and kills it on `stop`.
         host: interface every replica listens on.
+        port: the first replica's port, the next ones on port+1, port+2, ... (default 0: free ports).
         token: the token workers must send (`str` or `SecretStr`); `None`: no authentication.
         lease_seconds: a replica that dies without cleaning up loses its workers after this (default 2 s:
             short, for development; a graceful `stop_replica` removes them at once).
         redis_prefix: key prefix in Redis (default: unique per cluster, so clusters can share one Redis).
         shutdown_grace: seconds each replica's `stop` lets in-flight RPCs finish.
         max_message_bytes: the largest message each replica accepts or sends.
+        tls_cert_file, tls_key_file: PEM files every replica serves TLS with (both or neither).
     """
 
     def __init__(
@@ -37,17 +40,25 @@ class LocalCluster:
         *,
         redis_url: str | None = None,
         host: str = "127.0.0.1",
+        port: int = 0,
         token: str | SecretStr | None = None,
         lease_seconds: float = 2.0,
         redis_prefix: str | None = None,
         shutdown_grace: float = 1.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        tls_cert_file: str | Path | None = None,
+        tls_key_file: str | Path | None = None,
     ) -> None:
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
             raise ValueError(f"replicas must be an integer of at least 1, got {replicas!r}")
         if redis_url is not None and (not isinstance(redis_url, str) or not redis_url):
             raise ValueError(f"redis_url must be a redis:// URL or None, got {redis_url!r}")
+        if isinstance(port, bool) or not isinstance(port, int) or not (port == 0 or 0 < port <= 65536 - replicas):
+            raise ValueError(f"port must be 0 or a port with room for {replicas} consecutive ports, got {port!r}")
         self._replicas = replicas
+        self._port = port
+        self._tls_cert_file = tls_cert_file
+        self._tls_key_file = tls_key_file
         self._redis_url = redis_url
         self._host = host
         self._token = token
@@ -58,7 +69,14 @@ class LocalCluster:
         self._redis_server: Any = None
         self.gateways: list[Gateway] = []
         # Fail before anything starts on a bad argument of the gateways or the registry.
-        Gateway(host=host, token=token, shutdown_grace=shutdown_grace, max_message_bytes=max_message_bytes)
+        Gateway(
+            host=host,
+            token=token,
+            shutdown_grace=shutdown_grace,
+            max_message_bytes=max_message_bytes,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
+        )
         RedisRegistry("redis://127.0.0.1", lease_seconds=lease_seconds)
 
     @property
@@ -94,13 +112,16 @@ class LocalCluster:
                     ) from None
                 self._redis_server = start_redis_server()
                 self._redis_url = self._redis_server.url
-            for _ in range(self._replicas):
+            for index in range(self._replicas):
                 gateway = Gateway(
                     host=self._host,
+                    port=self._port + index if self._port else 0,
                     token=self._token,
                     max_message_bytes=self._max_message_bytes,
                     shutdown_grace=self._shutdown_grace,
                     registry=RedisRegistry(self._redis_url, prefix=self._prefix, lease_seconds=self._lease_seconds),
+                    tls_cert_file=self._tls_cert_file,
+                    tls_key_file=self._tls_key_file,
                 )
                 self.gateways.append(gateway)
                 await gateway.start()
