@@ -7,35 +7,16 @@ import asyncio
 import os
 import signal
 import sys
-import time
-from collections.abc import Awaitable, Callable
 
 import pytest
+from ext_runtime_grpc_support import eventually, worker
 
 from ext.core import AgentId
 from ext.core._runtime import AgentNotFoundError, UndeliverableError
 from ext.runtime.grpc import GrpcAgentRuntime, LocalCluster
 from ext.runtime.grpc.testing import start_gateway_process
-from ext.testing.conformance._runtime import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong, Slow
+from ext.testing.conformance._runtime import EchoAgent, Journal, Ping, Pong, Slow
 from ext.testing.redis import RedisServer
-
-
-def worker(address: str | list[str], **kwargs: object) -> GrpcAgentRuntime:
-    kwargs.setdefault("token_env", None)
-    kwargs.setdefault("connect_timeout", 5)
-    runtime = GrpcAgentRuntime(address, **kwargs)  # type: ignore[arg-type]
-    for message_type in MESSAGE_TYPES:
-        runtime.register_message_type(message_type)
-    return runtime
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    """Poll `check` until true: reconnecting happens on the worker's own schedule (backoff)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met within the timeout")
-        await asyncio.sleep(0.05)
 
 
 async def test_cluster_replicas_share_one_registry(redis_server: RedisServer) -> None:
