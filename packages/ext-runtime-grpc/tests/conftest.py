@@ -15,7 +15,7 @@ from ext.testing.redis import REDIS_BINARY, RedisServer, start_redis_server
 def redis_server() -> Iterator[RedisServer]:
     if REDIS_BINARY is None:
         pytest.fail(
-            "redis-server is not installed: apt-get install -y redis-server (.ci/run installs it); "
+            "redis-server is not installed: apt-get install -y redis-server (tools/test.sh installs it); "
             "these tests need a real Redis"
         )
     server = start_redis_server()

@@ -123,8 +123,9 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         check=False,
     )
     if result.returncode != 0:
-        detail = result.stderr.decode()[-300:]
-        pytest.fail(f"openssl cannot make a test certificate (apt-get install -y openssl): {detail}")
+        pytest.fail(
+            f"openssl cannot make a test certificate (apt-get install -y openssl): {result.stderr.decode()[-300:]}"
+        )
     return cert, key
 
 
