@@ -359,10 +359,39 @@ async def test_gateway_subcommand_serves_and_drains_on_sigterm() -> None:
     assert proc.returncode == 0
 
 
+async def test_gateway_replicas_print_one_address_per_line_and_stop_on_sigterm() -> None:
+    # No --redis-url: the replicas share a throwaway redis-server (needs redis-server on PATH).
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ext.cli", "gateway", "--replicas", "2", "--port", "0", "--log-level", "WARNING",
+        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        lines = [(await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip() for _ in range(2)]
+        if not all(lines):
+            pytest.fail(f"ext gateway --replicas 2 did not start: {(await proc.stderr.read()).decode()[-2000:]}")
+        ports = {int(line.rpartition(":")[2]) for line in lines}
+        assert len(ports) == 2 and all(line.startswith("127.0.0.1:") for line in lines)
+        for port in ports:
+            _reader, writer = await asyncio.open_connection("127.0.0.1", port)  # each replica listens
+            writer.close()
+            await writer.wait_closed()
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        for port in ports:  # stopped
+            with pytest.raises(OSError):
+                await asyncio.open_connection("127.0.0.1", port)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 async def test_gateway_help_is_the_gateways() -> None:
     ran = await run_ext("gateway", "--help")
     assert ran.code == 0
-    assert "usage: ext gateway" in ran.out and "--redis-url" in ran.out
+    assert "usage: ext gateway" in ran.out and "--redis-url" in ran.out and "--replicas" in ran.out
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["chat", "--help"], ["mcp", "--help"]])

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # ext_runtime_grpc_support, shared by the tests
 
 from ext.testing.redis import REDIS_BINARY, RedisServer, start_redis_server
 

@@ -11,43 +11,26 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ext_runtime_grpc_support import eventually, worker
 
 from ext.core import AgentId
 from ext.core._runtime import AgentNotFoundError, UndeliverableError
 from ext.runtime.grpc import AuthenticationError, GrpcAgentRuntime
 from ext.runtime.grpc.testing import GatewayProcess, start_gateway_process
-from ext.testing.conformance._runtime import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong, Slow
+from ext.testing.conformance._runtime import EchoAgent, Journal, Ping, Pong, Slow
 from ext.testing.redis import RedisServer
 
 HERE = Path(__file__).parent
-
-
-def worker(address: str, **kwargs: object) -> GrpcAgentRuntime:
-    kwargs.setdefault("token_env", None)
-    kwargs.setdefault("connect_timeout", 5)
-    runtime = GrpcAgentRuntime(address, **kwargs)  # type: ignore[arg-type]
-    for message_type in MESSAGE_TYPES:
-        runtime.register_message_type(message_type)
-    return runtime
 
 
 async def host_echo(runtime: GrpcAgentRuntime, agent_type: str = "echo") -> Journal:
     journal = Journal()
     await runtime.register_agent_factory(agent_type, lambda aid, rt: EchoAgent(aid, rt, journal))
     return journal
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    """Poll `check` until true; for state another process changes on its own schedule (leases, reconnects)."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met within the timeout")
-        await asyncio.sleep(0.05)
 
 
 @pytest.fixture

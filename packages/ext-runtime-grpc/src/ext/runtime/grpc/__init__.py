@@ -1,6 +1,7 @@
 """ext-runtime-grpc: the distributed agent runtime (gateway, `GrpcAgentRuntime` workers, protobuf and CloudEvents)."""
 
 from .__about__ import __version__
+from ._cluster import LocalCluster
 from ._errors import AuthenticationError
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
 from ._registry import InMemoryRegistry, RedisRegistry, Registry
@@ -22,6 +23,7 @@ __all__ = [
     "Gateway",
     "GrpcAgentRuntime",
     "InMemoryRegistry",
+    "LocalCluster",
     "ProtobufMessageSerializer",
     "RedisRegistry",
     "Registry",

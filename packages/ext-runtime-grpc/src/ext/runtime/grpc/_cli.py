@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from ._cluster import LocalCluster
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
 from ._registry import InMemoryRegistry, RedisRegistry, Registry
 
@@ -36,18 +37,69 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--lease-seconds", type=float, default=10.0, help="registrations of a dead gateway expire after this"
     )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        help="run N gateway replicas sharing one Redis (--redis-url, or a throwaway redis-server) on ports "
+        "--port, --port+1, ...; prints one host:port per line",
+    )
     parser.add_argument("--shutdown-grace", type=float, default=5.0, help="seconds to drain in-flight RPCs")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 
 
+async def _run_cluster(args: argparse.Namespace, token: str | None) -> int:
+    cluster = LocalCluster(
+        args.replicas,
+        redis_url=args.redis_url,
+        host=args.host,
+        port=args.port,
+        token=token,
+        lease_seconds=args.lease_seconds,
+        redis_prefix=args.redis_prefix,
+        shutdown_grace=args.shutdown_grace,
+        max_message_bytes=args.max_message_bytes,
+        tls_cert_file=args.tls_cert,
+        tls_key_file=args.tls_key,
+    )
+    stop = _stop_on_signals()
+    try:
+        addresses = await cluster.start()
+        sys.stdout.write("".join(f"{address}\n" for address in addresses))
+        sys.stdout.flush()
+        await stop.wait()
+    finally:
+        await cluster.stop()
+    await _let_grpc_tasks_end()
+    return 0
+
+
+def _stop_on_signals() -> asyncio.Event:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _let_grpc_tasks_end() -> None:
+    # grpc finishes each closed call in a task of its own. Let those end before `asyncio.run` cancels whatever
+    # is left: cancelled there, grpc logs an ERROR with tracebacks although the shutdown was clean.
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    if others:
+        await asyncio.wait(others, timeout=5.0)
+
+
 async def _run(args: argparse.Namespace) -> int:
+    token = os.environ.get(args.token_env) if args.token_env else None
+    if args.replicas is not None:
+        return await _run_cluster(args, token or None)
     registry: Registry
     if args.redis_url:
         registry = RedisRegistry(args.redis_url, prefix=args.redis_prefix, lease_seconds=args.lease_seconds)
     else:
         registry = InMemoryRegistry()
-    token = os.environ.get(args.token_env) if args.token_env else None
     gateway = Gateway(
         host=args.host,
         port=args.port,
@@ -59,21 +111,14 @@ async def _run(args: argparse.Namespace) -> int:
         shutdown_grace=args.shutdown_grace,
     )
     # Signal handlers go in before the port is announced: whoever reads the port may signal at once.
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = _stop_on_signals()
     port = await gateway.start()
     # The one line on stdout: whoever started the gateway (a supervisor, a test) reads the bound port here.
     sys.stdout.write(f"{port}\n")
     sys.stdout.flush()
     await stop.wait()
     await gateway.stop()
-    # grpc finishes each closed call in a task of its own. Let those end before `asyncio.run` cancels whatever
-    # is left: cancelled there, grpc logs an ERROR with tracebacks although the shutdown was clean.
-    others = asyncio.all_tasks() - {asyncio.current_task()}
-    if others:
-        await asyncio.wait(others, timeout=5.0)
+    await _let_grpc_tasks_end()
     return 0
 
 
@@ -83,11 +128,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "ext-grpc-gateway") -> i
     if (args.tls_cert is None) != (args.tls_key is None):
         print("error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    if args.replicas is not None and args.replicas < 1:
+        print(f"error: --replicas must be at least 1, got {args.replicas}", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         return asyncio.run(_run(args))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -24,7 +24,6 @@ from ext.core import AgentId
 from ._outbox import Outbox
 from ._registry import InMemoryRegistry, Registry
 from .protos import agent_worker_pb2 as pb
-from .protos import agent_worker_pb2_grpc as pb_grpc
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +155,7 @@ class Gateway:
             ("grpc.so_reuseport", 0),
         ]
         server = grpc.aio.server(options=options)
-        pb_grpc.add_AgentWorkerServicer_to_server(_Servicer(self), server)  # type: ignore[no-untyped-call]
+        _add_servicer(self, server)
         target = f"{self._host}:{self._port}"
         if self._tls is not None:
             cert, key = (p.read_bytes() for p in self._tls)
@@ -227,6 +226,12 @@ class Gateway:
                 message = await context.read()
                 if message is _EOF:
                     break
+                if message.__class__ is Malformed:
+                    # Bytes that are not a `Message`: reported to the sender, and the stream goes on.
+                    logger.warning("worker %s sent an undecodable message: %s", conn.worker_id, message.reason)
+                    text = f"a message could not be decoded ({message.reason}); it was dropped"
+                    await conn.send(pb.Message(notice=pb.Notice(error=_error(pb.ERROR_KIND_BAD_MESSAGE, text))))
+                    continue
                 body = message.WhichOneof("body")
                 if body != "batch":
                     try:
@@ -518,9 +523,39 @@ class Gateway:
                 await self._route_response(pb.Message(response=pb.Response(request_id=request_id, error=error)))
 
 
-class _Servicer(pb_grpc.AgentWorkerServicer):
-    def __init__(self, gateway: Gateway) -> None:
-        self._gateway = gateway
+class Malformed:
+    """What the stream yields for bytes that do not parse as a `Message` (instead of grpc ending the stream)."""
 
-    async def OpenChannel(self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        await self._gateway.serve(context)
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def parse_message(data: bytes) -> pb.Message | Malformed:
+    """The stream's deserializer: grpc aborts the whole call when a deserializer raises, so a bad frame is
+    returned as `Malformed` for the handler to report."""
+    try:
+        return pb.Message.FromString(data)
+    except Exception as exc:  # DecodeError, and whatever else protobuf raises on hostile input
+        return Malformed(f"{type(exc).__name__}: {exc}")
+
+
+SERVICE = "ext.runtime.v1.AgentWorker"
+OPEN_CHANNEL = f"/{SERVICE}/OpenChannel"
+
+
+def _add_servicer(gateway: Gateway, server: grpc.aio.Server) -> None:
+    """`add_AgentWorkerServicer_to_server`, with `parse_message` as the request deserializer."""
+
+    async def open_channel(request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        await gateway.serve(context)
+
+    handlers = {
+        "OpenChannel": grpc.stream_stream_rpc_method_handler(
+            open_channel,
+            request_deserializer=parse_message,
+            response_serializer=pb.Message.SerializeToString,
+        )
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))

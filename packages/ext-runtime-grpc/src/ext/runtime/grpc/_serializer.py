@@ -147,7 +147,7 @@ class ProtobufMessageSerializer:
             if message_type == JSON_TYPE:
                 try:
                     return json.loads(bytes(data))
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than Python's stack
                     raise SerializationError(f"payload of type {JSON_TYPE!r} is not valid JSON: {exc}") from None
             cls = self.resolve(message_type)
             if cls is None:

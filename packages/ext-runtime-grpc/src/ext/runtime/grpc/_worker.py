@@ -12,7 +12,7 @@ import math
 import os
 import random
 import types
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -39,11 +39,10 @@ from ext.runtime.local import Delivery, LocalAgentRuntime
 
 from ._deadlines import Deadlines, Expired
 from ._errors import AuthenticationError, error_of, raise_error
-from ._gateway import DEFAULT_MAX_MESSAGE_BYTES
+from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, OPEN_CHANNEL, Malformed, parse_message
 from ._outbox import Outbox
 from ._serializer import ProtobufMessageSerializer, SerializationError
 from .protos import agent_worker_pb2 as pb
-from .protos import agent_worker_pb2_grpc as pb_grpc
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +59,9 @@ class GrpcAgentRuntime:
     through one bidirectional stream to a gateway.
 
     Args:
-        address: `host:port` of the gateway, or a `grpc.aio.Channel` you built (its TLS and options are then
-            yours; it is not closed by `stop`).
+        address: `host:port` of the gateway; a list of them (gateway replicas: the worker connects to the
+            first that answers and, when its gateway goes away, fails over to the next); or a
+            `grpc.aio.Channel` you built (its TLS and options are then yours; it is not closed by `stop`).
         token: the gateway's token (sent as `authorization: Bearer ...`); default: the `token_env` variable.
         token_env: environment variable read when `token` is None (default `EXT_GRPC_TOKEN`).
         root_certificates: PEM CA bundle: connect with TLS trusting it. `tls=True` with no bundle uses the
@@ -79,7 +79,7 @@ class GrpcAgentRuntime:
 
     def __init__(
         self,
-        address: str | grpc.aio.Channel,
+        address: str | Sequence[str] | grpc.aio.Channel,
         *,
         token: str | SecretStr | None = None,
         token_env: str | None = DEFAULT_TOKEN_ENV,
@@ -93,17 +93,27 @@ class GrpcAgentRuntime:
         serializer: ProtobufMessageSerializer | None = None,
         stop_timeout: float = 5.0,
     ) -> None:
-        if isinstance(address, str):
-            host, sep, port = address.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ValueError(f"address must look like 'host:port', got {address!r}")
-            self._channel: grpc.aio.Channel | None = None
-            self._owns_channel = True
-        elif isinstance(address, grpc.aio.Channel):
-            self._channel = address
+        self._addresses: list[str] = []
+        if isinstance(address, grpc.aio.Channel):
+            self._channel: grpc.aio.Channel | None = address
             self._owns_channel = False
+        elif isinstance(address, (str, list, tuple)) and len(address) > 0:
+            self._addresses = [address] if isinstance(address, str) else list(address)
+            for one in self._addresses:
+                if not isinstance(one, str):
+                    raise TypeError(f"address must be 'host:port' strings, got {type(one).__name__} in the list")
+                host, sep, port = one.rpartition(":")
+                if not sep or not host or not port.isdigit():
+                    raise ValueError(f"address must look like 'host:port', got {one!r}")
+            self._channel = None
+            self._owns_channel = True
         else:
-            raise TypeError(f"address must be 'host:port' or a grpc.aio.Channel, got {type(address).__name__}")
+            raise TypeError(
+                "address must be 'host:port', a non-empty list of them, or a grpc.aio.Channel, "
+                f"got {type(address).__name__}"
+            )
+        # Which of `_addresses` the channel goes to (the worker fails over to the next when its gateway goes away).
+        self._address_index = 0
         if token is None and token_env:
             env_value = os.environ.get(token_env)
             token = SecretStr(env_value) if env_value else None
@@ -116,7 +126,6 @@ class GrpcAgentRuntime:
         self._connect_timeout = check_seconds(connect_timeout, "connect_timeout")
         self._backoff = check_seconds(reconnect_backoff, "reconnect_backoff")
         self._max_backoff = check_seconds(reconnect_max_backoff, "reconnect_max_backoff")
-        self._address = address if isinstance(address, str) else None
         self._token = token
         self._tls = tls or root_certificates is not None
         self._root_certificates = root_certificates
@@ -143,6 +152,15 @@ class GrpcAgentRuntime:
         self._stream_done: asyncio.Future[None] | None = None
         self._started = False
         self._closed = False
+
+    @property
+    def _address(self) -> str | None:
+        return self._addresses[self._address_index] if self._addresses else None
+
+    @property
+    def address(self) -> str | None:
+        """The gateway address this worker connects to now (`None` for a channel you gave)."""
+        return self._address
 
     def __repr__(self) -> str:
         target = self._address or "<channel>"
@@ -171,7 +189,7 @@ class GrpcAgentRuntime:
             raise RuntimeClosedError("the runtime was stopped")
         if self._started:
             return
-        await self._connect()
+        await self._connect_any(0)
         self._started = True
         self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
 
@@ -217,14 +235,37 @@ class GrpcAgentRuntime:
             return grpc.aio.secure_channel(self._address, credentials, options=options)
         return grpc.aio.insecure_channel(self._address, options=options)
 
-    async def _connect(self) -> None:
+    async def _connect_any(self, first: int) -> None:
+        """Connect to the first gateway that answers, trying the addresses in turn from index `first`."""
+        count = max(1, len(self._addresses))
+        errors: list[str] = []
+        for step in range(count):
+            try:
+                await self._connect((first + step) % count)
+                return
+            except UndeliverableError as exc:
+                errors.append(str(exc))
+        if count == 1:
+            raise UndeliverableError(errors[0])
+        raise UndeliverableError(f"none of the {count} gateways answered: " + "; ".join(errors))
+
+    async def _connect(self, index: int = 0) -> None:
+        if self._addresses and index != self._address_index:
+            # Another replica: a channel of its own (the old one goes; its stream already ended).
+            old, self._channel = self._channel, None
+            self._address_index = index
+            if old is not None:
+                await old.close(None)
         if self._channel is None:
             self._channel = self._make_channel()
-        stub = pb_grpc.AgentWorkerStub(self._channel)  # type: ignore[no-untyped-call]
+        # The generated stub, with `parse_message` as the deserializer: a bad frame is reported, not fatal.
+        open_channel = self._channel.stream_stream(
+            OPEN_CHANNEL, request_serializer=pb.Message.SerializeToString, response_deserializer=parse_message
+        )
         metadata = (("authorization", f"Bearer {self._token.get_secret_value()}"),) if self._token else ()
-        call = stub.OpenChannel(metadata=metadata)
+        call = open_channel(metadata=metadata)  # type: ignore[call-arg]  # grpc-stubs: no request_iterator=None
         try:
-            first = await asyncio.wait_for(call.read(), self._connect_timeout)
+            first: Any = await asyncio.wait_for(call.read(), self._connect_timeout)
         except asyncio.TimeoutError:
             call.cancel()
             raise UndeliverableError(
@@ -236,7 +277,7 @@ class GrpcAgentRuntime:
             raise UndeliverableError(
                 f"cannot connect to the gateway at {self._address or '<channel>'}: {exc.code().name} {exc.details()}"
             ) from None
-        if first is _EOF or first.WhichOneof("body") != "hello":
+        if first is _EOF or first.__class__ is Malformed or first.WhichOneof("body") != "hello":
             call.cancel()
             raise UndeliverableError("the gateway did not greet this worker (is it an ext gateway?)")
         self._call = call
@@ -279,7 +320,8 @@ class GrpcAgentRuntime:
             while not self._closed:
                 await asyncio.sleep(delay * random.uniform(0.8, 1.2))
                 try:
-                    await self._connect()
+                    # Another replica first: the one just lost is likely gone (a single address: that one again).
+                    await self._connect_any(self._address_index + 1)
                     break
                 except AuthenticationError:
                     logger.error("the gateway rejected this worker's token on reconnect; retrying")
@@ -339,6 +381,9 @@ class GrpcAgentRuntime:
                 message = await call.read()
                 if message is _EOF:
                     return
+                if message.__class__ is Malformed:
+                    logger.warning("worker %s dropped an undecodable message: %s", self._worker_id, message.reason)
+                    continue
                 body = message.WhichOneof("body")
                 if body == "response":
                     # An RPC's answer: the caller's hot path, inline.

@@ -1,0 +1,28 @@
+"""Helpers shared by this package's tests: a worker with the conformance message types, and polling."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from ext.runtime.grpc import GrpcAgentRuntime
+from ext.testing.conformance._runtime import MESSAGE_TYPES
+
+
+def worker(address: str | list[str], **kwargs: object) -> GrpcAgentRuntime:
+    kwargs.setdefault("token_env", None)
+    kwargs.setdefault("connect_timeout", 5)
+    runtime = GrpcAgentRuntime(address, **kwargs)  # type: ignore[arg-type]
+    for message_type in MESSAGE_TYPES:
+        runtime.register_message_type(message_type)
+    return runtime
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    """Poll `check` until true; for state another process changes on its own schedule (leases, reconnects)."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met within the timeout")
+        await asyncio.sleep(0.05)
