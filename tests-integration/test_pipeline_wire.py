@@ -49,7 +49,7 @@ from ext.core import (
     load_pipeline,
 )
 from ext.models.openai import OpenAIChatCompletionClient
-from ext.testing.conformance import CacheStoreConformance, ChatClientConformance
+from ext.testing.conformance import CacheStoreConformance, ChatCompletionsConformance
 from ext.testing.servers import Fault, LoopbackServer, OpenAIServer, Reply, ToolCallSpec
 
 SECRET = "sk-pipeline-secret-0000"
@@ -85,26 +85,12 @@ def bare(server: OpenAIServer, **kwargs: Any) -> OpenAIChatCompletionClient:
     )
 
 
-class TestPipelineConformance(ChatClientConformance):
+class TestPipelineConformance(ChatCompletionsConformance):
     rate_limit_error = openai.RateLimitError
     server_error = openai.InternalServerError
     connection_error = openai.APIConnectionError
     timeout_error = openai.APITimeoutError
     secret = SECRET
-    features = frozenset(
-        {
-            "vision",
-            "json_mode",
-            "structured_output",
-            "parallel_tool_calls",
-            "tool_choice_none",
-            "tool_choice_required",
-            "tool_choice_named",
-            "thought",
-            "model_id_on_wire",
-            "content_filter",
-        }
-    )
     unsupported_options: ClassVar[list[tuple[dict[str, Any], str]]] = [({"top_k": 5}, "top_k")]
 
     def make_server(self) -> LoopbackServer:

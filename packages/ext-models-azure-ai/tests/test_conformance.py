@@ -14,35 +14,20 @@ from azure.core.exceptions import (
 
 from ext.core import ChatCompletionClient
 from ext.models.azure_ai import AzureAIChatCompletionClient
-from ext.testing.conformance import ChatClientConformance
+from ext.testing.conformance import ChatCompletionsConformance
 from ext.testing.credentials import StaticTokenCredential
 from ext.testing.servers import AzureAIServer, LoopbackServer
 
 SECRET = "azure-ai-conformance-secret-0000"
-FEATURES = frozenset(
-    {
-        "vision",
-        "json_mode",
-        "structured_output",
-        "parallel_tool_calls",
-        "tool_choice_none",
-        "tool_choice_required",
-        "tool_choice_named",
-        "thought",
-        "model_id_on_wire",
-        "content_filter",
-    }
-)
 
 
-class _AzureAIErrors(ChatClientConformance):
+class _AzureAIErrors(ChatCompletionsConformance):
     rate_limit_error = HttpResponseError
     server_error = HttpResponseError
     # aiohttp reports a connection closed before the response as ServerDisconnected (a ServiceRequestError)
     connection_error = (ServiceRequestError, ServiceResponseError)
     timeout_error = ServiceResponseTimeoutError
     secret = SECRET
-    features = FEATURES
     # gpt-4o: vision and structured output known to the table
     model = "gpt-4o"
 

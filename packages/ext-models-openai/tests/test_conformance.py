@@ -8,33 +8,18 @@ import openai
 
 from ext.core import ChatCompletionClient
 from ext.models.openai import AzureOpenAIChatCompletionClient, OpenAIChatCompletionClient
-from ext.testing.conformance import ChatClientConformance
+from ext.testing.conformance import ChatCompletionsConformance
 from ext.testing.servers import LoopbackServer, OpenAIServer
 
 SECRET = "sk-conformance-secret-0000"
-FEATURES = frozenset(
-    {
-        "vision",
-        "json_mode",
-        "structured_output",
-        "parallel_tool_calls",
-        "tool_choice_none",
-        "tool_choice_required",
-        "tool_choice_named",
-        "thought",
-        "model_id_on_wire",
-        "content_filter",
-    }
-)
 
 
-class _OpenAIErrors(ChatClientConformance):
+class _OpenAIErrors(ChatCompletionsConformance):
     rate_limit_error = openai.RateLimitError
     server_error = openai.InternalServerError
     connection_error = openai.APIConnectionError
     timeout_error = openai.APITimeoutError
     secret = SECRET
-    features = FEATURES
     unsupported_options = [({"top_k": 5}, "top_k")]
 
 

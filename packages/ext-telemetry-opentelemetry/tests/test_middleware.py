@@ -44,7 +44,7 @@ from ext.core import (
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.telemetry.opentelemetry import OpenTelemetryMiddleware
 from ext.telemetry.opentelemetry._semconv import DURATION_BUCKETS, TOKEN_BUCKETS
-from ext.testing.conformance import ChatClientConformance
+from ext.testing.conformance import ChatCompletionsConformance
 from ext.testing.servers import Fault, LoopbackServer, OpenAIServer, Reply, ToolCallSpec
 
 SECRET = "sk-otel-secret-0000"
@@ -689,7 +689,7 @@ def test_names_match_the_semantic_conventions_package() -> None:
 # --- a traced pipeline is still a client ------------------------------------------------------------------------
 
 
-class TestTracedPipelineConformance(ChatClientConformance):
+class TestTracedPipelineConformance(ChatCompletionsConformance):
     """The shared chat-client suite against a pipeline traced inside and outside a retry, content capture on."""
 
     rate_limit_error = openai.RateLimitError
@@ -697,20 +697,6 @@ class TestTracedPipelineConformance(ChatClientConformance):
     connection_error = openai.APIConnectionError
     timeout_error = openai.APITimeoutError
     secret = SECRET
-    features = frozenset(
-        {
-            "vision",
-            "json_mode",
-            "structured_output",
-            "parallel_tool_calls",
-            "tool_choice_none",
-            "tool_choice_required",
-            "tool_choice_named",
-            "thought",
-            "model_id_on_wire",
-            "content_filter",
-        }
-    )
     unsupported_options: ClassVar[list[tuple[dict[str, Any], str]]] = [({"top_k": 5}, "top_k")]
 
     def make_server(self) -> LoopbackServer:

@@ -4,6 +4,7 @@ runtime implementation subclasses in its own tests. A new provider is done when 
 from ext.testing.conformance._anthropic import AnthropicMessagesConformance
 from ext.testing.conformance._cache import CacheStoreConformance
 from ext.testing.conformance._chat import ADD, FEATURES, MULTIPLY, PNG_1PX, ChatClientConformance
+from ext.testing.conformance._chat_completions import ChatCompletionsConformance
 from ext.testing.conformance._component import assert_dump_round_trip, plain_config
 from ext.testing.conformance._runtime import (
     MESSAGE_TYPES,
@@ -31,6 +32,7 @@ __all__ = [
     "AnthropicMessagesConformance",
     "CacheStoreConformance",
     "ChatClientConformance",
+    "ChatCompletionsConformance",
     "EchoAgent",
     "Fail",
     "GetNotes",
