@@ -230,9 +230,8 @@ class CacheMiddleware(ChatMiddleware):
             _options_key(call.options),
             dict(call.extra_create_args) if call.extra_create_args else None,
         )
-        digest = hashlib.sha256(self._client_identity(call.client))
-        digest.update(to_json(request, fallback=repr))
-        return "ext-chat:" + digest.hexdigest()
+        body = self._client_identity(call.client) + to_json(request, fallback=repr)
+        return "ext-chat:" + hashlib.sha256(body).hexdigest()
 
     # --- the store, tolerating outages ------------------------------------------------------------------
 
@@ -276,7 +275,7 @@ class CacheMiddleware(ChatMiddleware):
     @staticmethod
     def _encode(result: CreateResult, chunks: list[tuple[str, str]] | None) -> bytes:
         # The result's own JSON spliced in: no intermediate dict.
-        body = result.model_dump_json(exclude=_NOT_STORED).encode()
+        body = to_json(result, exclude=_NOT_STORED)
         return b'{"v":%d,"result":%s,"chunks":%s}' % (_ENTRY_VERSION, body, to_json(chunks))
 
     @staticmethod

@@ -76,37 +76,43 @@ class LoggingMiddleware(ChatMiddleware):
         entry = logger.makeRecord(logger.name, level, "", 0, "chat %s", (_Text(record),), None, extra={"chat": record})
         logger.handle(entry)
 
-    def _record(self, operation: str, call: ChatCall, started: float) -> dict[str, Any]:
-        record: dict[str, Any] = {
-            "operation": operation,
-            "provider": call.provider,
-            "model": call.model,
-            "latency_ms": round((time.perf_counter() - started) * 1000.0, 3),
-            "prompt_tokens": None,
-            "completion_tokens": None,
-            "finish_reason": None,
-            "cached": None,
-            "turn": call.turn,
-            "error": None,
-        }
+    def _emit(
+        self, operation: str, call: ChatCall, started: float, result: CreateResult | None, error: str | None
+    ) -> None:
+        latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
+        if result is not None:
+            usage = result.usage
+            record: dict[str, Any] = {
+                "operation": operation,
+                "provider": call.provider,
+                "model": call.model,
+                "latency_ms": latency_ms,
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "finish_reason": result.finish_reason,
+                "cached": result.cached,
+                "turn": call.turn,
+                "error": error,
+            }
+        else:
+            record = {
+                "operation": operation,
+                "provider": call.provider,
+                "model": call.model,
+                "latency_ms": latency_ms,
+                "prompt_tokens": None,
+                "completion_tokens": None,
+                "finish_reason": None,
+                "cached": None,
+                "turn": call.turn,
+                "error": error,
+            }
         if self._include_content:
             record["messages"] = dump_messages(list(call.messages))
-        return record
-
-    def _emit(self, record: dict[str, Any], result: CreateResult | None, error: str | None) -> None:
-        if result is not None:
-            record["prompt_tokens"] = result.usage.prompt_tokens
-            record["completion_tokens"] = result.usage.completion_tokens
-            record["finish_reason"] = result.finish_reason
-            record["cached"] = result.cached
-            if self._include_content:
+            if result is not None:
                 content = result.content
                 record["content"] = content if isinstance(content, str) else [c.model_dump() for c in content]
-        level = self._level
-        if error is not None:
-            record["error"] = error
-            level = self._error_level
-        self._log(level, record)
+        self._log(self._level if error is None else self._error_level, record)
 
     async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
         if not self._logger.isEnabledFor(self._lowest):
@@ -115,9 +121,9 @@ class LoggingMiddleware(ChatMiddleware):
         try:
             result = await next(call)
         except BaseException as exc:
-            self._emit(self._record("create", call, started), None, type(exc).__name__)
+            self._emit("create", call, started, None, type(exc).__name__)
             raise
-        self._emit(self._record("create", call, started), result, None)
+        self._emit("create", call, started, result, None)
         return result
 
     def create_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
@@ -143,7 +149,7 @@ class LoggingMiddleware(ChatMiddleware):
             raise
         finally:
             await _aclose(stream)
-            self._emit(self._record("stream", call, started), result, error)
+            self._emit("stream", call, started, result, error)
 
     async def call_tool(self, invocation: ToolInvocation, next: ToolNext) -> FunctionExecutionResult:
         if not self._logger.isEnabledFor(self._lowest):
