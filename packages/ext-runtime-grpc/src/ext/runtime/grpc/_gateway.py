@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import SecretStr
 
 from ext.core import AgentId
@@ -25,6 +25,7 @@ from ext.core import AgentId
 from ._health import HealthServer
 from ._outbox import Outbox
 from ._registry import InMemoryRegistry, Registry
+from ._secrets import check_token
 from .protos import agent_worker_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -126,8 +127,8 @@ class Gateway:
             raise ValueError(f"health_host must be None or a non-empty string, got {health_host!r}")
         if isinstance(token, str):
             token = SecretStr(token)
-        if token is not None and not token.get_secret_value():
-            raise ValueError("token must not be empty")
+        if token is not None:
+            check_token(token)
         self._host = host
         self._port = port
         self._token = token
@@ -608,7 +609,7 @@ def _add_servicer(gateway: Gateway, server: grpc.aio.Server) -> None:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
 
 
-class _HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]  # grpc_health has no type hints
+class _HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]  # the base is Any in grpc-stubs
     """`grpc.health.v1.Health` with the gateway's readiness, computed on each call (no state to keep in step)."""
 
     SERVICES = ("", SERVICE)
@@ -624,22 +625,20 @@ class _HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]  # g
             return int(health_pb2.HealthCheckResponse.SERVING)
         return int(health_pb2.HealthCheckResponse.NOT_SERVING)
 
-    async def Check(  # noqa: N802 - the generated base's name
+    async def Check(
         self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> health_pb2.HealthCheckResponse:
         if request.service not in self.SERVICES:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
-        return health_pb2.HealthCheckResponse(status=self._status(request.service))  # type: ignore[arg-type]
+        return health_pb2.HealthCheckResponse(status=self._status(request.service))
 
-    async def Watch(  # noqa: N802 - the generated base's name
-        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> None:
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         # Polled (once a second per watcher) rather than pushed: readiness depends on the registry's last answer,
         # which changes on its own. grpc cancels this handler when the watcher goes away or the server stops.
         last = -1
         while True:
             status = self._status(request.service)
             if status != last:
-                await context.write(health_pb2.HealthCheckResponse(status=status))  # type: ignore[arg-type]
+                await context.write(health_pb2.HealthCheckResponse(status=status))
                 last = status
             await asyncio.sleep(self.WATCH_INTERVAL)

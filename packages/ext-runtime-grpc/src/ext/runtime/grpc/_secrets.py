@@ -25,3 +25,13 @@ def read_token_file(path: str | Path, name: str = "token_file") -> SecretStr:
     if "\n" in token or "\r" in token:
         raise ValueError(f"{name} {str(path)!r} holds several lines: it must hold the token alone")
     return SecretStr(token)
+
+
+def check_token(token: SecretStr) -> None:
+    """Raise `ValueError` unless `token` can travel as an HTTP/2 header value (grpc fails every call with
+    "Invalid metadata" otherwise). The message never contains the token."""
+    value = token.get_secret_value()
+    if not value:
+        raise ValueError("token must not be empty")
+    if not all(" " < c <= "~" for c in value):
+        raise ValueError("token must be printable ASCII without spaces or newlines (it is sent as a header)")

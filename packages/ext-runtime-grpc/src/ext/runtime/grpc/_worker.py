@@ -12,8 +12,8 @@ import math
 import os
 import random
 import types
-from pathlib import Path
 from collections.abc import Coroutine, Generator, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -42,7 +42,7 @@ from ._deadlines import Deadlines, Expired
 from ._errors import AuthenticationError, error_of, raise_error
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, OPEN_CHANNEL, Malformed, parse_message
 from ._outbox import Outbox
-from ._secrets import read_token_file
+from ._secrets import check_token, read_token_file
 from ._serializer import ProtobufMessageSerializer, SerializationError
 from .protos import agent_worker_pb2 as pb
 
@@ -136,6 +136,8 @@ class GrpcAgentRuntime:
                 token = read_token_file(file_value, f"{token_env}_FILE")
         elif isinstance(token, str):
             token = SecretStr(token)
+        if token is not None:
+            check_token(token)
         if root_certificates is not None and not isinstance(root_certificates, bytes):
             raise TypeError("root_certificates must be PEM bytes")
         if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1024:
