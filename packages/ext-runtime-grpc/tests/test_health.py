@@ -14,7 +14,7 @@ from ext_runtime_grpc_support import eventually, worker
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ext.core import AgentId, MessageContext, RoutedAgent, message_handler
-from ext.runtime.grpc import Gateway, GrpcAgentRuntime, RedisRegistry
+from ext.runtime.grpc import Gateway, GrpcAgentRuntime, LocalCluster, RedisRegistry
 from ext.runtime.grpc import _health as health_module
 from ext.runtime.grpc.testing import start_gateway_process
 from ext.testing.conformance._runtime import Ping, Pong
@@ -216,3 +216,32 @@ async def test_sigterm_turns_readiness_off_at_once_then_drains() -> None:
         Held.gate.set()
         await runtime.stop()
         process.kill()
+
+
+async def test_a_health_port_in_use_fails_start_before_the_grpc_port_is_bound() -> None:
+    blocker = Gateway(health_port=0)
+    await blocker.start()
+    try:
+        port = free_port()
+        gateway = Gateway(port=port, health_port=blocker.health_port)
+        with pytest.raises(OSError):
+            await gateway.start()
+        # The gRPC port it had bound is free again: a gateway can take it.
+        again = Gateway(port=port)
+        assert await again.start() == port
+        await again.stop()
+    finally:
+        await blocker.stop()
+
+
+async def test_local_cluster_replicas_each_get_a_health_port(redis_server: RedisServer) -> None:
+    async with LocalCluster(2, redis_url=redis_server.url, health_port=0) as cluster:
+        ports = [gateway.health_port for gateway in cluster.gateways]
+        assert len(set(ports)) == 2 and all(ports)
+        for port in ports:
+            assert port is not None
+            assert await get(port, "/readyz") == (200, "ready\n")
+        await cluster.stop_replica(0)
+        assert await get(ports[1] or 0, "/readyz") == (200, "ready\n")
+        with pytest.raises(OSError):
+            await get(ports[0] or 0, "/readyz")

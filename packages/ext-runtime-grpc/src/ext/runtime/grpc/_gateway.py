@@ -185,6 +185,22 @@ class Gateway:
         """Listen and return the bound port."""
         if self._server is not None:
             return self._port
+        # The health port first: failing to bind it then leaves nothing else bound (grpc keeps a port bound by
+        # add_*_port until its server object is collected, started or not).
+        if self._health is not None:
+            await self._health.start()
+        try:
+            server, bound = await self._start_grpc()
+        except BaseException:
+            if self._health is not None:
+                await self._health.stop()
+            raise
+        self._server = server
+        self._port = bound
+        logger.info("gateway %s listening on %s:%d (tls=%s)", self.gateway_id, self._host, bound, self._tls is not None)
+        return bound
+
+    async def _start_grpc(self) -> tuple[grpc.aio.Server, int]:
         options = [
             ("grpc.max_receive_message_length", self._max_message_bytes),
             ("grpc.max_send_message_length", self._max_message_bytes),
@@ -203,19 +219,8 @@ class Gateway:
         if bound == 0:
             raise OSError(f"cannot listen on {target}")
         await self._registry.start(self.gateway_id, self._on_forward, self._on_gateway_gone)
-        try:
-            if self._health is not None:
-                await self._health.start()
-            await server.start()
-        except BaseException:
-            if self._health is not None:
-                await self._health.stop()
-            await self._registry.close()
-            raise
-        self._server = server
-        self._port = bound
-        logger.info("gateway %s listening on %s:%d (tls=%s)", self.gateway_id, self._host, bound, self._tls is not None)
-        return bound
+        await server.start()
+        return server, bound
 
     async def stop(self, grace: float | None = None) -> None:
         """Graceful shutdown: refuse new workers and requests, wait up to `grace` (default `shutdown_grace`)
