@@ -19,7 +19,6 @@ import asyncio
 import importlib.util
 import os
 import re
-import selectors
 import shutil
 import signal
 import subprocess
@@ -35,6 +34,7 @@ import dockerfile
 import kubernetes_validate
 import pytest
 import yaml
+from ext_runtime_grpc_support import read_line
 
 from ext.core import AgentId
 from ext.runtime.grpc import GrpcAgentRuntime
@@ -377,15 +377,6 @@ def start_echo_worker(env: dict[str, str]) -> subprocess.Popen[str]:
         text=True,
         env=env,
     )
-
-
-def read_line(process: subprocess.Popen[str], timeout: float) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    ready = selector.select(timeout=timeout)
-    selector.close()
-    return process.stdout.readline().strip() if ready else ""
 
 
 async def http_status(port: int, path: str) -> int:
