@@ -144,7 +144,14 @@ async def test_readiness_follows_redis_going_away_and_coming_back() -> None:
         port = gateway.health_port
         assert port is not None
         assert await get(port, "/readyz") == (200, "ready\n")
+        # A Watch (the streaming half of grpc.health.v1) sees the change without asking again.
+        channel = grpc.aio.insecure_channel(gateway.address)
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+        assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
         redis.stop()
+        assert (await asyncio.wait_for(watch.read(), 15)).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        watch.cancel()
+        await channel.close()
 
         async def not_ready() -> bool:
             return (await get(port, "/readyz"))[0] == 503

@@ -284,15 +284,20 @@ class RedisRegistry(Registry):
 
     async def _listen(self) -> None:
         inbox_channel = self._key("inbox", self.gateway_id).encode()
+        failing = False
         while True:
             try:
                 item = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                logger.exception("reading from Redis pub/sub failed; retrying")
+                # Once per outage with the traceback, then quietly (it retries twice a second until Redis is back).
+                if not failing:
+                    logger.exception("reading from Redis pub/sub failed; retrying")
+                failing = True
                 await asyncio.sleep(0.5)
                 continue
+            failing = False
             if item is None:
                 continue
             channel, data = item["channel"], item["data"]
