@@ -151,7 +151,7 @@ async def test_readiness_follows_redis_going_away_and_coming_back() -> None:
         redis.stop()
         assert (await asyncio.wait_for(watch.read(), 15)).status == health_pb2.HealthCheckResponse.NOT_SERVING
         watch.cancel()
-        await channel.close()
+        await channel.close(None)
 
         async def not_ready() -> bool:
             return (await get(port, "/readyz"))[0] == 503
