@@ -12,7 +12,7 @@ import pytest
 from ext_runtime_grpc_support import worker
 
 from ext.core import AgentId
-from ext.runtime.grpc import AuthenticationError, GrpcAgentRuntime
+from ext.runtime.grpc import AuthenticationError, Gateway, GrpcAgentRuntime
 from ext.runtime.grpc._secrets import read_token_file
 from ext.runtime.grpc.testing import start_gateway_process
 from ext.testing.conformance._runtime import EchoAgent, Journal, Ping
@@ -124,3 +124,11 @@ def test_gateway_refuses_an_unreadable_empty_or_doubled_token(tmp_path: Path, to
     assert "both --token-file and the EXT_GRPC_GATEWAY_TOKEN variable are set" in both.stderr
     for ran in (missing, empty, both):
         assert ran.stdout == "" and SECRET not in ran.stderr
+
+
+@pytest.mark.parametrize("token", [SECRET + "\n", "two words", "t\u00f6ken", ""])
+def test_tokens_that_cannot_travel_as_a_header_are_refused_at_construction(token: str) -> None:
+    for build in (lambda: Gateway(token=token), lambda: GrpcAgentRuntime("127.0.0.1:1", token=token)):
+        with pytest.raises(ValueError, match="token must") as info:
+            build()
+        assert token.strip() == "" or token.strip() not in str(info.value)
