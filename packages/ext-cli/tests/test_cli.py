@@ -388,10 +388,35 @@ async def test_gateway_replicas_print_one_address_per_line_and_stop_on_sigterm()
             await proc.wait()
 
 
+async def test_gateway_health_port_and_token_file_pass_through(tmp_path: Path) -> None:
+    """The deployment options of ext-runtime-grpc's parser reach `ext gateway` unchanged (one source of truth)."""
+    from ext.testing.redis import free_port
+
+    token = tmp_path / "token"
+    token.write_text("cli-token\n")
+    health_port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ext.cli", "gateway", "--port", "0", "--log-level", "WARNING",
+        "--health-port", str(health_port), "--token-file", str(token),
+        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert int(await asyncio.wait_for(proc.stdout.readline(), 30)) > 0
+    reader, writer = await asyncio.open_connection("127.0.0.1", health_port)
+    writer.write(b"GET /readyz HTTP/1.1\r\nHost: probe\r\n\r\n")
+    answer = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\nready\n")
+    proc.send_signal(signal.SIGTERM)
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0 and b"cli-token" not in err
+
+
 async def test_gateway_help_is_the_gateways() -> None:
     ran = await run_ext("gateway", "--help")
     assert ran.code == 0
     assert "usage: ext gateway" in ran.out and "--redis-url" in ran.out and "--replicas" in ran.out
+    assert "--health-port" in ran.out and "--token-file" in ran.out
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["chat", "--help"], ["mcp", "--help"]])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import selectors
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 
@@ -26,3 +28,13 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0
         if time.monotonic() > deadline:
             raise AssertionError("condition not met within the timeout")
         await asyncio.sleep(0.05)
+
+
+def read_line(process: subprocess.Popen[str], timeout: float) -> str:
+    """The next line `process` prints on stdout, stripped; "" if none comes within `timeout` seconds."""
+    assert process.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    ready = selector.select(timeout=timeout)
+    selector.close()
+    return process.stdout.readline().strip() if ready else ""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ext_runtime_grpc_support import eventually, worker
+from ext_runtime_grpc_support import eventually, read_line, worker
 
 from ext.core import AgentId
 from ext.core._runtime import AgentNotFoundError, UndeliverableError
@@ -281,12 +280,7 @@ def far_worker(gateway: GatewayProcess) -> Iterator[subprocess.Popen[str]]:
         text=True,
     )
     try:
-        assert process.stdout is not None
-        selector = selectors.DefaultSelector()
-        selector.register(process.stdout, selectors.EVENT_READ)
-        ready = selector.select(timeout=30)
-        selector.close()
-        line = process.stdout.readline().strip() if ready else ""
+        line = read_line(process, 30)
         if line != "ready":
             process.kill()
             raise RuntimeError(f"worker process did not start: {line!r} {process.communicate(timeout=10)[1][-2000:]}")
@@ -297,22 +291,13 @@ def far_worker(gateway: GatewayProcess) -> Iterator[subprocess.Popen[str]]:
         process.wait(timeout=10)
 
 
-def _read_line(process: subprocess.Popen[str], timeout: float) -> str:
-    assert process.stdout is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
-    ready = selector.select(timeout=timeout)
-    selector.close()
-    return process.stdout.readline().strip() if ready else ""
-
-
 async def test_dead_worker_answers_the_caller_at_once(
     gateway: GatewayProcess, far_worker: subprocess.Popen[str]
 ) -> None:
     async with worker(gateway.address) as caller:
         assert (await caller.send_and_await_response(Ping(text="up"), AgentId("far", "x"), 10)).text == "up"
         call = asyncio.ensure_future(caller.send_and_await_response(Slow(seconds=30), AgentId("far", "x"), 30))
-        assert await asyncio.to_thread(_read_line, far_worker, 10) == "slow started"
+        assert await asyncio.to_thread(read_line, far_worker, 10) == "slow started"
         started = time.monotonic()
         far_worker.kill()
         with pytest.raises(UndeliverableError, match="far/x"):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ._cluster import LocalCluster
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
 from ._registry import InMemoryRegistry, RedisRegistry, Registry
+from ._secrets import read_token_file
 
 DEFAULT_GATEWAY_TOKEN_ENV = "EXT_GRPC_GATEWAY_TOKEN"
 
@@ -26,6 +27,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         default=DEFAULT_GATEWAY_TOKEN_ENV,
         help=f"environment variable holding the token workers must send (default {DEFAULT_GATEWAY_TOKEN_ENV}; "
         "unset or empty: no authentication)",
+    )
+    parser.add_argument(
+        "--token-file",
+        help="file holding the token workers must send (a Kubernetes secret volume, a compose secret; its trailing "
+        "newline is dropped); instead of --token-env",
     )
     parser.add_argument("--tls-cert", help="PEM certificate chain file (with --tls-key: serve TLS)")
     parser.add_argument("--tls-key", help="PEM private key file")
@@ -45,6 +51,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         "--port, --port+1, ...; prints one host:port per line",
     )
     parser.add_argument("--shutdown-grace", type=float, default=5.0, help="seconds to drain in-flight RPCs")
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        default=None,
+        help="serve GET /healthz (liveness) and GET /readyz (readiness) over HTTP on this port (default: off; "
+        "with --replicas, replica i uses --health-port + i)",
+    )
+    parser.add_argument("--health-host", help="interface of the health port (default: --host)")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 
@@ -62,6 +76,8 @@ async def _run_cluster(args: argparse.Namespace, token: str | None) -> int:
         max_message_bytes=args.max_message_bytes,
         tls_cert_file=args.tls_cert,
         tls_key_file=args.tls_key,
+        health_port=args.health_port,
+        health_host=args.health_host,
     )
     stop = _stop_on_signals()
     try:
@@ -91,8 +107,18 @@ async def _let_grpc_tasks_end() -> None:
         await asyncio.wait(others, timeout=5.0)
 
 
+def _token(args: argparse.Namespace) -> str | None:
+    """From --token-file, else the --token-env variable; None: no authentication."""
+    from_env = os.environ.get(args.token_env) if args.token_env else None
+    if args.token_file is None:
+        return from_env or None
+    if from_env:
+        raise ValueError(f"both --token-file and the {args.token_env} variable are set: give one")
+    return read_token_file(args.token_file, "--token-file").get_secret_value()
+
+
 async def _run(args: argparse.Namespace) -> int:
-    token = os.environ.get(args.token_env) if args.token_env else None
+    token = _token(args)
     if args.replicas is not None:
         return await _run_cluster(args, token or None)
     registry: Registry
@@ -109,6 +135,8 @@ async def _run(args: argparse.Namespace) -> int:
         max_message_bytes=args.max_message_bytes,
         registry=registry,
         shutdown_grace=args.shutdown_grace,
+        health_port=args.health_port,
+        health_host=args.health_host,
     )
     # Signal handlers go in before the port is announced: whoever reads the port may signal at once.
     stop = _stop_on_signals()

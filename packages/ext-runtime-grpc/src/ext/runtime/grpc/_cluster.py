@@ -32,6 +32,9 @@ class LocalCluster:
         shutdown_grace: seconds each replica's `stop` lets in-flight RPCs finish.
         max_message_bytes: the largest message each replica accepts or sends.
         tls_cert_file, tls_key_file: PEM files every replica serves TLS with (both or neither).
+        health_port: the first replica's HTTP health port (`/healthz`, `/readyz`), the next ones on
+            health_port+1, ... (0: free ports); None (default): no health listeners.
+        health_host: the interface of the health listeners (default: `host`).
     """
 
     def __init__(
@@ -48,6 +51,8 @@ class LocalCluster:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         tls_cert_file: str | Path | None = None,
         tls_key_file: str | Path | None = None,
+        health_port: int | None = None,
+        health_host: str | None = None,
     ) -> None:
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
             raise ValueError(f"replicas must be an integer of at least 1, got {replicas!r}")
@@ -55,6 +60,16 @@ class LocalCluster:
             raise ValueError(f"redis_url must be a redis:// URL or None, got {redis_url!r}")
         if isinstance(port, bool) or not isinstance(port, int) or not (port == 0 or 0 < port <= 65536 - replicas):
             raise ValueError(f"port must be 0 or a port with room for {replicas} consecutive ports, got {port!r}")
+        if health_port is not None and (
+            isinstance(health_port, bool)
+            or not isinstance(health_port, int)
+            or not (health_port == 0 or 0 < health_port <= 65536 - replicas)
+        ):
+            raise ValueError(
+                f"health_port must be None, 0 or a port with room for {replicas} consecutive ports, got {health_port!r}"
+            )
+        self._health_port = health_port
+        self._health_host = health_host
         self._replicas = replicas
         self._port = port
         self._tls_cert_file = tls_cert_file
@@ -76,6 +91,7 @@ class LocalCluster:
             max_message_bytes=max_message_bytes,
             tls_cert_file=tls_cert_file,
             tls_key_file=tls_key_file,
+            health_host=health_host,
         )
         RedisRegistry("redis://127.0.0.1", lease_seconds=lease_seconds)
 
@@ -122,6 +138,8 @@ class LocalCluster:
                     registry=RedisRegistry(self._redis_url, prefix=self._prefix, lease_seconds=self._lease_seconds),
                     tls_cert_file=self._tls_cert_file,
                     tls_key_file=self._tls_key_file,
+                    health_port=self._health_port + index if self._health_port else self._health_port,
+                    health_host=self._health_host,
                 )
                 self.gateways.append(gateway)
                 await gateway.start()

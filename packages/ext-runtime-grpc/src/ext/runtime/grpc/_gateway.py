@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from pydantic import SecretStr
 
 from ext.core import AgentId
 
+from ._health import HealthServer
 from ._outbox import Outbox
 from ._registry import InMemoryRegistry, Registry
+from ._secrets import check_token
 from .protos import agent_worker_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -84,6 +87,12 @@ class Gateway:
         max_message_bytes: the largest message accepted or sent (default 4 MiB).
         registry: `InMemoryRegistry()` (default, one gateway) or `RedisRegistry(...)` (replicas).
         shutdown_grace: seconds `stop()` waits for in-flight RPCs before closing the streams.
+        health_port: serve `GET /healthz` (liveness) and `GET /readyz` (readiness) over HTTP on this port
+            (0 picks a free one; `health_port` holds the bound one after `start`); None (default): no listener.
+        health_host: the interface of the health listener (default: `host`).
+
+    The gRPC port also serves the standard health service (`grpc.health.v1.Health`, what Kubernetes `grpc:`
+    probes call), for the overall status (`""`) and `ext.runtime.v1.AgentWorker`, with the same readiness.
     """
 
     def __init__(
@@ -97,6 +106,8 @@ class Gateway:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         registry: Registry | None = None,
         shutdown_grace: float = 5.0,
+        health_port: int | None = None,
+        health_host: str | None = None,
     ) -> None:
         if not isinstance(host, str) or not host:
             raise ValueError(f"host must be a non-empty string, got {host!r}")
@@ -108,10 +119,16 @@ class Gateway:
             raise ValueError("tls_cert_file and tls_key_file must be given together")
         if not isinstance(shutdown_grace, (int, float)) or shutdown_grace < 0:
             raise ValueError(f"shutdown_grace must be a non-negative number of seconds, got {shutdown_grace!r}")
+        if health_port is not None and (
+            isinstance(health_port, bool) or not isinstance(health_port, int) or not 0 <= health_port <= 65535
+        ):
+            raise ValueError(f"health_port must be None or an integer from 0 to 65535, got {health_port!r}")
+        if health_host is not None and (not isinstance(health_host, str) or not health_host):
+            raise ValueError(f"health_host must be None or a non-empty string, got {health_host!r}")
         if isinstance(token, str):
             token = SecretStr(token)
-        if token is not None and not token.get_secret_value():
-            raise ValueError("token must not be empty")
+        if token is not None:
+            check_token(token)
         self._host = host
         self._port = port
         self._token = token
@@ -130,11 +147,30 @@ class Gateway:
         self._agent_ids: dict[tuple[str, str], AgentId] = {}
         self._idle = asyncio.Event()
         self._stopped = asyncio.Event()
+        self._health = (
+            None if health_port is None else HealthServer(health_host or host, health_port, self.not_ready_reason)
+        )
 
     @property
     def port(self) -> int:
         """The bound port (after `start`)."""
         return self._port
+
+    @property
+    def health_port(self) -> int | None:
+        """The health listener's port (the bound one after `start`), or None without one."""
+        return None if self._health is None else self._health.port
+
+    def not_ready_reason(self) -> str | None:
+        """None when the gateway is ready for traffic: its gRPC port serves, its registry answers, and it is not
+        draining. Otherwise a short reason (what `/readyz` and the gRPC health service report)."""
+        if self._stopped.is_set():
+            return "the gateway has stopped"
+        if self._draining:
+            return "draining: the gateway is shutting down"
+        if self._server is None:
+            return "the gRPC port is not serving yet"
+        return self._registry.health_problem()
 
     @property
     def address(self) -> str:
@@ -149,6 +185,22 @@ class Gateway:
         """Listen and return the bound port."""
         if self._server is not None:
             return self._port
+        # The health port first: failing to bind it then leaves nothing else bound (grpc keeps a port bound by
+        # add_*_port until its server object is collected, started or not).
+        if self._health is not None:
+            await self._health.start()
+        try:
+            server, bound = await self._start_grpc()
+        except BaseException:
+            if self._health is not None:
+                await self._health.stop()
+            raise
+        self._server = server
+        self._port = bound
+        logger.info("gateway %s listening on %s:%d (tls=%s)", self.gateway_id, self._host, bound, self._tls is not None)
+        return bound
+
+    async def _start_grpc(self) -> tuple[grpc.aio.Server, int]:
         options = [
             ("grpc.max_receive_message_length", self._max_message_bytes),
             ("grpc.max_send_message_length", self._max_message_bytes),
@@ -156,6 +208,7 @@ class Gateway:
         ]
         server = grpc.aio.server(options=options)
         _add_servicer(self, server)
+        health_pb2_grpc.add_HealthServicer_to_server(_HealthService(self), server)
         target = f"{self._host}:{self._port}"
         if self._tls is not None:
             cert, key = (p.read_bytes() for p in self._tls)
@@ -167,10 +220,7 @@ class Gateway:
             raise OSError(f"cannot listen on {target}")
         await self._registry.start(self.gateway_id, self._on_forward, self._on_gateway_gone)
         await server.start()
-        self._server = server
-        self._port = bound
-        logger.info("gateway %s listening on %s:%d (tls=%s)", self.gateway_id, self._host, bound, self._tls is not None)
-        return bound
+        return server, bound
 
     async def stop(self, grace: float | None = None) -> None:
         """Graceful shutdown: refuse new workers and requests, wait up to `grace` (default `shutdown_grace`)
@@ -194,6 +244,9 @@ class Gateway:
             await asyncio.wait(handlers, timeout=5.0)
         await self._registry.close()
         self._stopped.set()
+        # Last: probes see the drain (503) until the gateway is gone.
+        if self._health is not None:
+            await self._health.stop()
         logger.info("gateway %s stopped", self.gateway_id)
 
     async def wait_stopped(self) -> None:
@@ -559,3 +612,38 @@ def _add_servicer(gateway: Gateway, server: grpc.aio.Server) -> None:
         )
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+
+class _HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]  # the base is Any in grpc-stubs
+    """`grpc.health.v1.Health` with the gateway's readiness, computed on each call (no state to keep in step)."""
+
+    SERVICES = ("", SERVICE)
+    WATCH_INTERVAL = 1.0
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def _status(self, service: str) -> int:
+        if service not in self.SERVICES:
+            return int(health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+        if self._gateway.not_ready_reason() is None:
+            return int(health_pb2.HealthCheckResponse.SERVING)
+        return int(health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def Check(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> health_pb2.HealthCheckResponse:
+        if request.service not in self.SERVICES:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        return health_pb2.HealthCheckResponse(status=self._status(request.service))
+
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        # Polled (once a second per watcher) rather than pushed: readiness depends on the registry's last answer,
+        # which changes on its own. grpc cancels this handler when the watcher goes away or the server stops.
+        last = -1
+        while True:
+            status = self._status(request.service)
+            if status != last:
+                await context.write(health_pb2.HealthCheckResponse(status=status))
+                last = status
+            await asyncio.sleep(self.WATCH_INTERVAL)

@@ -8,9 +8,11 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from ext.core import AgentId
 
@@ -68,6 +70,11 @@ class Registry(ABC):
 
     def forget_gateway(self, gateway_id: str) -> None:  # noqa: B027 - only caching registries need it
         """Drop anything cached about a gateway found unreachable."""
+
+    def health_problem(self) -> str | None:
+        """None while the registry's store answers; otherwise what is wrong (the gateway's readiness reports it).
+        Called by health probes, so it must not do I/O."""
+        return None
 
     async def publish(self, gateway_id: str, payload: bytes) -> None:
         """Send `payload` to another gateway's inbox."""
@@ -161,6 +168,13 @@ class RedisRegistry(Registry):
         self._gateway_gone: GatewayGone | None = None
         self._cache: dict[AgentId, tuple[str, str]] = {}
         self._place_sha: str | None = None
+        # Health, from the lease renewals (every lease_seconds / 3): when Redis last answered, and the error of
+        # the last renewal if it failed. Where Redis is, for messages: host and port only (the URL may hold a
+        # password).
+        self._last_ok = 0.0
+        self._last_error = ""
+        parts = urlsplit(url)
+        self._where = f"{parts.hostname}:{parts.port or 6379}" if parts.hostname else f"unix:{parts.path}"
 
     def _key(self, *parts: str) -> str:
         return self._prefix + ":".join(parts)
@@ -175,6 +189,7 @@ class RedisRegistry(Registry):
         self._gateway_gone = gateway_gone
         self._redis = aioredis.from_url(self._url, socket_connect_timeout=5, socket_timeout=10)
         await self._renew()
+        self._last_ok = time.monotonic()
         self._place_sha = await self._redis.script_load(_PLACE_SCRIPT)
         self._pubsub = self._redis.pubsub()
         await self._pubsub.subscribe(self._key("inbox", gateway_id), self._key("events"))
@@ -207,9 +222,30 @@ class RedisRegistry(Registry):
             await asyncio.sleep(interval)
             try:
                 await self._renew()
+            except Exception as exc:
+                # Logged once per outage (with its traceback), not every interval.
+                if not self._last_error:
+                    logger.warning("the registry (Redis at %s) did not answer", self._where, exc_info=True)
+                self._last_error = f"{type(exc).__name__}: {exc}"
+                continue
+            if self._last_error:
+                logger.warning("the registry (Redis at %s) answers again", self._where)
+            self._last_ok = time.monotonic()
+            self._last_error = ""
+            try:
                 await self._sweep()
             except Exception:
-                logger.exception("renewing the gateway lease in Redis failed")
+                logger.exception("sweeping dead gateways' registrations from Redis failed")
+
+    def health_problem(self) -> str | None:
+        if self._redis is None:
+            return f"the registry (Redis at {self._where}) is not connected"
+        if self._last_error:
+            return f"the registry (Redis at {self._where}) did not answer: {self._last_error}"
+        silent = time.monotonic() - self._last_ok
+        if silent > self._lease_ms / 1000:
+            return f"the registry (Redis at {self._where}) has not answered for {silent:.1f} s"
+        return None
 
     async def _sweep(self) -> None:
         """Drop the registrations of gateways whose lease ran out (their process died without cleaning up)."""
@@ -248,15 +284,20 @@ class RedisRegistry(Registry):
 
     async def _listen(self) -> None:
         inbox_channel = self._key("inbox", self.gateway_id).encode()
+        failing = False
         while True:
             try:
                 item = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                logger.exception("reading from Redis pub/sub failed; retrying")
+                # Once per outage with the traceback, then quietly (it retries twice a second until Redis is back).
+                if not failing:
+                    logger.exception("reading from Redis pub/sub failed; retrying")
+                failing = True
                 await asyncio.sleep(0.5)
                 continue
+            failing = False
             if item is None:
                 continue
             channel, data = item["channel"], item["data"]

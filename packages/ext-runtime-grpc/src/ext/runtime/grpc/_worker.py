@@ -13,6 +13,7 @@ import os
 import random
 import types
 from collections.abc import Coroutine, Generator, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -41,6 +42,7 @@ from ._deadlines import Deadlines, Expired
 from ._errors import AuthenticationError, error_of, raise_error
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, OPEN_CHANNEL, Malformed, parse_message
 from ._outbox import Outbox
+from ._secrets import check_token, read_token_file
 from ._serializer import ProtobufMessageSerializer, SerializationError
 from .protos import agent_worker_pb2 as pb
 
@@ -62,8 +64,12 @@ class GrpcAgentRuntime:
         address: `host:port` of the gateway; a list of them (gateway replicas: the worker connects to the
             first that answers and, when its gateway goes away, fails over to the next); or a
             `grpc.aio.Channel` you built (its TLS and options are then yours; it is not closed by `stop`).
-        token: the gateway's token (sent as `authorization: Bearer ...`); default: the `token_env` variable.
-        token_env: environment variable read when `token` is None (default `EXT_GRPC_TOKEN`).
+        token: the gateway's token (sent as `authorization: Bearer ...`); default: `token_file`, else the
+            `token_env` variable, else the file named by the `<token_env>_FILE` variable.
+        token_file: a file holding the token (a Kubernetes secret volume, a compose secret); its trailing
+            newline is dropped. Read here, at construction: an unreadable or empty file raises `ValueError`.
+        token_env: environment variable read when `token` and `token_file` are None (default `EXT_GRPC_TOKEN`;
+            `EXT_GRPC_TOKEN_FILE` may name a token file instead).
         root_certificates: PEM CA bundle: connect with TLS trusting it. `tls=True` with no bundle uses the
             system roots.
         tls_server_name: override the name checked against the gateway's certificate.
@@ -83,6 +89,7 @@ class GrpcAgentRuntime:
         *,
         token: str | SecretStr | None = None,
         token_env: str | None = DEFAULT_TOKEN_ENV,
+        token_file: str | Path | None = None,
         tls: bool = False,
         root_certificates: bytes | None = None,
         tls_server_name: str | None = None,
@@ -114,11 +121,23 @@ class GrpcAgentRuntime:
             )
         # Which of `_addresses` the channel goes to (the worker fails over to the next when its gateway goes away).
         self._address_index = 0
-        if token is None and token_env:
+        if token is not None and token_file is not None:
+            raise ValueError("give token or token_file, not both")
+        if token_file is not None:
+            token = read_token_file(token_file)
+        elif token is None and token_env:
             env_value = os.environ.get(token_env)
-            token = SecretStr(env_value) if env_value else None
+            file_value = os.environ.get(f"{token_env}_FILE")
+            if env_value and file_value:
+                raise ValueError(f"both {token_env} and {token_env}_FILE are set: set one")
+            if env_value:
+                token = SecretStr(env_value)
+            elif file_value:
+                token = read_token_file(file_value, f"{token_env}_FILE")
         elif isinstance(token, str):
             token = SecretStr(token)
+        if token is not None:
+            check_token(token)
         if root_certificates is not None and not isinstance(root_certificates, bytes):
             raise TypeError("root_certificates must be PEM bytes")
         if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1024:
