@@ -39,6 +39,9 @@ sends one message to each of ``--agents`` new agents (so each is created and han
 confirms it hosts them all, and ``VmRSS`` (``/proc/<pid>/status``) of the host (after ``gc.collect()``), the
 gateway and ``redis-server`` before and after, divided by the agent count, is the cost per agent. Run with the
 in-memory registry and with the Redis registry.
+
+Floor: redis-py alone publishing one message at a time to a pub/sub reader (what each cross-replica hop costs
+before ext adds anything).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 import grpc
+import redis.asyncio as aioredis
 
 # Script-dir import: `python tools/bench/bench_cluster.py` puts tools/bench on sys.path.
 from _harness import Result, measure
@@ -674,15 +678,62 @@ def machine_note(settings: Settings) -> str:
 
 
 @dataclass
+class Floor:
+    messages: int
+    per_s: float
+    cpu_us: float  # this process's CPU per message, publisher and reader together
+
+
+async def redis_floor(url: str, messages: int) -> Floor:
+    """What a cross-replica hop rests on, without ext: redis-py's asyncio client publishing 200-byte payloads one
+    at a time, each awaited (as a gateway forwards), to a pub/sub reader polling like the gateway's, in this
+    process."""
+    publisher = aioredis.from_url(url)
+    subscriber = aioredis.from_url(url)
+    pubsub: Any = subscriber.pubsub()  # PubSub.aclose is untyped in redis-py
+    try:
+        await pubsub.subscribe("bench-floor")
+        received = 0
+
+        async def read() -> None:
+            nonlocal received
+            while received < messages:
+                if await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0) is not None:
+                    received += 1
+
+        payload = b"x" * 200
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        reader = asyncio.get_running_loop().create_task(read())
+        for _ in range(messages):
+            await publisher.publish("bench-floor", payload)
+        await asyncio.wait_for(reader, 60)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    finally:
+        await pubsub.aclose()
+        await subscriber.aclose()
+        await publisher.aclose()
+    return Floor(messages, messages / wall, cpu / messages * 1e6)
+
+
+def format_floor(floor: Floor) -> str:
+    return (
+        f"redis-py floor (no ext): PUBLISH awaited one at a time + a pub/sub reader, 200-byte payloads: "
+        f"{floor.per_s:,.0f} msgs/s, {floor.cpu_us:.0f} µs CPU per message (both sides, one process)"
+    )
+
+
+@dataclass
 class Report:
     rows: list[CaseRow]
     memory: list[MemoryRow]
+    floor: Floor
     note: str
 
     def to_json(self) -> dict[str, Any]:
         return {
             "rows": [asdict(r) | {"aa": r.aa} for r in self.rows],
             "memory": [asdict(m) for m in self.memory],
+            "redis_floor": asdict(self.floor),
             "cores": cores(),
             "note": self.note,
         }
@@ -708,11 +759,14 @@ async def run(settings: Settings, log: IO[str] | None = None) -> Report:
         for registry in (None, redis):
             memory.append(await measure_memory(settings.agents, registry))
             print(format_memory(memory[-1]), file=out, flush=True)
+        print(file=out)
+        floor = await redis_floor(redis.url, max(settings.messages, 1000))
+        print(format_floor(floor), file=out)
     finally:
         redis.stop()
     print(file=out)
     print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}", file=out)
-    return Report(rows, memory, note)
+    return Report(rows, memory, floor, note)
 
 
 def _int_list(text: str) -> tuple[int, ...]:

@@ -79,6 +79,12 @@ def test_quick_run_prints_the_table_and_sane_figures(tmp_path: Path, capsys: pyt
     assert memory["memory"]["redis_bytes"] is None
     assert memory["redis"]["redis_bytes"] is not None
 
+    floor = figures["redis_floor"]
+    assert floor["messages"] == 1000
+    assert floor["per_s"] > 0
+    assert floor["cpu_us"] > 0
+    assert any(line.startswith("redis-py floor (no ext): ") for line in lines)
+
 
 def test_bad_arguments_are_refused_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["--workers", "2,x"], ["--replicas", "0"], ["--rounds", "0"]):
