@@ -37,8 +37,11 @@ the same configuration: the run-to-run noise.
 Memory per idle agent: one gateway and two workers; a host worker registers type ``idle``, the other worker
 sends one message to each of ``--agents`` new agents (so each is created and handles a message), the host
 confirms it hosts them all, and ``VmRSS`` (``/proc/<pid>/status``) of the host (after ``gc.collect()``), the
-gateway and ``redis-server`` before and after, divided by the agent count, is the cost per agent. Run with the
-in-memory registry and with the Redis registry.
+gateway and ``redis-server`` are read before and after: the growth over the second half of the agents, divided
+by their count, is the cost per agent (the first half may reuse memory a process had freed). RSS moves in
+pages and with the allocators' pools, so a second batch of as many agents is created under ``tracemalloc`` on
+the host: the Python allocations still alive afterwards per agent (``(heap)``), the steadier figure. Run with
+the in-memory registry and with the Redis registry.
 
 Floor: redis-py alone publishing one message at a time to a pub/sub reader (what each cross-replica hop costs
 before ext adds anything).
@@ -57,6 +60,7 @@ import platform
 import sys
 import tempfile
 import time
+import tracemalloc
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -262,6 +266,15 @@ class WorkerSide:
             gc.collect()
             agents = await self.runtime.local_agents()
             return {"rss": rss_bytes(os.getpid()), "idle_agents": sum(1 for a in agents if a.type == IDLE_TYPE)}
+        if op == "trace":
+            gc.collect()
+            tracemalloc.start()
+            return {}
+        if op == "traced":
+            gc.collect()
+            current, _ = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            return {"heap": current}
         raise ValueError(f"unknown op {op!r}")
 
 
@@ -579,10 +592,12 @@ class MemoryRow:
     registry: str
     agents: int
     hosted: int  # idle agents the host worker reports hosting after the run
-    worker_bytes: float  # per agent
+    worker_bytes: float  # per agent (RSS)
+    worker_heap_bytes: float  # per agent: Python allocations still alive (tracemalloc), a second batch of agents
     gateway_bytes: float
     redis_bytes: float | None
     worker_rss_before: int
+    worker_rss_mid: int
     worker_rss_after: int
 
 
@@ -600,27 +615,38 @@ async def measure_memory(agents: int, redis: RedisServer | None) -> MemoryRow:
             if got["received"] != count:
                 raise RuntimeError(f"only {got['received']} of {count} idle agents were activated")
 
+        async def snapshot() -> tuple[dict[str, Any], int, int | None]:
+            host_side = await host.call("rss")
+            redis_rss = rss_bytes(cluster.redis_pid) if cluster.redis_pid is not None else None
+            return host_side, rss_bytes(gateway_pid), redis_rss
+
         warm = max(100, agents // 20)
         await activate(0, warm)  # warms every path and grows the pools that would otherwise show as per-agent cost
-        before = await host.call("rss")
-        gateway_before = rss_bytes(gateway_pid)
-        redis_before = rss_bytes(cluster.redis_pid) if cluster.redis_pid is not None else None
-        await activate(warm, agents)
-        after = await host.call("rss")
-        gateway_after = rss_bytes(gateway_pid)
-        redis_after = rss_bytes(cluster.redis_pid) if cluster.redis_pid is not None else None
+        before, _, _ = await snapshot()
+        # The first half may reuse memory the processes had freed before (resident already); the growth over the
+        # second half is the cost per agent.
+        half = agents // 2
+        await activate(warm, half)
+        mid, gateway_mid, redis_mid = await snapshot()
+        await activate(warm + half, agents - half)
+        after, gateway_after, redis_after = await snapshot()
+        # A third batch under tracemalloc (its bookkeeping would inflate the RSS figure, so not the same one).
+        await host.call("trace")
+        await activate(warm + agents, agents)
+        heap = (await host.call("traced"))["heap"]
     finally:
         await cluster.stop()
+    second = agents - half
     return MemoryRow(
         registry=cluster.registry,
         agents=agents,
         hosted=after["idle_agents"] - before["idle_agents"],
-        worker_bytes=(after["rss"] - before["rss"]) / agents,
-        gateway_bytes=(gateway_after - gateway_before) / agents,
-        redis_bytes=(redis_after - redis_before) / agents
-        if redis_after is not None and redis_before is not None
-        else None,
+        worker_bytes=(after["rss"] - mid["rss"]) / second,
+        worker_heap_bytes=heap / agents,
+        gateway_bytes=(gateway_after - gateway_mid) / second,
+        redis_bytes=(redis_after - redis_mid) / second if redis_after is not None and redis_mid is not None else None,
         worker_rss_before=before["rss"],
+        worker_rss_mid=mid["rss"],
         worker_rss_after=after["rss"],
     )
 
@@ -649,17 +675,18 @@ def format_row(row: CaseRow) -> str:
 
 
 MEMORY_HEADER = (
-    f"{'registry':<8} {'agents':>7} {'hosted':>7} {'worker B/agent':>15} {'gateway B/agent':>16} "
-    f"{'redis B/agent':>14} {'worker RSS MiB':>16}"
+    f"{'registry':<8} {'agents':>7} {'hosted':>7} {'worker B/agent':>15} {'(heap)':>7} {'gateway B/agent':>16} "
+    f"{'redis B/agent':>14} {'worker RSS MiB (before/mid/after)':>34}"
 )
 
 
 def format_memory(row: MemoryRow) -> str:
     redis = "-" if row.redis_bytes is None else f"{row.redis_bytes:,.0f}"
-    rss = f"{row.worker_rss_before / 2**20:.1f}->{row.worker_rss_after / 2**20:.1f}"
+    rss = "/".join(f"{x / 2**20:.1f}" for x in (row.worker_rss_before, row.worker_rss_mid, row.worker_rss_after))
     return (
         f"{row.registry:<8} {row.agents:>7,} {row.hosted:>7,} {row.worker_bytes:>15,.0f} "
-        f"{row.gateway_bytes:>16,.0f} {redis:>14} {rss:>16}"
+        f"{row.worker_heap_bytes:>7,.0f} "
+        f"{row.gateway_bytes:>16,.0f} {redis:>14} {rss:>34}"
     )
 
 

@@ -75,7 +75,9 @@ def test_quick_run_prints_the_table_and_sane_figures(tmp_path: Path, capsys: pyt
         assert m["agents"] == settings.agents, registry
         assert m["hosted"] == settings.agents, registry  # every agent really exists on the host worker
         assert m["worker_bytes"] > 0, registry
-        assert m["worker_rss_after"] > m["worker_rss_before"] > 0, registry
+        assert m["worker_heap_bytes"] > 0, registry
+        assert m["worker_rss_after"] > m["worker_rss_mid"] > 0, registry
+        assert m["worker_rss_before"] > 0, registry
     assert memory["memory"]["redis_bytes"] is None
     assert memory["redis"]["redis_bytes"] is not None
 
