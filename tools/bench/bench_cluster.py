@@ -70,7 +70,7 @@ import grpc
 import redis.asyncio as aioredis
 
 # Script-dir import: `python tools/bench/bench_cluster.py` puts tools/bench on sys.path.
-from _harness import Result, measure
+from _harness import Result, cpu_seconds, machine_cpu_seconds, measure, rss_bytes
 from google.protobuf.wrappers_pb2 import Int64Value, StringValue
 
 from ext.core import AgentId, MessageContext, RoutedAgent, message_handler
@@ -86,38 +86,6 @@ CASES = ("one-way", "rpc sequential", "rpc concurrent")
 
 
 # --- /proc ---------------------------------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far (Linux /proc; NaN elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return math.nan
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident set size (VmRSS) of a process, in bytes (Linux /proc; -1 elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return -1
-
-
-def machine_cpu_seconds() -> float:
-    """Non-idle CPU time of the whole machine so far, every core summed (Linux /proc/stat; NaN elsewhere)."""
-    try:
-        with open("/proc/stat") as stat:
-            ticks = [int(x) for x in stat.readline().split()[1:9]]
-        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
-    except (OSError, ValueError, IndexError):
-        return math.nan
 
 
 def cores() -> int:
