@@ -82,10 +82,9 @@ SCRIPT = os.path.abspath(__file__)
 SINK_KEY = "sink"
 IDLE_TYPE = "idle"
 REPLY_TIMEOUT = 120.0  # seconds any worker may take to answer one command before the run fails
-CASES = ("one-way", "rpc sequential", "rpc concurrent")
 
 
-# --- /proc ---------------------------------------------------------------------------------------------------
+# --- the machine ---------------------------------------------------------------------------------------------
 
 
 def cores() -> int:
