@@ -30,13 +30,16 @@ __all__ = [
     "Row",
     "StreamResult",
     "compare",
+    "cpu_seconds",
     "format_table",
     "import_time",
     "measure",
     "measure_interleaved",
+    "machine_cpu_seconds",
     "measure_stream",
     "percentile",
     "print_table",
+    "rss_bytes",
 ]
 
 
@@ -77,6 +80,38 @@ def median_ci(data: Sequence[float], confidence: float = 0.95) -> tuple[float, f
     if j == 0:
         return ordered[0], ordered[-1]
     return ordered[j - 1], ordered[n - j]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time another process has used so far (Linux /proc; NaN elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return math.nan
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size (VmRSS) of a process, in bytes (Linux /proc; -1 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1
+
+
+def machine_cpu_seconds() -> float:
+    """Non-idle CPU time of the whole machine so far, every core summed (Linux /proc/stat; NaN elsewhere)."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(x) for x in stat.readline().split()[1:9]]
+        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+    except (OSError, ValueError, IndexError):
+        return math.nan
 
 
 @dataclass(frozen=True)

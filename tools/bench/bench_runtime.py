@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import math
 import os
 import selectors
 import statistics
@@ -36,7 +35,7 @@ from typing import Any
 import grpc
 
 # Script-dir import: `python tools/bench/bench_runtime.py` puts tools/bench on sys.path.
-from _harness import Result, Row, measure, print_table
+from _harness import Result, Row, cpu_seconds, measure, print_table
 from google.protobuf.wrappers_pb2 import StringValue
 
 from ext.core import AgentId
@@ -216,16 +215,6 @@ def _merge(name: str, results: list[Result]) -> Result:
     return Result(
         name, latencies, sum(r.wall_ns for r in results), sum(r.cpu_ns for r in results), results[0].concurrency
     )
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time another process has used so far (Linux /proc; NaN elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return math.nan
 
 
 @dataclass

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+import os
 import random
 import statistics
 import sys
@@ -14,13 +15,16 @@ from _harness import (
     Result,
     Row,
     compare,
+    cpu_seconds,
     format_table,
     import_time,
+    machine_cpu_seconds,
     measure,
     measure_stream,
     median_ci,
     percentile,
     print_table,
+    rss_bytes,
 )
 
 ONE_TO_HUNDRED = [float(i) for i in range(1, 101)]
@@ -213,3 +217,11 @@ def test_import_time_after_measures_only_what_the_module_adds() -> None:
     assert on_top < cold
     with pytest.raises(RuntimeError, match="no_such_base_xyz"):
         import_time("json", runs=1, after=["no_such_base_xyz"])
+
+
+def test_proc_readers_see_this_process() -> None:
+    assert rss_bytes(os.getpid()) > 1 << 20
+    assert cpu_seconds(os.getpid()) > 0
+    assert machine_cpu_seconds() >= cpu_seconds(os.getpid())
+    assert rss_bytes(2**22 + 7) == -1  # no such pid
+    assert math.isnan(cpu_seconds(2**22 + 7))
