@@ -103,10 +103,13 @@ RPC_EVERY = 10
 ONE_WAY = 4 * 8 * PER_STREAM
 """One-way messages per phase (warm-up, then the measured run): 4 senders x 8 agents x 640 = 20,480; every 10th
 message of a stream is also an RPC: 2,048 RPCs per phase."""
-RSS_TOLERANCE_KB = 1536
-"""Allowed RSS growth of any process over the measured run. Measured growth on this machine is 0-0.8 MiB per
-run of 20k messages; a leak of one protobuf message (~100 bytes) per message relayed costs a gateway about 2 MiB
-per run, a leaked RPC entry (~1 KiB) 2 MiB, so either fails (checked by forcing such leaks in a scratch run)."""
+RSS_TOLERANCE_KB = 2048
+"""Allowed RSS growth of any process over the measured run (after a warm-up run of the same size). Measured on
+this 2-core machine over 17 runs: -0.6 to +0.4 MiB per process, once +1.2 MiB (load average 7 from other jobs:
+deeper queues, a higher peak). Each gateway relays about 11k deliveries per run and the workers' agents take
+20k between them, so a leak of about 200 bytes per message exceeds it. Checked by forcing leaks in scratch runs:
+a gateway keeping each relayed protobuf message grew 12 MiB, a worker keeping each decoded message 5.5-6.4 MiB;
+both failed this test."""
 
 
 async def test_sustained_load_exactly_once_in_order_and_memory_flat(cluster: Cluster) -> None:
@@ -180,9 +183,11 @@ async def test_replica_killed_under_load(cluster: Cluster) -> None:
         held = asyncio.ensure_future(probe.send_and_await_response(Hold(seconds=60), AgentId("far", "held"), timeout=30))
         await far_host.wait_event(lambda e: e.get("event") == "hold", timeout=10, what="Hold handler start")
 
+        # s0 also makes RPCs (a far stream then waits in an RPC to the dead side); s1 sends one way only, so
+        # it keeps sending to the far agents while B still places them on the dead replica.
         sending = [
-            asyncio.ensure_future(s.send(near + far, None, rpc_every=RPC_EVERY, rpc_timeout=10, timeout=WAIT))
-            for s in senders
+            asyncio.ensure_future(s.send(near + far, None, rpc_every=every, rpc_timeout=10, timeout=WAIT))
+            for s, every in zip(senders, (RPC_EVERY, 0))
         ]
         # Kill A once real traffic flows to both sides.
         await eventually_delivered(hosts, lambda n: n >= 2000, "2,000 messages before the kill")
@@ -225,12 +230,28 @@ async def test_replica_killed_under_load(cluster: Cluster) -> None:
     lost = {k: len(tally.streams[k].missing(n)) for k, n in far_streams.items()}
     assert all(tally.streams[k].duplicates == 0 and tally.streams[k].out_of_order == 0 for k in far_streams)
     assert sum(lost.values()) > 0, "the kill should have cost the dead side some messages (else it was not mid-load)"
+    # Reported losses: the survivor told the senders of each message it could not forward (`on_undelivered`);
+    # what the dead replica held when it died is lost without a word. So: reported <= lost, per agent.
+    reported: dict[str, int] = merged["undelivered"]
+    assert set(reported) <= {str(t) for t in far}, reported
+    assert sum(reported.values()) > 0
+    assert all(n <= lost_per_agent(lost)[agent] for agent, n in reported.items()), (reported, lost)
+    print("FAILOVER lost", sum(lost.values()), "reported", sum(reported.values()), merged["rpc_errors"])
     # Sends never failed (the senders' own gateway lived); RPCs failed only as documented, each quickly.
     assert merged["send_errors"] == {}
     assert merged["rpc_wrong"] == []
     assert set(merged["rpc_errors"]) <= {"UndeliverableError", "AgentNotFoundError"}, merged["rpc_error_examples"]
     assert merged["rpc_max_seconds"] < 10  # the RPC deadline: none ran into it
     assert merged["rpc_ok"] > 0
+
+
+def lost_per_agent(lost: dict[str, int]) -> dict[str, int]:
+    """Stream key -> lost count, added up per recipient agent."""
+    totals: dict[str, int] = {}
+    for key, n in lost.items():
+        agent = key.split(" -> ", 1)[1]
+        totals[agent] = totals.get(agent, 0) + n
+    return totals
 
 
 async def eventually_delivered(hosts: list[LoadWorkerProcess], enough: Callable[[int], bool], what: str) -> None:
@@ -307,6 +328,10 @@ async def test_redis_restarted_under_load(cluster: Cluster) -> None:
     tally = await wait_delivered(hosts, sent, since=recovered, timeout=WAIT)
     assert tally.problems(sent, since=recovered) == []
     assert all(t.duplicates == 0 and t.out_of_order == 0 for t in tally.streams.values())
+    lost = {k: len(tally.streams[k].missing(n)) for k, n in sent.items()}
+    reported: dict[str, int] = merged["undelivered"]
+    assert all(n <= lost_per_agent(lost)[agent] for agent, n in reported.items()), (reported, lost)
+    print("REDIS lost", sum(lost.values()), "reported", sum(reported.values()), merged["rpc_errors"])
     assert merged["send_errors"] == {} and merged["rpc_wrong"] == []
     assert merged["rpc_max_seconds"] < 10  # no RPC ran into its deadline
     # UndeliverableError while Redis is down (naming it); AgentNotFoundError in the moment after an empty Redis

@@ -259,20 +259,28 @@ class SequenceAgent(BaseAgent):
 @dataclass
 class SenderReport:
     """What a sender did: per stream the number of `Seq` messages it attempted (`sent`, as the next sequence
-    number) and the ones whose `send_message` raised (`send_errors`: known lost); RPC outcomes."""
+    number) and the ones whose `send_message` raised (`send_errors`: known lost); per recipient the one-way
+    messages the gateway reported undeliverable (`undelivered`, counted by `note_undelivered`, which the load
+    worker passes as the runtime's `on_undelivered`); RPC outcomes."""
 
     sent: dict[str, int] = field(default_factory=dict)
     send_errors: dict[str, list[int]] = field(default_factory=dict)
+    undelivered: dict[str, int] = field(default_factory=dict)
     rpc_ok: int = 0
     rpc_wrong: list[str] = field(default_factory=list)
     rpc_errors: dict[str, int] = field(default_factory=dict)
     rpc_error_examples: dict[str, str] = field(default_factory=dict)
     rpc_max_seconds: float = 0.0
 
+    def note_undelivered(self, recipient: AgentId, reason: str) -> None:
+        key = str(recipient)
+        self.undelivered[key] = self.undelivered.get(key, 0) + 1
+
     def to_json(self) -> dict[str, Any]:
         return {
             "sent": self.sent,
             "send_errors": self.send_errors,
+            "undelivered": self.undelivered,
             "rpc_ok": self.rpc_ok,
             "rpc_wrong": self.rpc_wrong,
             "rpc_errors": self.rpc_errors,
@@ -566,12 +574,14 @@ async def wait_delivered(
 def merge_sender_reports(reports: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """`SenderReport`s (JSON) of several processes added up: `sent`, `send_errors`, RPC counts."""
     merged: dict[str, Any] = {
-        "sent": {}, "send_errors": {}, "rpc_ok": 0, "rpc_wrong": [], "rpc_errors": {},
+        "sent": {}, "send_errors": {}, "undelivered": {}, "rpc_ok": 0, "rpc_wrong": [], "rpc_errors": {},
         "rpc_error_examples": {}, "rpc_max_seconds": 0.0,
     }  # fmt: skip
     for report in reports:
         merged["sent"].update(report["sent"])
         merged["send_errors"].update(report["send_errors"])
+        for recipient, n in report["undelivered"].items():
+            merged["undelivered"][recipient] = merged["undelivered"].get(recipient, 0) + n
         merged["rpc_ok"] += report["rpc_ok"]
         merged["rpc_wrong"] += report["rpc_wrong"]
         for kind, n in report["rpc_errors"].items():
@@ -586,11 +596,11 @@ def merge_sender_reports(reports: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 class _WorkerMain:
-    def __init__(self, runtime: GrpcAgentRuntime, name: str) -> None:
+    def __init__(self, runtime: GrpcAgentRuntime, name: str, report: SenderReport) -> None:
         self.runtime = runtime
         self.name = name
         self.checker = SequenceChecker()
-        self.report = SenderReport()
+        self.report = report
         self.stop = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -645,16 +655,18 @@ class _WorkerMain:
 
 
 async def _worker_main(args: argparse.Namespace) -> None:
+    report = SenderReport()
     runtime = GrpcAgentRuntime(
         args.address,
         connect_timeout=args.connect_timeout,
         reconnect_backoff=args.reconnect_backoff,
         reconnect_max_backoff=1.0,
+        on_undelivered=report.note_undelivered,
     )
     for message_type in MESSAGE_TYPES:
         runtime.register_message_type(message_type)
     async with runtime:
-        main = _WorkerMain(runtime, args.name)
+        main = _WorkerMain(runtime, args.name, report)
         for agent_type in args.host_type:
             await runtime.register_agent_factory(
                 agent_type, lambda aid, rt: SequenceAgent(aid, rt, main.checker, main.on_hold)
