@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from ext_runtime_grpc_support import eventually, worker
@@ -122,10 +123,12 @@ async def test_sustained_load_exactly_once_in_order_and_memory_flat(cluster: Clu
     assert [w.ready["address"] for w in workers] == [a, b, a, b]
     targets = [AgentId("seq", f"k{i}") for i in range(8)]
 
-    async def phase() -> dict[str, object]:
-        reports = await asyncio.gather(*(w.send(targets, PER_STREAM, rpc_every=RPC_EVERY, timeout=WAIT) for w in workers))
+    async def phase() -> dict[str, Any]:
+        reports = await asyncio.gather(
+            *(w.send(targets, PER_STREAM, rpc_every=RPC_EVERY, timeout=WAIT) for w in workers)
+        )
         merged = merge_sender_reports(reports)
-        sent: dict[str, int] = merged["sent"]  # type: ignore[assignment]
+        sent: dict[str, int] = merged["sent"]
         tally = await wait_delivered(workers, sent, timeout=WAIT)
         assert tally.problems(sent) == []  # every message exactly once, in order per stream
         assert merged["send_errors"] == {}
@@ -180,14 +183,16 @@ async def test_replica_killed_under_load(cluster: Cluster) -> None:
         for target in near + far:
             assert await answers(probe, target)
         # An RPC held in the far agent when A dies: it must fail (not time out) once B sees A's lease run out.
-        held = asyncio.ensure_future(probe.send_and_await_response(Hold(seconds=60), AgentId("far", "held"), timeout=30))
+        held = asyncio.ensure_future(
+            probe.send_and_await_response(Hold(seconds=60), AgentId("far", "held"), timeout=30)
+        )
         await far_host.wait_event(lambda e: e.get("event") == "hold", timeout=10, what="Hold handler start")
 
         # s0 also makes RPCs (a far stream then waits in an RPC to the dead side); s1 sends one way only, so
         # it keeps sending to the far agents while B still places them on the dead replica.
         sending = [
             asyncio.ensure_future(s.send(near + far, None, rpc_every=every, rpc_timeout=10, timeout=WAIT))
-            for s, every in zip(senders, (RPC_EVERY, 0))
+            for s, every in zip(senders, (RPC_EVERY, 0), strict=True)
         ]
         # Kill A once real traffic flows to both sides.
         await eventually_delivered(hosts, lambda n: n >= 2000, "2,000 messages before the kill")
@@ -299,7 +304,8 @@ async def test_redis_restarted_under_load(cluster: Cluster) -> None:
         for target in targets:
             assert await answers(on_a, target) and await answers(on_b, target)
         sending = [
-            asyncio.ensure_future(h.send(targets, None, rpc_every=RPC_EVERY, rpc_timeout=10, timeout=WAIT)) for h in hosts
+            asyncio.ensure_future(h.send(targets, None, rpc_every=RPC_EVERY, rpc_timeout=10, timeout=WAIT))
+            for h in hosts
         ]
         await eventually_delivered(hosts, lambda n: n >= 2000, "2,000 messages before the restart")
 
@@ -337,4 +343,5 @@ async def test_redis_restarted_under_load(cluster: Cluster) -> None:
     # UndeliverableError while Redis is down (naming it); AgentNotFoundError in the moment after an empty Redis
     # is back and before the gateways have written their registrations again (their next lease renewal).
     assert set(merged["rpc_errors"]) <= {"UndeliverableError", "AgentNotFoundError"}, merged["rpc_error_examples"]
-    assert "registry (Redis at 127.0.0.1:" in merged["rpc_error_examples"].get("UndeliverableError", "registry (Redis at 127.0.0.1:")
+    undeliverable = merged["rpc_error_examples"].get("UndeliverableError")
+    assert undeliverable is None or "the registry (Redis at 127.0.0.1:" in undeliverable, undeliverable

@@ -479,7 +479,9 @@ class LoadWorkerProcess:
             raise RuntimeError(f"load worker {self.name} failed {command!r}: {reply['error']}")
         return reply
 
-    async def wait_event(self, predicate: Callable[[dict[str, Any]], bool], *, timeout: float, what: str) -> dict[str, Any]:
+    async def wait_event(
+        self, predicate: Callable[[dict[str, Any]], bool], *, timeout: float, what: str
+    ) -> dict[str, Any]:
         """The first event (past or future) matching `predicate`; `TimeoutError` naming `what` after `timeout`."""
         for event in self.events:
             if predicate(event):
@@ -566,7 +568,8 @@ async def wait_delivered(
         if time.monotonic() > deadline:
             problems = tally.problems({k: expected[k] for k in incomplete}, since=since)
             raise TimeoutError(
-                f"not every message arrived within {timeout:g} s ({tally.received} received): " + "; ".join(problems[:20])
+                f"not every message arrived within {timeout:g} s ({tally.received} received): "
+                + "; ".join(problems[:20])
             )
         await asyncio.sleep(poll)
 
