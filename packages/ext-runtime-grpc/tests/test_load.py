@@ -3,7 +3,8 @@ workers as separate processes (`ext.runtime.grpc.testing.LoadWorkerProcess`) hos
 sending sequence-numbered messages and RPCs.
 
 Bounded by message counts, with a generous wall-clock cap on every wait that fails saying what it waited for.
-No timing is asserted (figures are in `tools/bench/soak_cluster.py`).
+No speed is asserted (figures are in `tools/bench/soak_cluster.py`); "fails within its deadline" is asserted by
+the error type (an RPC that ran into its deadline raises `TimeoutError`).
 """
 
 from __future__ import annotations
@@ -197,26 +198,24 @@ async def test_replica_killed_under_load(cluster: Cluster) -> None:
         # Kill A once real traffic flows to both sides.
         await eventually_delivered(hosts, lambda n: n >= 2000, "2,000 messages before the kill")
         doomed.kill()
-        killed_at = time.monotonic()
 
-        with pytest.raises(UndeliverableError, match="far/held is gone"):
-            await asyncio.wait_for(held, 20)
-        assert time.monotonic() - killed_at < 30  # failed, not timed out
+        with pytest.raises(UndeliverableError, match="far/held is gone"):  # not TimeoutError (30 s)
+            await asyncio.wait_for(held, WAIT)
 
         # The far worker fails over to B, registers again, and every far agent answers again.
         async def far_host_on_b() -> bool:
             report = await far_host.report()
             return bool(report["connected"] and report["address"] == b)
 
-        await eventually(far_host_on_b, timeout=WAIT)
+        await eventually(far_host_on_b, timeout=WAIT, what="the far worker connected to B")
         for target in far:
-            await eventually(lambda t=target: answers(probe, t), timeout=WAIT)  # type: ignore[misc]
+            await eventually(lambda t=target: answers(probe, t), WAIT, f"{target} answering")  # type: ignore[misc]
         report = await far_host.report()
         assert report["worker_id"] != far_host.ready["worker_id"]
 
         # Recovered: what is sent from here on must all arrive. Then a last stretch and stop.
         recovered = await merged_sent(senders)
-        await eventually(lambda: sent_beyond(senders, recovered, 200), timeout=WAIT)
+        await eventually(lambda: sent_beyond(senders, recovered, 200), WAIT, "200 more messages per stream")
         for s in senders:
             await s.stop_sending()
         reports = await asyncio.wait_for(asyncio.gather(*sending), WAIT)
@@ -241,12 +240,10 @@ async def test_replica_killed_under_load(cluster: Cluster) -> None:
     assert set(reported) <= {str(t) for t in far}, reported
     assert sum(reported.values()) > 0
     assert all(n <= lost_per_agent(lost)[agent] for agent, n in reported.items()), (reported, lost)
-    print("FAILOVER lost", sum(lost.values()), "reported", sum(reported.values()), merged["rpc_errors"])
     # Sends never failed (the senders' own gateway lived); RPCs failed only as documented, each quickly.
     assert merged["send_errors"] == {}
     assert merged["rpc_wrong"] == []
     assert set(merged["rpc_errors"]) <= {"UndeliverableError", "AgentNotFoundError"}, merged["rpc_error_examples"]
-    assert merged["rpc_max_seconds"] < 10  # the RPC deadline: none ran into it
     assert merged["rpc_ok"] > 0
 
 
@@ -310,19 +307,17 @@ async def test_redis_restarted_under_load(cluster: Cluster) -> None:
         await eventually_delivered(hosts, lambda n: n >= 2000, "2,000 messages before the restart")
 
         cluster.redis.kill()
-        # A new agent needs the registry to be placed: a clear error, at once.
-        started = time.monotonic()
+        # A new agent needs the registry to be placed: a clear error, not a TimeoutError at the 30 s deadline.
         with pytest.raises(UndeliverableError, match=r"the registry \(Redis at 127\.0\.0\.1:\d+\) is unreachable"):
             await on_b.send_and_await_response(SeqCall(sender="probe", seq=1), AgentId("seq", "new"), timeout=30)
-        assert time.monotonic() - started < 15  # the redis client's own connect timeout (5 s) bounds it
 
         cluster.redis.restart()
         # Recovered: every agent answers from both replicas (including ones never placed before).
         for target in [*targets, AgentId("seq", "new")]:
             for runtime in (on_a, on_b):
-                await eventually(lambda r=runtime, t=target: answers(r, t), timeout=WAIT)  # type: ignore[misc]
+                await eventually(lambda r=runtime, t=target: answers(r, t), WAIT, f"{target} answering")  # type: ignore[misc]
         recovered = await merged_sent(hosts)
-        await eventually(lambda: sent_beyond(hosts, recovered, 200), timeout=WAIT)
+        await eventually(lambda: sent_beyond(hosts, recovered, 200), WAIT, "200 more messages per stream")
         for h in hosts:
             await h.stop_sending()
         reports = await asyncio.wait_for(asyncio.gather(*sending), WAIT)
@@ -337,9 +332,7 @@ async def test_redis_restarted_under_load(cluster: Cluster) -> None:
     lost = {k: len(tally.streams[k].missing(n)) for k, n in sent.items()}
     reported: dict[str, int] = merged["undelivered"]
     assert all(n <= lost_per_agent(lost)[agent] for agent, n in reported.items()), (reported, lost)
-    print("REDIS lost", sum(lost.values()), "reported", sum(reported.values()), merged["rpc_errors"])
     assert merged["send_errors"] == {} and merged["rpc_wrong"] == []
-    assert merged["rpc_max_seconds"] < 10  # no RPC ran into its deadline
     # UndeliverableError while Redis is down (naming it); AgentNotFoundError in the moment after an empty Redis
     # is back and before the gateways have written their registrations again (their next lease renewal).
     assert set(merged["rpc_errors"]) <= {"UndeliverableError", "AgentNotFoundError"}, merged["rpc_error_examples"]
