@@ -499,7 +499,7 @@ class Gateway:
             gateway_id = request_id.split("/", 1)[0]
             if gateway_id != self.gateway_id:
                 forward = pb.Forward(target_worker="", origin_gateway=self.gateway_id, message=message)
-                # An unreachable registry: the caller's deadline ends its wait.
+                # Registry unreachable: the caller's gateway fails the RPC when its own link breaks.
                 with contextlib.suppress(LookupError, RegistryUnavailableError):
                     await self._registry.publish(gateway_id, forward.SerializeToString())
                 return
