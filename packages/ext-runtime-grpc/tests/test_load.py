@@ -308,8 +308,11 @@ async def test_redis_restarted_under_load(cluster: Cluster) -> None:
 
         cluster.redis.kill()
         # A new agent needs the registry to be placed: a clear error, not a TimeoutError at the 30 s deadline.
-        with pytest.raises(UndeliverableError, match=r"the registry \(Redis at 127\.0\.0\.1:\d+\) is unreachable"):
+        unreachable = r"the registry \(Redis at 127\.0\.0\.1:\d+\) is unreachable"
+        with pytest.raises(UndeliverableError, match=unreachable):
             await on_b.send_and_await_response(SeqCall(sender="probe", seq=1), AgentId("seq", "new"), timeout=30)
+        with pytest.raises(UndeliverableError, match="could not list the agents: " + unreachable):
+            await on_a.list_agents()
 
         cluster.redis.restart()
         # Recovered: every agent answers from both replicas (including ones never placed before).

@@ -300,11 +300,15 @@ class Gateway:
         elif body == "register":
             await self._on_register(conn, message.register)
         elif body == "list_agents":
-            agents = await self._registry.agents(message.list_agents.type or None)
-            reply = pb.ListAgentsResponse(
-                request_id=message.list_agents.request_id,
-                agents=[pb.AgentId(type=a.type, key=a.key) for a in agents],
-            )
+            try:
+                agents = await self._registry.agents(message.list_agents.type or None)
+            except RegistryUnavailableError as exc:
+                reply = pb.ListAgentsResponse(request_id=message.list_agents.request_id, error=str(exc))
+            else:
+                reply = pb.ListAgentsResponse(
+                    request_id=message.list_agents.request_id,
+                    agents=[pb.AgentId(type=a.type, key=a.key) for a in agents],
+                )
             await conn.send(pb.Message(list_agents_response=reply))
         else:
             logger.warning("worker %s sent an unexpected %s message", conn.worker_id, body)

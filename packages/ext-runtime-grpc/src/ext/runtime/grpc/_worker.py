@@ -777,11 +777,14 @@ class GrpcAgentRuntime:
         await self._post(envelope)
 
     async def list_agents(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
-        """Every active agent in the cluster (of one type, or all), from the gateway's registry."""
+        """Every active agent in the cluster (of one type, or all), from the gateway's registry. Raises
+        `UndeliverableError` when the gateway cannot reach its registry."""
         name = "" if agent_type is None else agent_type_name(agent_type)
         self._check_open()
         request_id = self._next_id()
         reply = await self._control(pb.Message(list_agents=pb.ListAgents(request_id=request_id, type=name)), request_id)
+        if reply.error:
+            raise UndeliverableError(f"the gateway could not list the agents: {reply.error}")
         return [AgentId(a.type, a.key) for a in reply.agents]
 
     async def local_agents(self) -> list[AgentId]:
