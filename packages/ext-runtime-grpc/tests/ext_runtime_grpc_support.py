@@ -21,12 +21,13 @@ def worker(address: str | list[str], **kwargs: object) -> GrpcAgentRuntime:
     return runtime
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    """Poll `check` until true; for state another process changes on its own schedule (leases, reconnects)."""
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "") -> None:
+    """Poll `check` until true; for state another process changes on its own schedule (leases, reconnects).
+    Fails after `timeout` naming `what` it waited for."""
     deadline = time.monotonic() + timeout
     while not await check():
         if time.monotonic() > deadline:
-            raise AssertionError("condition not met within the timeout")
+            raise AssertionError(f"{what or 'condition'} not met within {timeout:g} s")
         await asyncio.sleep(0.05)
 
 

@@ -39,10 +39,21 @@ class RedisServer:
 
     def stop(self) -> None:
         """Kill the server (idempotent) and remove its directory."""
+        self.kill()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Kill the server process (SIGKILL; idempotent), keeping its port and directory for `restart`. With
+        no persistence, everything it held is gone."""
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait(timeout=10)
-        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def restart(self) -> None:
+        """Kill the server if it runs, and start a fresh one on the same port (empty: no persistence); returns
+        once it answers (up to 10 s). Clients see their connections drop, then the same URL answer again."""
+        self.kill()
+        self.process = _spawn(self.port, self.directory)
 
 
 def start_redis_server(port: int | None = None) -> RedisServer:
@@ -51,6 +62,18 @@ def start_redis_server(port: int | None = None) -> RedisServer:
         raise FileNotFoundError(INSTALL_HINT)
     directory = tempfile.mkdtemp(prefix="ext-redis-")
     port = free_port() if port is None else port
+    try:
+        process = _spawn(port, directory)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return RedisServer(process, port, directory)
+
+
+def _spawn(port: int, directory: str) -> subprocess.Popen[bytes]:
+    """Start `redis-server` on `port` and wait (up to 10 s) until it answers PING."""
+    if REDIS_BINARY is None:
+        raise FileNotFoundError(INSTALL_HINT)
     process = subprocess.Popen(
         [
             REDIS_BINARY,
@@ -80,8 +103,9 @@ def start_redis_server(port: int | None = None) -> RedisServer:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
                 sock.sendall(b"PING\r\n")
                 if sock.recv(16).startswith(b"+PONG"):
-                    return RedisServer(process, port, directory)
+                    return process
         except OSError:
             time.sleep(0.02)  # polling a port that is not open yet; bounded by the deadline
     process.kill()
+    process.wait(timeout=10)
     raise RuntimeError("redis-server did not answer within 10 s")

@@ -4,7 +4,7 @@ from .__about__ import __version__
 from ._cluster import LocalCluster
 from ._errors import AuthenticationError
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
-from ._registry import InMemoryRegistry, RedisRegistry, Registry
+from ._registry import InMemoryRegistry, RedisRegistry, Registry, RegistryUnavailableError
 from ._serializer import (
     JSON_TYPE,
     ProtobufMessageSerializer,
@@ -27,6 +27,7 @@ __all__ = [
     "ProtobufMessageSerializer",
     "RedisRegistry",
     "Registry",
+    "RegistryUnavailableError",
     "SerializationError",
     "__version__",
     "from_sdk_event",

@@ -24,7 +24,7 @@ from ext.core import AgentId
 
 from ._health import HealthServer
 from ._outbox import Outbox
-from ._registry import InMemoryRegistry, Registry
+from ._registry import InMemoryRegistry, Registry, RegistryUnavailableError
 from ._secrets import check_token
 from .protos import agent_worker_pb2 as pb
 
@@ -218,7 +218,9 @@ class Gateway:
             bound = server.add_insecure_port(target)
         if bound == 0:
             raise OSError(f"cannot listen on {target}")
-        await self._registry.start(self.gateway_id, self._on_forward, self._on_gateway_gone)
+        await self._registry.start(
+            self.gateway_id, self._on_forward, self._on_gateway_gone, link_lost=self._on_registry_link_lost
+        )
         await server.start()
         return server, bound
 
@@ -351,11 +353,15 @@ class Gateway:
         elif body == "register":
             await self._on_register(conn, message.register)
         elif body == "list_agents":
-            agents = await self._registry.agents(message.list_agents.type or None)
-            reply = pb.ListAgentsResponse(
-                request_id=message.list_agents.request_id,
-                agents=[pb.AgentId(type=a.type, key=a.key) for a in agents],
-            )
+            try:
+                agents = await self._registry.agents(message.list_agents.type or None)
+            except RegistryUnavailableError as exc:
+                reply = pb.ListAgentsResponse(request_id=message.list_agents.request_id, error=str(exc))
+            else:
+                reply = pb.ListAgentsResponse(
+                    request_id=message.list_agents.request_id,
+                    agents=[pb.AgentId(type=a.type, key=a.key) for a in agents],
+                )
             await conn.send(pb.Message(list_agents_response=reply))
         else:
             logger.warning("worker %s sent an unexpected %s message", conn.worker_id, body)
@@ -370,9 +376,13 @@ class Gateway:
             except ValueError as exc:
                 error = str(exc)
         if not error:
-            await self._registry.add(conn.worker_id, request.type)
-            conn.types.add(request.type)
-            logger.info("worker %s hosts agent type %r", conn.worker_id, request.type)
+            try:
+                await self._registry.add(conn.worker_id, request.type)
+            except RegistryUnavailableError as exc:
+                error = str(exc)
+            else:
+                conn.types.add(request.type)
+                logger.info("worker %s hosts agent type %r", conn.worker_id, request.type)
         reply = pb.RegisterAgentTypeResponse(request_id=request.request_id, error=error)
         await conn.send(pb.Message(register_response=reply))
 
@@ -380,7 +390,12 @@ class Gateway:
         delivery = message.delivery
         kind = delivery.kind
         if kind == pb.DELIVERY_KIND_BROADCAST:
-            for worker_id, gateway_id in await self._registry.workers_for(delivery.broadcast_type):
+            try:
+                targets = await self._registry.workers_for(delivery.broadcast_type)
+            except RegistryUnavailableError as exc:
+                await self._undeliverable(message, str(exc), origin=conn)
+                return
+            for worker_id, gateway_id in targets:
                 await self._send_to_worker(worker_id, gateway_id, message)
             return
         if kind == pb.DELIVERY_KIND_RPC and self._draining:
@@ -395,14 +410,18 @@ class Gateway:
             except ValueError as exc:
                 logger.warning("worker %s sent a bad recipient: %s", conn.worker_id, exc)
         target = None
+        error_kind = pb.ERROR_KIND_AGENT_NOT_FOUND
+        text = f"no worker hosts agent type {key[0]!r} (recipient {key[0]}/{key[1]})"
         if recipient is not None:
-            target = self._registry.lookup(recipient) or await self._registry.place(recipient)
+            try:
+                target = self._registry.lookup(recipient) or await self._registry.place(recipient)
+            except RegistryUnavailableError as exc:
+                error_kind, text = pb.ERROR_KIND_UNDELIVERABLE, f"cannot route to {recipient}: {exc}"
         if target is None:
-            text = f"no worker hosts agent type {key[0]!r} (recipient {key[0]}/{key[1]})"
             if kind == pb.DELIVERY_KIND_RPC:
-                await self._answer(conn, delivery.request_id, pb.ERROR_KIND_AGENT_NOT_FOUND, text)
+                await self._answer(conn, delivery.request_id, error_kind, text)
             else:
-                notice = pb.Notice(error=_error(pb.ERROR_KIND_AGENT_NOT_FOUND, text), recipient=wire)
+                notice = pb.Notice(error=_error(error_kind, text), recipient=wire)
                 await conn.send(pb.Message(notice=notice))
             return
         assert recipient is not None
@@ -435,18 +454,27 @@ class Gateway:
             try:
                 await self._publish_to_worker(worker_id, gateway_id, message)
                 return
+            except RegistryUnavailableError as exc:
+                await self._undeliverable(message, f"cannot route to {recipient}: {exc}", origin=conn)
+                return
             except LookupError:
                 # The replica holding the placement is gone; place the agent again among live workers.
                 self._registry.forget_gateway(gateway_id)
-                target = await self._registry.place(recipient)
+                try:
+                    target = await self._registry.place(recipient)
+                except RegistryUnavailableError as exc:
+                    await self._undeliverable(message, f"cannot route to {recipient}: {exc}", origin=conn)
+                    return
                 if target is None:
                     text = f"no live worker hosts agent type {recipient.type!r} (recipient {recipient})"
-                    await self._undeliverable(message, text, pb.ERROR_KIND_AGENT_NOT_FOUND)
+                    await self._undeliverable(message, text, pb.ERROR_KIND_AGENT_NOT_FOUND, origin=conn)
                     return
                 worker_id, gateway_id = target
                 if pending is not None:
                     pending.target_worker, pending.target_gateway = worker_id, gateway_id
-        await self._send_to_worker(worker_id, gateway_id, message, recipient if pending is not None else None)
+        await self._send_to_worker(
+            worker_id, gateway_id, message, recipient if pending is not None else None, origin=conn
+        )
 
     def _agent_id(self, agent_type: str, key: str) -> AgentId:
         """AgentIds from the wire, validated once per distinct id (validation is a regex match)."""
@@ -466,19 +494,25 @@ class Gateway:
         await self._registry.publish(gateway_id, forward.SerializeToString())
 
     async def _send_to_worker(
-        self, worker_id: str, gateway_id: str, message: pb.Message, rpc_recipient: AgentId | None = None
+        self,
+        worker_id: str,
+        gateway_id: str,
+        message: pb.Message,
+        rpc_recipient: AgentId | None = None,
+        origin: _Conn | None = None,
     ) -> None:
         """Send to a worker here or behind another gateway. `rpc_recipient` marks an RPC delivery, tracked
-        so the caller hears at once if this worker dies before answering."""
+        so the caller hears at once if this worker dies before answering; `origin` (the sender, when connected
+        here) is told of a one-way message that could not be delivered."""
         if gateway_id != self.gateway_id:
             try:
                 await self._publish_to_worker(worker_id, gateway_id, message)
-            except LookupError as exc:
-                await self._undeliverable(message, str(exc))
+            except (LookupError, RegistryUnavailableError) as exc:
+                await self._undeliverable(message, str(exc), origin=origin)
             return
         conn = self._workers.get(worker_id)
         if conn is None:
-            await self._undeliverable(message, f"worker {worker_id} is gone")
+            await self._undeliverable(message, f"worker {worker_id} is gone", origin=origin)
             return
         if rpc_recipient is not None:
             conn.inflight[message.delivery.request_id] = rpc_recipient
@@ -487,7 +521,15 @@ class Gateway:
         except Exception as exc:
             await self._undeliverable(message, f"writing to worker {worker_id} failed: {exc}")
 
-    async def _undeliverable(self, message: pb.Message, reason: str, kind: int = pb.ERROR_KIND_UNDELIVERABLE) -> None:
+    async def _undeliverable(
+        self,
+        message: pb.Message,
+        reason: str,
+        kind: int = pb.ERROR_KIND_UNDELIVERABLE,
+        origin: _Conn | None = None,
+    ) -> None:
+        """An RPC gets an error response; a one-way message or broadcast is logged here, and its sender (when
+        connected here) gets a `Notice`."""
         if message.WhichOneof("body") != "delivery":
             logger.warning("dropped a message: %s", reason)
             return
@@ -495,10 +537,14 @@ class Gateway:
         if delivery.kind == pb.DELIVERY_KIND_RPC:
             error = _error(kind, reason)
             await self._route_response(pb.Message(response=pb.Response(request_id=delivery.request_id, error=error)))
-        else:
-            logger.warning(
-                "dropped a one-way message for %s/%s: %s", delivery.recipient.type, delivery.recipient.key, reason
-            )
+            return
+        logger.warning(
+            "dropped a one-way message for %s/%s: %s", delivery.recipient.type, delivery.recipient.key, reason
+        )
+        if origin is not None:
+            notice = pb.Notice(error=_error(kind, reason), recipient=delivery.recipient)
+            with contextlib.suppress(Exception):
+                await origin.send(pb.Message(notice=notice))
 
     async def _route_response(self, message: pb.Message, handler: _Conn | None = None) -> None:
         """Relay an RPC's response to its caller; `handler` is the worker that answered (if it is connected here)."""
@@ -510,7 +556,8 @@ class Gateway:
             gateway_id = request_id.split("/", 1)[0]
             if gateway_id != self.gateway_id:
                 forward = pb.Forward(target_worker="", origin_gateway=self.gateway_id, message=message)
-                with contextlib.suppress(LookupError):
+                # Registry unreachable: the caller's gateway fails the RPC when its own link breaks.
+                with contextlib.suppress(LookupError, RegistryUnavailableError):
                     await self._registry.publish(gateway_id, forward.SerializeToString())
                 return
         pending = self._pending.pop(request_id, None)
@@ -542,7 +589,7 @@ class Gateway:
                     await conn.send(cancel)
         else:
             forward = pb.Forward(target_worker=pending.target_worker, origin_gateway=self.gateway_id, message=cancel)
-            with contextlib.suppress(LookupError):
+            with contextlib.suppress(LookupError, RegistryUnavailableError):
                 await self._registry.publish(pending.target_gateway, forward.SerializeToString())
 
     # --- replicas --------------------------------------------------------------------------------------
@@ -567,6 +614,15 @@ class Gateway:
         if message.WhichOneof("body") == "delivery" and delivery.kind == pb.DELIVERY_KIND_RPC:
             rpc_recipient = self._agent_id(delivery.recipient.type, delivery.recipient.key)
         await self._send_to_worker(forward.target_worker, self.gateway_id, message, rpc_recipient)
+
+    async def _on_registry_link_lost(self, reason: str) -> None:
+        """Messages to this gateway through the registry may have been lost: RPCs waiting on an answer from
+        another gateway fail now rather than at their deadline."""
+        for request_id, pending in list(self._pending.items()):
+            if pending.target_gateway != self.gateway_id:
+                text = f"{reason}; the answer from {pending.recipient} may be lost"
+                error = _error(pb.ERROR_KIND_UNDELIVERABLE, text)
+                await self._route_response(pb.Message(response=pb.Response(request_id=request_id, error=error)))
 
     async def _on_gateway_gone(self, gateway_id: str) -> None:
         """A replica died: the RPCs it was carrying for our workers fail now rather than at their deadline."""

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ext.core import AgentId
+from ext.core import AgentId, UndeliverableError
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +23,15 @@ Inbox = Callable[[bytes], Awaitable[None]]
 
 GatewayGone = Callable[[str], Awaitable[None]]
 """Told the id of a gateway whose lease ran out."""
+
+LinkLost = Callable[[str], Awaitable[None]]
+"""Told (with the reason) that messages other gateways sent to this one may have been lost: the link to the
+shared registry broke, or came back after a break."""
+
+
+class RegistryUnavailableError(UndeliverableError):
+    """The shared registry (Redis) cannot be reached: what needs it fails with this at once, naming the
+    registry (host and port only, never credentials), instead of waiting for a deadline."""
 
 
 def rendezvous(agent_id: AgentId, workers: list[str]) -> str:
@@ -37,7 +46,14 @@ class Registry(ABC):
 
     gateway_id: str = ""
 
-    async def start(self, gateway_id: str, inbox: Inbox, gateway_gone: GatewayGone | None = None) -> None:
+    async def start(
+        self,
+        gateway_id: str,
+        inbox: Inbox,
+        gateway_gone: GatewayGone | None = None,
+        *,
+        link_lost: LinkLost | None = None,
+    ) -> None:
         self.gateway_id = gateway_id
 
     async def close(self) -> None:  # noqa: B027 - nothing to release by default
@@ -151,6 +167,10 @@ class RedisRegistry(Registry):
     `types` the set of type names, `type:<T>` worker -> gateway, `agents:<T>` key -> "worker gateway".
     Channels: `inbox:<gateway id>` for forwarded messages, `events` for cache invalidation. A gateway that dies
     stops renewing its lease; its workers are then ignored at once and swept from the keys by the survivors.
+
+    While Redis cannot be reached, what needs it raises `RegistryUnavailableError`. Each gateway remembers its
+    own registrations: when it finds its lease key gone on renewal (Redis restarted empty, or the lease ran out
+    and survivors swept it), it writes them again, so the cluster recovers without workers reconnecting.
     """
 
     def __init__(self, url: str, *, prefix: str = "ext", lease_seconds: float = 10.0) -> None:
@@ -166,8 +186,11 @@ class RedisRegistry(Registry):
         self._tasks: list[asyncio.Task[None]] = []
         self._inbox: Inbox | None = None
         self._gateway_gone: GatewayGone | None = None
+        self._link_lost: LinkLost | None = None
         self._cache: dict[AgentId, tuple[str, str]] = {}
-        self._place_sha: str | None = None
+        self._place: Any = None
+        # This gateway's registrations (worker -> agent types), written again when Redis lost them.
+        self._own: dict[str, set[str]] = {}
         # Health, from the lease renewals (every lease_seconds / 3): when Redis last answered, and the error of
         # the last renewal if it failed. Where Redis is, for messages: host and port only (the URL may hold a
         # password).
@@ -179,18 +202,27 @@ class RedisRegistry(Registry):
     def _key(self, *parts: str) -> str:
         return self._prefix + ":".join(parts)
 
-    async def start(self, gateway_id: str, inbox: Inbox, gateway_gone: GatewayGone | None = None) -> None:
+    async def start(
+        self,
+        gateway_id: str,
+        inbox: Inbox,
+        gateway_gone: GatewayGone | None = None,
+        *,
+        link_lost: LinkLost | None = None,
+    ) -> None:
         try:
             import redis.asyncio as aioredis
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("RedisRegistry needs the redis package: pip install 'ext-runtime-grpc[redis]'") from exc
-        await super().start(gateway_id, inbox, gateway_gone)
+        await super().start(gateway_id, inbox, gateway_gone, link_lost=link_lost)
         self._inbox = inbox
         self._gateway_gone = gateway_gone
+        self._link_lost = link_lost
         self._redis = aioredis.from_url(self._url, socket_connect_timeout=5, socket_timeout=10)
         await self._renew()
         self._last_ok = time.monotonic()
-        self._place_sha = await self._redis.script_load(_PLACE_SCRIPT)
+        # A registered script re-loads itself when the server lost it (a restarted Redis).
+        self._place = self._redis.register_script(_PLACE_SCRIPT)
         self._pubsub = self._redis.pubsub()
         await self._pubsub.subscribe(self._key("inbox", gateway_id), self._key("events"))
         loop = asyncio.get_running_loop()
@@ -213,15 +245,23 @@ class RedisRegistry(Registry):
             await self._redis.aclose()
             self._redis = None
 
-    async def _renew(self) -> None:
-        await self._redis.set(self._key("gw", self.gateway_id), "1", px=self._lease_ms)
+    def _unavailable(self, exc: BaseException) -> RegistryUnavailableError:
+        return RegistryUnavailableError(
+            f"the registry (Redis at {self._where}) is unreachable: {type(exc).__name__}: {exc}"
+        )
+
+    async def _renew(self) -> bool:
+        """Renew the lease; False when the key was gone (a new lease: Redis lost it, or it ran out)."""
+        previous = await self._redis.set(self._key("gw", self.gateway_id), "1", px=self._lease_ms, get=True)
+        return previous is not None
 
     async def _keep_lease(self) -> None:
         interval = self._lease_ms / 1000 / 3
         while True:
             await asyncio.sleep(interval)
             try:
-                await self._renew()
+                if not await self._renew() and self._own:
+                    await self._restore()
             except Exception as exc:
                 # Logged once per outage (with its traceback), not every interval.
                 if not self._last_error:
@@ -236,6 +276,17 @@ class RedisRegistry(Registry):
                 await self._sweep()
             except Exception:
                 logger.exception("sweeping dead gateways' registrations from Redis failed")
+
+    async def _restore(self) -> None:
+        """Write this gateway's registrations again (the lease key was gone, so they may be too)."""
+        pipe = self._redis.pipeline()
+        for worker_id, agent_types in self._own.items():
+            for agent_type in agent_types:
+                pipe.sadd(self._key("types"), agent_type)
+                pipe.hset(self._key("type", agent_type), worker_id, self.gateway_id)
+        await pipe.execute()
+        count = sum(len(t) for t in self._own.values())
+        logger.warning("gateway %s wrote its %d registration(s) to the registry again", self.gateway_id, count)
 
     def health_problem(self) -> str | None:
         if self._redis is None:
@@ -284,20 +335,27 @@ class RedisRegistry(Registry):
 
     async def _listen(self) -> None:
         inbox_channel = self._key("inbox", self.gateway_id).encode()
-        failing = False
+        broken = False
         while True:
             try:
                 item = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                # Once per outage with the traceback, then quietly (it retries twice a second until Redis is back).
-                if not failing:
-                    logger.exception("reading from Redis pub/sub failed; retrying")
-                failing = True
-                await asyncio.sleep(0.5)
+            except Exception as exc:
+                # redis-py reconnects and subscribes again on the next read. What other gateways published to
+                # this one meanwhile (answers to our RPCs among them) is lost: the gateway fails those RPCs now.
+                # Logged once per outage (with the traceback), then quietly until Redis is back.
+                if not broken:
+                    broken = True
+                    logger.warning("reading from Redis pub/sub failed; retrying", exc_info=exc)
+                    await self._tell_link_lost(f"the link to the registry (Redis at {self._where}) broke")
+                await asyncio.sleep(0.2)
                 continue
-            failing = False
+            if broken:
+                # Subscribed again. Answers published before that went nowhere: fail what may be waiting on one.
+                broken = False
+                logger.warning("reading from Redis pub/sub works again")
+                await self._tell_link_lost(f"the link to the registry (Redis at {self._where}) broke and came back")
             if item is None:
                 continue
             channel, data = item["channel"], item["data"]
@@ -309,6 +367,13 @@ class RedisRegistry(Registry):
                     logger.exception("handling a message forwarded by another gateway failed")
             else:
                 await self._on_event(data.decode())
+
+    async def _tell_link_lost(self, reason: str) -> None:
+        if self._link_lost is not None:
+            try:
+                await self._link_lost(reason)
+            except Exception:
+                logger.exception("failing the RPCs waiting on other gateways failed")
 
     def forget_gateway(self, gateway_id: str) -> None:
         self._cache = {a: t for a, t in self._cache.items() if t[1] != gateway_id}
@@ -328,21 +393,32 @@ class RedisRegistry(Registry):
         pipe = self._redis.pipeline()
         pipe.sadd(self._key("types"), agent_type)
         pipe.hset(self._key("type", agent_type), worker_id, self.gateway_id)
-        await pipe.execute()
+        try:
+            await pipe.execute()
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
+        self._own.setdefault(worker_id, set()).add(agent_type)
 
     async def remove_worker(self, worker_id: str) -> None:
-        types = await self._redis.smembers(self._key("types"))
-        for raw_type in types:
-            agent_type = raw_type.decode()
-            if await self._redis.hdel(self._key("type", agent_type), worker_id):
-                await self._drop_placements(agent_type, {worker_id})
+        self._own.pop(worker_id, None)  # first: even if Redis is unreachable now, it is not restored later
         self._cache = {a: t for a, t in self._cache.items() if t[0] != worker_id}
-        await self._redis.publish(self._key("events"), f"worker {worker_id}")
+        try:
+            types = await self._redis.smembers(self._key("types"))
+            for raw_type in types:
+                agent_type = raw_type.decode()
+                if await self._redis.hdel(self._key("type", agent_type), worker_id):
+                    await self._drop_placements(agent_type, {worker_id})
+            await self._redis.publish(self._key("events"), f"worker {worker_id}")
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
 
     async def workers_for(self, agent_type: str) -> list[tuple[str, str]]:
-        raw = await self._redis.hgetall(self._key("type", agent_type))
-        workers = [(k.decode(), v.decode()) for k, v in raw.items()]
-        alive = await self._alive({g for _, g in workers})
+        try:
+            raw = await self._redis.hgetall(self._key("type", agent_type))
+            workers = [(k.decode(), v.decode()) for k, v in raw.items()]
+            alive = await self._alive({g for _, g in workers})
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
         return sorted((w, g) for w, g in workers if g in alive)
 
     def lookup(self, agent_id: AgentId) -> tuple[str, str] | None:
@@ -357,20 +433,26 @@ class RedisRegistry(Registry):
             return None
         owners = dict(workers)
         choice = rendezvous(agent_id, list(owners))
-        result = await self._redis.evalsha(
-            self._place_sha,
-            2,
-            self._key("agents", agent_id.type),
-            self._key("type", agent_id.type),
-            agent_id.key,
-            f"{choice} {owners[choice]}",
-            self._key("gw", ""),
-        )
+        try:
+            result = await self._place(
+                keys=[self._key("agents", agent_id.type), self._key("type", agent_id.type)],
+                args=[agent_id.key, f"{choice} {owners[choice]}", self._key("gw", "")],
+            )
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
         worker, _, gateway = result.decode().partition(" ")
         self._cache[agent_id] = (worker, gateway)
         return worker, gateway
 
     async def agents(self, agent_type: str | None = None) -> list[AgentId]:
+        try:
+            return await self._agents(agent_type)
+        except RegistryUnavailableError:
+            raise
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
+
+    async def _agents(self, agent_type: str | None) -> list[AgentId]:
         if agent_type is None:
             types = sorted(t.decode() for t in await self._redis.smembers(self._key("types")))
         else:
@@ -386,6 +468,9 @@ class RedisRegistry(Registry):
         return sorted(found, key=lambda a: (a.type, a.key))
 
     async def publish(self, gateway_id: str, payload: bytes) -> None:
-        receivers = await self._redis.publish(self._key("inbox", gateway_id), payload)
+        try:
+            receivers = await self._redis.publish(self._key("inbox", gateway_id), payload)
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
         if not receivers:
             raise LookupError(f"gateway {gateway_id!r} is not listening (it stopped or its lease ran out)")

@@ -12,7 +12,7 @@ import math
 import os
 import random
 import types
-from collections.abc import Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -81,6 +81,9 @@ class GrpcAgentRuntime:
         serializer: the `ProtobufMessageSerializer` (default: a new one). Register pydantic and dataclass
             message types with `register_message_type` on every worker that sends or receives them.
         stop_timeout: seconds `stop()` lets hosted handlers finish (default 5).
+        on_undelivered: called with the recipient and the reason when the gateway reports that a one-way
+            message this worker sent could not be delivered (it is also logged at WARNING).
+            One-way messages are not acknowledged: this is the only word of a loss the gateway saw.
     """
 
     def __init__(
@@ -99,6 +102,7 @@ class GrpcAgentRuntime:
         reconnect_max_backoff: float = 5.0,
         serializer: ProtobufMessageSerializer | None = None,
         stop_timeout: float = 5.0,
+        on_undelivered: Callable[[AgentId, str], None] | None = None,
     ) -> None:
         self._addresses: list[str] = []
         if isinstance(address, grpc.aio.Channel):
@@ -152,6 +156,9 @@ class GrpcAgentRuntime:
         self._max_message_bytes = max_message_bytes
         self.serializer = serializer if serializer is not None else ProtobufMessageSerializer()
         self._local = LocalAgentRuntime(stop_timeout=stop_timeout)
+        if on_undelivered is not None and not callable(on_undelivered):
+            raise TypeError(f"on_undelivered must be a callable or None, got {type(on_undelivered).__name__}")
+        self._on_undelivered = on_undelivered
         self._types: set[str] = set()
         self._call: Any = None
         self._outbox: Outbox | None = None
@@ -469,6 +476,16 @@ class GrpcAgentRuntime:
                 notice.recipient.key,
                 notice.error.message,
             )
+            if self._on_undelivered is not None:
+                try:
+                    recipient = self._agent_id(notice.recipient.type, notice.recipient.key)
+                except ValueError:
+                    recipient = None  # a broadcast's notice names a type only
+                try:
+                    if recipient is not None:
+                        self._on_undelivered(recipient, notice.error.message)
+                except Exception:
+                    logger.exception("the on_undelivered callback failed")
         return None
 
     def _resolve(self, request_id: str, value: Any) -> None:
@@ -779,11 +796,14 @@ class GrpcAgentRuntime:
         await self._post(envelope)
 
     async def list_agents(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
-        """Every active agent in the cluster (of one type, or all), from the gateway's registry."""
+        """Every active agent in the cluster (of one type, or all), from the gateway's registry. Raises
+        `UndeliverableError` when the gateway cannot reach its registry."""
         name = "" if agent_type is None else agent_type_name(agent_type)
         self._check_open()
         request_id = self._next_id()
         reply = await self._control(pb.Message(list_agents=pb.ListAgents(request_id=request_id, type=name)), request_id)
+        if reply.error:
+            raise UndeliverableError(f"the gateway could not list the agents: {reply.error}")
         return [AgentId(a.type, a.key) for a in reply.agents]
 
     async def local_agents(self) -> list[AgentId]:

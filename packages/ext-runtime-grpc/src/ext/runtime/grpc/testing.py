@@ -1,7 +1,13 @@
-"""Helpers for tests of apps built on the gRPC runtime: a gateway subprocess.
+"""Helpers for tests of apps built on the gRPC runtime: a gateway subprocess, and a load harness.
 
-It binds 127.0.0.1 only; call `kill()` in your fixture's teardown. A throwaway redis-server (for replicas sharing
-a registry) is `ext.testing.redis.start_redis_server` in ext-testing.
+`start_gateway_process` binds 127.0.0.1 only; call `kill()` in your fixture's teardown. A throwaway redis-server
+(for replicas sharing a registry) is `ext.testing.redis.start_redis_server` in ext-testing.
+
+The load harness (used by this package's load and failover tests and by `tools/bench/soak_cluster.py`):
+sequence-numbered messages (`Seq`, `SeqCall`, `Hold`), `SequenceAgent` recording them in a `SequenceChecker`
+(gaps, duplicates and out-of-order arrivals per sender -> recipient stream), `run_sender`, workers as separate
+OS processes (`LoadWorkerProcess`, run as `python -m ext.runtime.grpc.testing load-worker ...`) driven over
+JSON lines, `wait_delivered` / `ClusterTally` to merge their reports, and `rss_kb(pid)` (VmRSS).
 """
 
 from __future__ import annotations
@@ -11,13 +17,70 @@ import selectors
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+from ._load import (
+    MESSAGE_TYPES,
+    ClusterTally,
+    Hold,
+    LoadWorkerProcess,
+    SenderReport,
+    Seq,
+    SeqCall,
+    SequenceAgent,
+    SequenceChecker,
+    StreamRecord,
+    StreamTally,
+    expected_answer,
+    gather_reports,
+    merge_sender_reports,
+    parse_agent_id,
+    rss_kb,
+    run_sender,
+    stream_key,
+    wait_delivered,
+    worker_main,
+)
+
+__all__ = [
+    "MESSAGE_TYPES",
+    "ClusterTally",
+    "GatewayProcess",
+    "Hold",
+    "LoadWorkerProcess",
+    "SenderReport",
+    "Seq",
+    "SeqCall",
+    "SequenceAgent",
+    "SequenceChecker",
+    "StreamRecord",
+    "StreamTally",
+    "expected_answer",
+    "gather_reports",
+    "merge_sender_reports",
+    "parse_agent_id",
+    "rss_kb",
+    "run_sender",
+    "start_gateway_process",
+    "stream_key",
+    "wait_delivered",
+]
 
 
 @dataclass
 class GatewayProcess:
+    """A gateway started by `start_gateway_process`. Its stderr (the log) is read continuously, so a gateway
+    that logs a lot under faults never blocks on a full pipe; `log_tail()` gives the last lines."""
+
     process: subprocess.Popen[str]
     port: int
+    log: deque[str] = field(default_factory=lambda: deque(maxlen=500))
+
+    def log_tail(self) -> str:
+        """The last (up to 500) lines the gateway logged."""
+        return "".join(self.log)
 
     @property
     def address(self) -> str:
@@ -56,4 +119,23 @@ def start_gateway_process(*args: str, env: dict[str, str] | None = None, port: i
         process.kill()
         _, err = process.communicate(timeout=10)
         raise RuntimeError(f"gateway did not start: {line!r} {err[-2000:]}")
-    return GatewayProcess(process, int(line))
+    gateway = GatewayProcess(process, int(line))
+    threading.Thread(target=_drain, args=(process, gateway.log), daemon=True).start()
+    return gateway
+
+
+def _drain(process: subprocess.Popen[str], log: deque[str]) -> None:
+    assert process.stderr is not None
+    for line in process.stderr:
+        log.append(line)
+
+
+def _main(argv: list[str]) -> int:
+    if not argv or argv[0] != "load-worker":
+        print("usage: python -m ext.runtime.grpc.testing load-worker --name N --address H:P [...]", file=sys.stderr)
+        return 2
+    return worker_main(argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

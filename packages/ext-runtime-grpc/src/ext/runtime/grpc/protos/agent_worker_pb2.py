@@ -29,17 +29,17 @@ _sym_db = _symbol_database.Default()
 from ext.runtime.grpc.protos import cloudevent_pb2 as ext_dot_runtime_dot_grpc_dot_protos_dot_cloudevent__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*ext/runtime/grpc/protos/agent_worker.proto\x12\x0e\x65xt.runtime.v1\x1a(ext/runtime/grpc/protos/cloudevent.proto\"$\n\x07\x41gentId\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"\xe5\x01\n\x08\x44\x65livery\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.ext.runtime.v1.DeliveryKind\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12*\n\trecipient\x18\x03 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\x12\x16\n\x0e\x62roadcast_type\x18\x04 \x01(\t\x12\'\n\x06sender\x18\x05 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\x12,\n\x05\x65vent\x18\x06 \x01(\x0b\x32\x1d.io.cloudevents.v1.CloudEvent\"U\n\x05\x45rror\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.ext.runtime.v1.ErrorKind\x12\x12\n\nerror_type\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x80\x01\n\x08Response\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12.\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x1d.io.cloudevents.v1.CloudEventH\x00\x12&\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x15.ext.runtime.v1.ErrorH\x00\x42\x08\n\x06result\"\x1c\n\x06\x43\x61ncel\x12\x12\n\nrequest_id\x18\x01 \x01(\t\".\n\x05Hello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngateway_id\x18\x02 \x01(\t\"5\n\x11RegisterAgentType\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\">\n\x19RegisterAgentTypeResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\".\n\nListAgents\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\"Q\n\x12ListAgentsResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\'\n\x06\x61gents\x18\x02 \x03(\x0b\x32\x17.ext.runtime.v1.AgentId\"Z\n\x06Notice\x12$\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x15.ext.runtime.v1.Error\x12*\n\trecipient\x18\x02 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\"\x87\x04\n\x07Message\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.ext.runtime.v1.HelloH\x00\x12\x35\n\x08register\x18\x02 \x01(\x0b\x32!.ext.runtime.v1.RegisterAgentTypeH\x00\x12\x46\n\x11register_response\x18\x03 \x01(\x0b\x32).ext.runtime.v1.RegisterAgentTypeResponseH\x00\x12,\n\x08\x64\x65livery\x18\x04 \x01(\x0b\x32\x18.ext.runtime.v1.DeliveryH\x00\x12,\n\x08response\x18\x05 \x01(\x0b\x32\x18.ext.runtime.v1.ResponseH\x00\x12(\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x16.ext.runtime.v1.CancelH\x00\x12\x31\n\x0blist_agents\x18\x07 \x01(\x0b\x32\x1a.ext.runtime.v1.ListAgentsH\x00\x12\x42\n\x14list_agents_response\x18\x08 \x01(\x0b\x32\".ext.runtime.v1.ListAgentsResponseH\x00\x12(\n\x06notice\x18\t \x01(\x0b\x32\x16.ext.runtime.v1.NoticeH\x00\x12&\n\x05\x62\x61tch\x18\n \x01(\x0b\x32\x15.ext.runtime.v1.BatchH\x00\x42\x06\n\x04\x62ody\"2\n\x05\x42\x61tch\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.ext.runtime.v1.Message\"b\n\x07\x46orward\x12\x15\n\rtarget_worker\x18\x01 \x01(\t\x12\x16\n\x0eorigin_gateway\x18\x02 \x01(\t\x12(\n\x07message\x18\x03 \x01(\x0b\x32\x17.ext.runtime.v1.Message*|\n\x0c\x44\x65liveryKind\x12\x1d\n\x19\x44\x45LIVERY_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15\x44\x45LIVERY_KIND_ONE_WAY\x10\x01\x12\x15\n\x11\x44\x45LIVERY_KIND_RPC\x10\x02\x12\x1b\n\x17\x44\x45LIVERY_KIND_BROADCAST\x10\x03*\xcf\x01\n\tErrorKind\x12\x1a\n\x16\x45RROR_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12\x45RROR_KIND_HANDLER\x10\x01\x12\x1e\n\x1a\x45RROR_KIND_AGENT_NOT_FOUND\x10\x02\x12\x1c\n\x18\x45RROR_KIND_UNDELIVERABLE\x10\x03\x12\x1a\n\x16\x45RROR_KIND_CANT_HANDLE\x10\x04\x12\x18\n\x14\x45RROR_KIND_CANCELLED\x10\x05\x12\x1a\n\x16\x45RROR_KIND_BAD_MESSAGE\x10\x06\x32R\n\x0b\x41gentWorker\x12\x43\n\x0bOpenChannel\x12\x17.ext.runtime.v1.Message\x1a\x17.ext.runtime.v1.Message(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*ext/runtime/grpc/protos/agent_worker.proto\x12\x0e\x65xt.runtime.v1\x1a(ext/runtime/grpc/protos/cloudevent.proto\"$\n\x07\x41gentId\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"\xe5\x01\n\x08\x44\x65livery\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.ext.runtime.v1.DeliveryKind\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12*\n\trecipient\x18\x03 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\x12\x16\n\x0e\x62roadcast_type\x18\x04 \x01(\t\x12\'\n\x06sender\x18\x05 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\x12,\n\x05\x65vent\x18\x06 \x01(\x0b\x32\x1d.io.cloudevents.v1.CloudEvent\"U\n\x05\x45rror\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.ext.runtime.v1.ErrorKind\x12\x12\n\nerror_type\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x80\x01\n\x08Response\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12.\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x1d.io.cloudevents.v1.CloudEventH\x00\x12&\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x15.ext.runtime.v1.ErrorH\x00\x42\x08\n\x06result\"\x1c\n\x06\x43\x61ncel\x12\x12\n\nrequest_id\x18\x01 \x01(\t\".\n\x05Hello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngateway_id\x18\x02 \x01(\t\"5\n\x11RegisterAgentType\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\">\n\x19RegisterAgentTypeResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\".\n\nListAgents\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\"`\n\x12ListAgentsResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\'\n\x06\x61gents\x18\x02 \x03(\x0b\x32\x17.ext.runtime.v1.AgentId\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"Z\n\x06Notice\x12$\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x15.ext.runtime.v1.Error\x12*\n\trecipient\x18\x02 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\"\x87\x04\n\x07Message\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.ext.runtime.v1.HelloH\x00\x12\x35\n\x08register\x18\x02 \x01(\x0b\x32!.ext.runtime.v1.RegisterAgentTypeH\x00\x12\x46\n\x11register_response\x18\x03 \x01(\x0b\x32).ext.runtime.v1.RegisterAgentTypeResponseH\x00\x12,\n\x08\x64\x65livery\x18\x04 \x01(\x0b\x32\x18.ext.runtime.v1.DeliveryH\x00\x12,\n\x08response\x18\x05 \x01(\x0b\x32\x18.ext.runtime.v1.ResponseH\x00\x12(\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x16.ext.runtime.v1.CancelH\x00\x12\x31\n\x0blist_agents\x18\x07 \x01(\x0b\x32\x1a.ext.runtime.v1.ListAgentsH\x00\x12\x42\n\x14list_agents_response\x18\x08 \x01(\x0b\x32\".ext.runtime.v1.ListAgentsResponseH\x00\x12(\n\x06notice\x18\t \x01(\x0b\x32\x16.ext.runtime.v1.NoticeH\x00\x12&\n\x05\x62\x61tch\x18\n \x01(\x0b\x32\x15.ext.runtime.v1.BatchH\x00\x42\x06\n\x04\x62ody\"2\n\x05\x42\x61tch\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.ext.runtime.v1.Message\"b\n\x07\x46orward\x12\x15\n\rtarget_worker\x18\x01 \x01(\t\x12\x16\n\x0eorigin_gateway\x18\x02 \x01(\t\x12(\n\x07message\x18\x03 \x01(\x0b\x32\x17.ext.runtime.v1.Message*|\n\x0c\x44\x65liveryKind\x12\x1d\n\x19\x44\x45LIVERY_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15\x44\x45LIVERY_KIND_ONE_WAY\x10\x01\x12\x15\n\x11\x44\x45LIVERY_KIND_RPC\x10\x02\x12\x1b\n\x17\x44\x45LIVERY_KIND_BROADCAST\x10\x03*\xcf\x01\n\tErrorKind\x12\x1a\n\x16\x45RROR_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12\x45RROR_KIND_HANDLER\x10\x01\x12\x1e\n\x1a\x45RROR_KIND_AGENT_NOT_FOUND\x10\x02\x12\x1c\n\x18\x45RROR_KIND_UNDELIVERABLE\x10\x03\x12\x1a\n\x16\x45RROR_KIND_CANT_HANDLE\x10\x04\x12\x18\n\x14\x45RROR_KIND_CANCELLED\x10\x05\x12\x1a\n\x16\x45RROR_KIND_BAD_MESSAGE\x10\x06\x32R\n\x0b\x41gentWorker\x12\x43\n\x0bOpenChannel\x12\x17.ext.runtime.v1.Message\x1a\x17.ext.runtime.v1.Message(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ext.runtime.grpc.protos.agent_worker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DELIVERYKIND']._serialized_start=1686
-  _globals['_DELIVERYKIND']._serialized_end=1810
-  _globals['_ERRORKIND']._serialized_start=1813
-  _globals['_ERRORKIND']._serialized_end=2020
+  _globals['_DELIVERYKIND']._serialized_start=1701
+  _globals['_DELIVERYKIND']._serialized_end=1825
+  _globals['_ERRORKIND']._serialized_start=1828
+  _globals['_ERRORKIND']._serialized_end=2035
   _globals['_AGENTID']._serialized_start=104
   _globals['_AGENTID']._serialized_end=140
   _globals['_DELIVERY']._serialized_start=143
@@ -59,15 +59,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTAGENTS']._serialized_start=789
   _globals['_LISTAGENTS']._serialized_end=835
   _globals['_LISTAGENTSRESPONSE']._serialized_start=837
-  _globals['_LISTAGENTSRESPONSE']._serialized_end=918
-  _globals['_NOTICE']._serialized_start=920
-  _globals['_NOTICE']._serialized_end=1010
-  _globals['_MESSAGE']._serialized_start=1013
-  _globals['_MESSAGE']._serialized_end=1532
-  _globals['_BATCH']._serialized_start=1534
-  _globals['_BATCH']._serialized_end=1584
-  _globals['_FORWARD']._serialized_start=1586
-  _globals['_FORWARD']._serialized_end=1684
-  _globals['_AGENTWORKER']._serialized_start=2022
-  _globals['_AGENTWORKER']._serialized_end=2104
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=933
+  _globals['_NOTICE']._serialized_start=935
+  _globals['_NOTICE']._serialized_end=1025
+  _globals['_MESSAGE']._serialized_start=1028
+  _globals['_MESSAGE']._serialized_end=1547
+  _globals['_BATCH']._serialized_start=1549
+  _globals['_BATCH']._serialized_end=1599
+  _globals['_FORWARD']._serialized_start=1601
+  _globals['_FORWARD']._serialized_end=1699
+  _globals['_AGENTWORKER']._serialized_start=2037
+  _globals['_AGENTWORKER']._serialized_end=2119
 # @@protoc_insertion_point(module_scope)

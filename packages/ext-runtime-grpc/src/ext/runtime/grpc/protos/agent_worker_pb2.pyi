@@ -123,12 +123,14 @@ class ListAgents(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., type: _Optional[str] = ...) -> None: ...
 
 class ListAgentsResponse(_message.Message):
-    __slots__ = ("request_id", "agents")
+    __slots__ = ("request_id", "agents", "error")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     AGENTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     agents: _containers.RepeatedCompositeFieldContainer[AgentId]
-    def __init__(self, request_id: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentId, _Mapping]]] = ...) -> None: ...
+    error: str
+    def __init__(self, request_id: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentId, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
 
 class Notice(_message.Message):
     __slots__ = ("error", "recipient")
