@@ -3,9 +3,12 @@
 A message crossing replicas is one publish on the shared registry's message bus (a Redis `PUBLISH`), which
 costs far more than the bytes it carries. Per target gateway, a `Forwarder` keeps an ordered queue: when nothing
 is being published to that gateway, a forward goes out at once (no timer, no added latency); while a publish is
-in flight, new forwards queue up and go together as one `ForwardBatch` when it completes. A long queue makes
-senders wait (back pressure) instead of growing without bound. A publish that fails hands its forwards, in order,
-to the gateway's failure handler, which does for each what it would have done for one.
+in flight, new forwards queue up and go together as one `ForwardBatch` when it completes. A publish that fails
+hands its forwards, in order, to the gateway's failure handler, which does for each what it would have done for
+one. Each queued forward gets a sequence number: a sender waits (`wait_sent`) until its forwards are published or
+handled before it routes its next messages, so the order per sender holds even when a target gateway dies (what
+is re-routed then goes out before anything newer). That wait is also the back pressure: the queue holds at most
+what the senders waiting on it have handed over.
 """
 
 from __future__ import annotations
@@ -22,9 +25,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-HIGH_WATER = 2048
-"""Queued forwards (per target gateway) at which senders that want back pressure wait."""
-
 Publish = Callable[[str, bytes], Awaitable[None]]
 """Sends a payload to a gateway (raises `LookupError` when nobody listens, another error when it cannot)."""
 
@@ -36,17 +36,30 @@ class Forwarder(Generic[T]):
     """The ordered queue of serialized `Forward`s for one target gateway, each with the caller's `T` (what the
     failure handler needs to retry or report it)."""
 
-    __slots__ = ("_busy", "_drained", "_failed", "_flusher", "_max_bytes", "_publish", "_queue", "gateway_id")
+    __slots__ = (
+        "_busy",
+        "_done",
+        "_failed",
+        "_flusher",
+        "_max_bytes",
+        "_progress",
+        "_publish",
+        "_queue",
+        "_seq",
+        "gateway_id",
+    )
 
     def __init__(self, gateway_id: str, publish: Publish, failed: Failed[T], max_bytes: int) -> None:
         self.gateway_id = gateway_id
         self._publish = publish
         self._failed = failed
         self._max_bytes = max_bytes
-        self._queue: deque[tuple[bytes, T]] = deque()
+        self._queue: deque[tuple[int, bytes, T]] = deque()
         self._busy = False
-        self._drained: asyncio.Event | None = None
         self._flusher: asyncio.Task[None] | None = None
+        self._seq = 0  # of the last forward queued
+        self._done = 0  # forwards up to this sequence number are published, or failed and handled
+        self._progress: asyncio.Event | None = None
 
     @property
     def backlog(self) -> int:
@@ -63,33 +76,35 @@ class Forwarder(Generic[T]):
         return task if task is not None and not task.done() else None
 
     async def send(self, forward: bytes, item: T) -> None:
-        """Publish now when idle (returns after the publish, and after the failure handler when it failed);
-        queue behind the publish in flight otherwise (returns at once, unless the queue is long)."""
+        """Publish now when idle; queue behind the publish in flight otherwise. Returns once the forward is
+        published, or its failure handled."""
         if self._busy:
-            self._queue.append((forward, item))
-            if len(self._queue) >= HIGH_WATER:
-                await self._wait_drained()
+            await self.wait_sent(self.post(forward, item))
             return
         self._busy = True
+        self._seq += 1
+        seq = self._seq
         try:
-            await self._publish_run([(forward, item)])
-        except BaseException:
+            await self._publish_run([(seq, forward, item)])
+        finally:
             self._after_inline()
-            raise
-        self._after_inline()
 
-    def post(self, forward: bytes, item: T) -> None:
-        """Queue without waiting (a flusher task publishes). Never waits for the queue to shorten: the failure
-        handler re-sends through this, from inside a flush."""
-        self._queue.append((forward, item))
+    def post(self, forward: bytes, item: T) -> int:
+        """Queue without waiting (a flusher task publishes); returns the forward's sequence number for
+        `wait_sent`. The failure handler re-sends through this, from inside a flush."""
+        self._seq += 1
+        self._queue.append((self._seq, forward, item))
         if not self._busy:
             self._busy = True
             self._start_flusher()
+        return self._seq
 
-    async def wait_drained(self) -> None:
-        """Wait until the queue is short again (for `post` callers that want back pressure)."""
-        if len(self._queue) >= HIGH_WATER:
-            await self._wait_drained()
+    async def wait_sent(self, seq: int) -> None:
+        """Wait until the forwards up to sequence number `seq` are published, or failed and handled."""
+        while self._done < seq:
+            if self._progress is None:
+                self._progress = asyncio.Event()
+            await self._progress.wait()
 
     def _after_inline(self) -> None:
         # What queued during the inline publish goes out from a task of its own: the inline caller (a worker
@@ -102,19 +117,10 @@ class Forwarder(Generic[T]):
     def _start_flusher(self) -> None:
         self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
-    async def _wait_drained(self) -> None:
-        if self._drained is None:
-            self._drained = asyncio.Event()
-        self._drained.clear()
-        await self._drained.wait()
-
     async def _flush(self) -> None:
         try:
             while self._queue:
-                run = self._take()
-                if self._drained is not None and len(self._queue) < HIGH_WATER:
-                    self._drained.set()
-                await self._publish_run(run)
+                await self._publish_run(self._take())
         except BaseException:
             # Cancelled (the loop is closing): whatever is still queued goes out from a new task if it can.
             self._busy = False
@@ -124,26 +130,33 @@ class Forwarder(Generic[T]):
             raise
         self._busy = False
 
-    def _take(self) -> list[tuple[bytes, T]]:
+    def _take(self) -> list[tuple[int, bytes, T]]:
         """The next run of queued forwards, in order: as many as fit `max_bytes` (at least one)."""
         queue = self._queue
         run = [queue.popleft()]
-        size = len(run[0][0])
-        while queue and size + len(queue[0][0]) <= self._max_bytes:
+        size = len(run[0][1])
+        while queue and size + len(queue[0][1]) <= self._max_bytes:
             entry = queue.popleft()
-            size += len(entry[0])
+            size += len(entry[1])
             run.append(entry)
         return run
 
-    async def _publish_run(self, run: list[tuple[bytes, T]]) -> None:
-        payload = pb.ForwardBatch(forwards=[forward for forward, _ in run]).SerializeToString()
+    async def _publish_run(self, run: list[tuple[int, bytes, T]]) -> None:
+        payload = pb.ForwardBatch(forwards=[forward for _, forward, _ in run]).SerializeToString()
         try:
             await self._publish(self.gateway_id, payload)
         except Exception as exc:
             try:
-                await self._failed(self.gateway_id, [item for _, item in run], exc)
+                await self._failed(self.gateway_id, [item for _, _, item in run], exc)
             except Exception:
                 logger.exception("handling %d forward(s) to gateway %s that failed", len(run), self.gateway_id)
+        finally:
+            # Done (or cancelled: nothing more will happen to these): their senders go on.
+            self._done = run[-1][0]
+            progress = self._progress
+            if progress is not None:
+                self._progress = None
+                progress.set()
 
 
 def parse_forwards(payload: bytes) -> tuple[list[pb.Forward], list[str]]:

@@ -39,6 +39,13 @@ DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # too, instead of one stream write per item.
 _coalescing: contextvars.ContextVar[bool] = contextvars.ContextVar("ext_gateway_coalescing", default=False)
 
+# Set (by a serve loop, for the items of a batch) to collect what they queued for other gateways: per
+# forwarder, the last sequence number. The loop waits for those before reading on, so that its next messages
+# are routed after these are published or re-routed (the order per sender, even when a gateway dies).
+_queued: contextvars.ContextVar[dict[Forwarder[Any], int] | None] = contextvars.ContextVar(
+    "ext_gateway_queued", default=None
+)
+
 
 def _error(kind: int, message: str, error_type: str = "") -> pb.Error:
     return pb.Error(kind=kind, error_type=error_type, message=message)  # type: ignore[arg-type]
@@ -323,11 +330,16 @@ class Gateway:
                         logger.exception("gateway failed to handle a message from worker %s", conn.worker_id)
                     continue
                 token = _coalescing.set(True)
+                queued: dict[Forwarder[Any], int] = {}
+                queued_token = _queued.set(queued)
                 try:
                     for item in message.batch.messages:
                         await self._dispatch_safely(conn, item)
                 finally:
+                    _queued.reset(queued_token)
                     _coalescing.reset(token)
+                for forwarder, seq in queued.items():
+                    await forwarder.wait_sent(seq)
         finally:
             await self._drop(conn)
 
@@ -496,7 +508,8 @@ class Gateway:
     async def _forward(self, gateway_id: str, worker_id: str, outgoing: _Outgoing, *, wait: bool = True) -> None:
         """Forward to `worker_id` (empty: the gateway itself) behind gateway `gateway_id`, through that gateway's
         ordered queue: published at once when nothing is in flight to it, batched with what queues meanwhile
-        otherwise. `wait=False` never waits for a long queue (re-sends from the failure handler)."""
+        otherwise. Returns once published or its failure handled, except inside a serve loop's batch (which
+        waits at the end of the batch) and with `wait=False` (re-sends from the failure handler)."""
         forwarder = self._forwarders.get(gateway_id)
         if forwarder is None:
             forwarder = self._forwarders[gateway_id] = Forwarder(
@@ -507,9 +520,10 @@ class Gateway:
         ).SerializeToString()
         if not wait:
             forwarder.post(payload, outgoing)
-        elif _coalescing.get():
-            forwarder.post(payload, outgoing)
-            await forwarder.wait_drained()
+            return
+        queued = _queued.get()
+        if queued is not None:
+            queued[forwarder] = forwarder.post(payload, outgoing)  # the serve loop waits after the batch
         else:
             await forwarder.send(payload, outgoing)
 
@@ -518,11 +532,16 @@ class Gateway:
         gone = isinstance(exc, LookupError)
         if gone:
             self._registry.forget_gateway(gateway_id)
-        for item in items:
-            try:
-                await self._forward_failed(item, exc, gone)
-            except Exception:
-                logger.exception("handling a forward to gateway %s that failed", gateway_id)
+        # What this sends on to other gateways is queued without waiting: a flush never waits on another.
+        token = _queued.set({})
+        try:
+            for item in items:
+                try:
+                    await self._forward_failed(item, exc, gone)
+                except Exception:
+                    logger.exception("handling a forward to gateway %s that failed", gateway_id)
+        finally:
+            _queued.reset(token)
 
     async def _forward_failed(self, item: _Outgoing, exc: Exception, gone: bool) -> None:
         message, recipient, origin = item.message, item.recipient, item.origin
