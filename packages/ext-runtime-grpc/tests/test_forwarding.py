@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import redis.asyncio as aioredis
 from ext_runtime_grpc_support import worker
 
 from ext.core import AgentId
-from ext.runtime.grpc import LocalCluster
+from ext.runtime.grpc import GrpcAgentRuntime, LocalCluster
 from ext.runtime.grpc.protos import agent_worker_pb2 as pb
 from ext.runtime.grpc.testing import start_gateway_process
 from ext.testing.conformance._runtime import EchoAgent, GetNotes, Journal, Note, Notes, Ping, Pong
@@ -27,47 +28,46 @@ async def publish_calls(client: Any) -> int:
     return int(stats.get("cmdstat_publish", {}).get("calls", 0))
 
 
-async def test_one_way_messages_across_replicas_go_in_order_and_in_batches(redis_server: RedisServer) -> None:
-    client = aioredis.from_url(redis_server.url)
+@contextlib.asynccontextmanager
+async def across_replicas(redis_url: str, key: str) -> AsyncIterator[tuple[GrpcAgentRuntime, AgentId, Any]]:
+    """Two replicas: "echo" hosted on the first, a caller on the second that has already reached `echo/<key>`
+    (placed, and cached by the caller's gateway); and a Redis client for the server's stats."""
+    client = aioredis.from_url(redis_url)
     try:
-        async with LocalCluster(2, redis_url=redis_server.url) as cluster:
+        async with LocalCluster(2, redis_url=redis_url) as cluster:
             a, b = cluster.addresses
             async with worker(a) as host, worker(b) as caller:
                 await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, Journal()))
-                target = AgentId("echo", "ordered")
+                target = AgentId("echo", key)
                 reply = await caller.send_and_await_response(Ping(text="warm"), target, timeout=10)
-                assert isinstance(reply, Pong) and reply.agent == "echo/ordered"
-                before = await publish_calls(client)
-                count = 600
-                for i in range(count):
-                    await caller.send_message(Note(text=str(i)), target)
-                notes = await caller.send_and_await_response(GetNotes(), target, timeout=10)
-                published = await publish_calls(client) - before
-        assert isinstance(notes, Notes)
-        assert notes.notes == [str(i) for i in range(count)]
-        # One PUBLISH per message without batching (count + the RPC's request and answer); far fewer with it.
-        assert 2 <= published < count // 4, published
+                assert isinstance(reply, Pong) and reply.agent == str(target)
+                yield caller, target, client
     finally:
         await client.aclose()
+
+
+async def test_one_way_messages_across_replicas_go_in_order_and_in_batches(redis_server: RedisServer) -> None:
+    count = 600
+    async with across_replicas(redis_server.url, "ordered") as (caller, target, client):
+        before = await publish_calls(client)
+        for i in range(count):
+            await caller.send_message(Note(text=str(i)), target)
+        notes = await caller.send_and_await_response(GetNotes(), target, timeout=10)
+        published = await publish_calls(client) - before
+    assert isinstance(notes, Notes)
+    assert notes.notes == [str(i) for i in range(count)]
+    # One PUBLISH per message without batching (count + the RPC's request and answer); far fewer with it.
+    assert 2 <= published < count // 4, published
 
 
 async def test_a_sequential_rpc_across_replicas_is_one_publish_each_way(redis_server: RedisServer) -> None:
     """Nothing queued: each forward goes out at once, alone (no timer holds it back for a batch)."""
-    client = aioredis.from_url(redis_server.url)
-    try:
-        async with LocalCluster(2, redis_url=redis_server.url) as cluster:
-            a, b = cluster.addresses
-            async with worker(a) as host, worker(b) as caller:
-                await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, Journal()))
-                target = AgentId("echo", "seq")
-                await caller.send_and_await_response(Ping(text="warm"), target, timeout=10)
-                before = await publish_calls(client)
-                for i in range(20):
-                    reply = await caller.send_and_await_response(Ping(text=str(i)), target, timeout=10)
-                    assert isinstance(reply, Pong) and reply.text == str(i) and reply.count == i + 2
-                assert await publish_calls(client) - before == 40
-    finally:
-        await client.aclose()
+    async with across_replicas(redis_server.url, "seq") as (caller, target, client):
+        before = await publish_calls(client)
+        for i in range(20):
+            reply = await caller.send_and_await_response(Ping(text=str(i)), target, timeout=10)
+            assert isinstance(reply, Pong) and reply.text == str(i) and reply.count == i + 2
+        assert await publish_calls(client) - before == 40
 
 
 async def test_each_forward_of_a_batch_to_a_dead_replica_is_reported(redis_server: RedisServer) -> None:

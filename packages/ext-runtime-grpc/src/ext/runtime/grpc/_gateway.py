@@ -97,7 +97,6 @@ class _Outgoing:
     # Set for a delivery's first attempt: when the target gateway is gone, place the recipient again and re-send.
     recipient: AgentId | None = None
     pending: _Pending | None = None
-    rpc_recipient: AgentId | None = None
 
 
 class Gateway:
