@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from ext_runtime_grpc_support import worker
+from ext_runtime_grpc_support import eventually, worker
 
 from ext.core import AgentId
 from ext.runtime.grpc import GrpcAgentRuntime, LocalCluster
@@ -52,6 +52,8 @@ async def test_one_way_messages_across_replicas_go_in_order_and_in_batches(redis
         before = await publish_calls(client)
         for i in range(count):
             await caller.send_message(Note(text=str(i)), target)
+            if i % 40 == 39:
+                await asyncio.sleep(0)  # let the worker write what it has: several batches, not one
         notes = await caller.send_and_await_response(GetNotes(), target, timeout=10)
         published = await publish_calls(client) - before
     assert isinstance(notes, Notes)
@@ -99,7 +101,13 @@ async def test_each_forward_of_a_batch_to_a_dead_replica_is_reported(redis_serve
                 for key in keys:  # placed on the doomed replica's worker; the survivor caches that
                     reply = await caller.send_and_await_response(Ping(text="warm"), key, timeout=10)
                     assert isinstance(reply, Pong) and reply.agent == str(key)
+                inbox = f"{cluster.redis_prefix}:inbox:{host.worker_id.split('.')[0]}"
                 doomed.kill()
+
+                async def unsubscribed() -> bool:  # what was published before that reached the dead process
+                    return int((await client.pubsub_numsub(inbox))[0][1]) == 0
+
+                await eventually(unsubscribed, what="Redis dropping the killed replica's subscription")
                 before = await publish_calls(client)
                 for i in range(per_key):
                     for key in keys:
