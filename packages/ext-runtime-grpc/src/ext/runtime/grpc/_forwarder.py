@@ -7,8 +7,9 @@ in flight, new forwards queue up and go together as one `ForwardBatch` when it c
 hands its forwards, in order, to the gateway's failure handler, which does for each what it would have done for
 one. Each queued forward gets a sequence number: a sender waits (`wait_sent`) until its forwards are published or
 handled before it routes its next messages, so the order per sender holds even when a target gateway dies (what
-is re-routed then goes out before anything newer). That wait is also the back pressure: the queue holds at most
-what the senders waiting on it have handed over.
+is re-routed then goes out before anything newer). That wait is also the back pressure: the queue holds what the
+senders waiting on it have handed over (at most one stream message's worth each: one `Batch`, within the
+stream's size limit) plus the re-sends of a failed batch.
 """
 
 from __future__ import annotations
