@@ -1,5 +1,6 @@
-"""Property-based tests (hypothesis) of what takes bytes from the network: the serializer's decoders, and the
-gateway's and worker's handling of each stream message. Malformed input gives an error for that message (a
+"""Property-based tests (hypothesis) of what takes bytes from the network: the serializer's decoders, the
+gateway's and worker's handling of each stream message, and the gateway's decoding of what other replicas publish
+to it (`ForwardBatch`es on the Redis bus). Malformed input gives an error for that message (a
 `SerializationError`, or an error response on the stream) and never ends the stream or the process.
 
 The stream tests run a real gateway and a real worker on an event loop in a thread (one per module, so
@@ -28,11 +29,14 @@ from ext.runtime.grpc import (
     CloudEvent,
     Gateway,
     GrpcAgentRuntime,
+    LocalCluster,
     ProtobufMessageSerializer,
     SerializationError,
 )
+from ext.runtime.grpc._forwarder import parse_forwards
 from ext.runtime.grpc.protos import agent_worker_pb2 as pb
 from ext.testing.conformance._runtime import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong
+from ext.testing.redis import RedisServer
 
 T = TypeVar("T")
 
@@ -322,3 +326,120 @@ def test_random_bytes_on_the_stream(cluster: Cluster, data: bytes) -> None:
 def test_random_messages_on_the_stream(cluster: Cluster, message: pb.Message) -> None:
     cluster.run(cluster.send(message.SerializeToString()))
     cluster.run(cluster.still_working())
+
+
+# --- what other replicas publish to a gateway (the Redis bus) ---------------------------------------------
+
+
+@st.composite
+def forwards(draw: st.DrawFn) -> pb.Forward:
+    target = draw(st.sampled_from(["", "no-such-worker"]) | short_text)
+    return pb.Forward(target_worker=target, origin_gateway=draw(short_text), message=draw(messages()))
+
+
+@FAST
+@given(data=st.binary(max_size=256))
+def test_random_bytes_as_a_forward_batch(data: bytes) -> None:
+    found, problems = parse_forwards(data)
+    assert all(isinstance(f, pb.Forward) for f in found)
+    assert all(isinstance(p, str) and p for p in problems)
+    if any(p.startswith("the batch") for p in problems):
+        assert found == [] and len(problems) == 1
+
+
+@FAST
+@given(items=st.lists(forwards() | st.binary(max_size=32), max_size=6))
+def test_forward_batches_decode_in_order_and_drop_only_bad_items(items: list[pb.Forward | bytes]) -> None:
+    encoded = [i.SerializeToString() if isinstance(i, pb.Forward) else i for i in items]
+    found, problems = parse_forwards(pb.ForwardBatch(forwards=encoded).SerializeToString())
+    expected: list[pb.Forward] = []
+    bad = 0
+    for data in encoded:
+        try:
+            expected.append(pb.Forward.FromString(data))
+        except DecodeError:
+            bad += 1
+    assert found == expected
+    assert len(problems) == bad
+    assert all(p.startswith("forward ") for p in problems)
+
+
+class Replicas:
+    """Two gateway replicas sharing a Redis, a worker hosting "echo" on the first and a caller on the second,
+    on an event loop in a thread; `publish` puts raw bytes on the first replica's inbox channel."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.run(self._start(redis_url))
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _start(self, redis_url: str) -> None:
+        import redis.asyncio as aioredis
+
+        self.cluster = LocalCluster(2, redis_url=redis_url)
+        await self.cluster.start()
+        a, b = self.cluster.addresses
+        self.host = GrpcAgentRuntime(a, token_env=None, connect_timeout=5)
+        self.caller = GrpcAgentRuntime(b, token_env=None, connect_timeout=5)
+        for runtime in (self.host, self.caller):
+            for message_type in MESSAGE_TYPES:
+                runtime.register_message_type(message_type)
+            await runtime.start()
+        await self.host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, Journal()))
+        self.redis = aioredis.from_url(redis_url)
+        self.inbox = f"{self.cluster.redis_prefix}:inbox:{self.cluster.gateways[0].gateway_id}"
+        self.host_worker = self.host.worker_id
+
+    async def publish(self, payload: bytes) -> None:
+        assert await self.redis.publish(self.inbox, payload) == 1, "the replica stopped listening"
+
+    async def still_working(self) -> None:
+        reply = await self.caller.send_and_await_response(Ping(text="bus"), AgentId("echo", "bus"), timeout=10)
+        assert isinstance(reply, Pong) and reply.text == "bus" and reply.agent == "echo/bus"
+
+    def close(self) -> None:
+        async def stop() -> None:
+            await self.caller.stop()
+            await self.host.stop()
+            await self.cluster.stop()
+            await self.redis.aclose()
+
+        self.run(stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def replicas(redis_server: RedisServer) -> Iterator[Replicas]:
+    replicas = Replicas(redis_server.url)
+    try:
+        yield replicas
+    finally:
+        replicas.close()
+
+
+@STREAM
+@given(data=st.binary(max_size=128))
+def test_random_bytes_on_the_bus(replicas: Replicas, data: bytes) -> None:
+    replicas.run(replicas.publish(data))
+    replicas.run(replicas.still_working())
+
+
+@STREAM
+@given(items=st.lists(forwards() | st.binary(max_size=32), min_size=1, max_size=4), to_host=st.booleans())
+def test_random_forward_batches_on_the_bus(replicas: Replicas, items: list[pb.Forward | bytes], to_host: bool) -> None:
+    encoded = []
+    for item in items:
+        if isinstance(item, pb.Forward):
+            if to_host and item.target_worker:
+                item.target_worker = replicas.host_worker  # fuzzed messages to a real worker
+            encoded.append(item.SerializeToString())
+        else:
+            encoded.append(item)
+    replicas.run(replicas.publish(pb.ForwardBatch(forwards=encoded).SerializeToString()))
+    replicas.run(replicas.still_working())

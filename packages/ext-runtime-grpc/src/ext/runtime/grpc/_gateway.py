@@ -22,6 +22,7 @@ from pydantic import SecretStr
 
 from ext.core import AgentId
 
+from ._forwarder import Forwarder, parse_forwards
 from ._health import HealthServer
 from ._outbox import Outbox
 from ._registry import InMemoryRegistry, Registry, RegistryUnavailableError
@@ -37,6 +38,13 @@ DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # Set while a serve loop handles the items of a batch: what they produce is queued and written as batches
 # too, instead of one stream write per item.
 _coalescing: contextvars.ContextVar[bool] = contextvars.ContextVar("ext_gateway_coalescing", default=False)
+
+# Set (by a serve loop, for the items of a batch) to collect what they queued for other gateways: per
+# forwarder, the last sequence number. The loop waits for those before reading on, so that its next messages
+# are routed after these are published or re-routed (the order per sender, even when a gateway dies).
+_queued: contextvars.ContextVar[dict[Forwarder[Any], int] | None] = contextvars.ContextVar(
+    "ext_gateway_queued", default=None
+)
 
 
 def _error(kind: int, message: str, error_type: str = "") -> pb.Error:
@@ -75,6 +83,20 @@ class _Pending:
     target_worker: str
     target_gateway: str
     recipient: AgentId
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    """A message forwarded to another gateway, with what to do if that gateway cannot be reached."""
+
+    message: pb.Message
+    # Report a failure (an RPC gets an error response; the sender of a one-way message, when connected here, a
+    # Notice). False for responses and cancels: their other end cleans up on its own.
+    report: bool = True
+    origin: _Conn | None = None
+    # Set for a delivery's first attempt: when the target gateway is gone, place the recipient again and re-send.
+    recipient: AgentId | None = None
+    pending: _Pending | None = None
 
 
 class Gateway:
@@ -145,6 +167,8 @@ class Gateway:
         self._request_seq = itertools.count(1)
         self._draining = False
         self._agent_ids: dict[tuple[str, str], AgentId] = {}
+        # Per other gateway: the ordered queue of what is forwarded to it (see _forwarder.py).
+        self._forwarders: dict[str, Forwarder[_Outgoing]] = {}
         self._idle = asyncio.Event()
         self._stopped = asyncio.Event()
         self._health = (
@@ -244,6 +268,10 @@ class Gateway:
         # `stop` returning means no handler of ours is still running.
         if handlers:
             await asyncio.wait(handlers, timeout=5.0)
+        # What is still queued for other gateways (answers to their callers among it) goes out first.
+        flushing = [task for task in (f.flushing for f in self._forwarders.values()) if task is not None]
+        if flushing:
+            await asyncio.wait(flushing, timeout=5.0)
         await self._registry.close()
         self._stopped.set()
         # Last: probes see the drain (503) until the gateway is gone.
@@ -301,11 +329,16 @@ class Gateway:
                         logger.exception("gateway failed to handle a message from worker %s", conn.worker_id)
                     continue
                 token = _coalescing.set(True)
+                queued: dict[Forwarder[Any], int] = {}
+                queued_token = _queued.set(queued)
                 try:
                     for item in message.batch.messages:
                         await self._dispatch_safely(conn, item)
                 finally:
+                    _queued.reset(queued_token)
                     _coalescing.reset(token)
+                for forwarder, seq in queued.items():
+                    await forwarder.wait_sent(seq)
         finally:
             await self._drop(conn)
 
@@ -451,27 +484,9 @@ class Gateway:
                     await self._undeliverable(message, f"writing to worker {worker_id} failed: {exc}")
                 return
         else:
-            try:
-                await self._publish_to_worker(worker_id, gateway_id, message)
-                return
-            except RegistryUnavailableError as exc:
-                await self._undeliverable(message, f"cannot route to {recipient}: {exc}", origin=conn)
-                return
-            except LookupError:
-                # The replica holding the placement is gone; place the agent again among live workers.
-                self._registry.forget_gateway(gateway_id)
-                try:
-                    target = await self._registry.place(recipient)
-                except RegistryUnavailableError as exc:
-                    await self._undeliverable(message, f"cannot route to {recipient}: {exc}", origin=conn)
-                    return
-                if target is None:
-                    text = f"no live worker hosts agent type {recipient.type!r} (recipient {recipient})"
-                    await self._undeliverable(message, text, pb.ERROR_KIND_AGENT_NOT_FOUND, origin=conn)
-                    return
-                worker_id, gateway_id = target
-                if pending is not None:
-                    pending.target_worker, pending.target_gateway = worker_id, gateway_id
+            outgoing = _Outgoing(message, origin=conn, recipient=recipient, pending=pending)
+            await self._forward(gateway_id, worker_id, outgoing)
+            return
         await self._send_to_worker(
             worker_id, gateway_id, message, recipient if pending is not None else None, origin=conn
         )
@@ -489,9 +504,70 @@ class Gateway:
     async def _answer(self, conn: _Conn, request_id: str, kind: int, text: str) -> None:
         await conn.send(pb.Message(response=pb.Response(request_id=request_id, error=_error(kind, text))))
 
-    async def _publish_to_worker(self, worker_id: str, gateway_id: str, message: pb.Message) -> None:
-        forward = pb.Forward(target_worker=worker_id, origin_gateway=self.gateway_id, message=message)
-        await self._registry.publish(gateway_id, forward.SerializeToString())
+    async def _forward(self, gateway_id: str, worker_id: str, outgoing: _Outgoing, *, wait: bool = True) -> None:
+        """Forward to `worker_id` (empty: the gateway itself) behind gateway `gateway_id`, through that gateway's
+        ordered queue: published at once when nothing is in flight to it, batched with what queues meanwhile
+        otherwise. Returns once published or its failure handled, except inside a serve loop's batch (which
+        waits at the end of the batch) and with `wait=False` (re-sends from the failure handler)."""
+        forwarder = self._forwarders.get(gateway_id)
+        if forwarder is None:
+            forwarder = self._forwarders[gateway_id] = Forwarder(
+                gateway_id, self._registry.publish, self._forwards_failed, self._max_message_bytes
+            )
+        payload = pb.Forward(
+            target_worker=worker_id, origin_gateway=self.gateway_id, message=outgoing.message
+        ).SerializeToString()
+        if not wait:
+            forwarder.post(payload, outgoing)
+            return
+        queued = _queued.get()
+        if queued is not None:
+            queued[forwarder] = forwarder.post(payload, outgoing)  # the serve loop waits after the batch
+        else:
+            await forwarder.send(payload, outgoing)
+
+    async def _forwards_failed(self, gateway_id: str, items: list[_Outgoing], exc: Exception) -> None:
+        """A publish to `gateway_id` failed: for each of its forwards, in order, what a single one gets."""
+        gone = isinstance(exc, LookupError)
+        if gone:
+            self._registry.forget_gateway(gateway_id)
+        # What this sends on to other gateways is queued without waiting: a flush never waits on another.
+        token = _queued.set({})
+        try:
+            for item in items:
+                try:
+                    await self._forward_failed(item, exc, gone)
+                except Exception:
+                    logger.exception("handling a forward to gateway %s that failed", gateway_id)
+        finally:
+            _queued.reset(token)
+
+    async def _forward_failed(self, item: _Outgoing, exc: Exception, gone: bool) -> None:
+        message, recipient, origin = item.message, item.recipient, item.origin
+        if not item.report:
+            return  # a response or cancel: the caller's gateway fails the RPC when its own link breaks
+        if recipient is None:
+            await self._undeliverable(message, str(exc), origin=origin)
+            return
+        if not gone:  # RegistryUnavailableError
+            await self._undeliverable(message, f"cannot route to {recipient}: {exc}", origin=origin)
+            return
+        # The replica holding the placement is gone; place the agent again among live workers.
+        try:
+            target = await self._registry.place(recipient)
+        except RegistryUnavailableError as error:
+            await self._undeliverable(message, f"cannot route to {recipient}: {error}", origin=origin)
+            return
+        if target is None:
+            text = f"no live worker hosts agent type {recipient.type!r} (recipient {recipient})"
+            await self._undeliverable(message, text, pb.ERROR_KIND_AGENT_NOT_FOUND, origin=origin)
+            return
+        worker_id, gateway_id = target
+        pending = item.pending
+        if pending is not None:
+            pending.target_worker, pending.target_gateway = worker_id, gateway_id
+        rpc_recipient = recipient if pending is not None else None
+        await self._send_to_worker(worker_id, gateway_id, message, rpc_recipient, origin=origin, wait=False)
 
     async def _send_to_worker(
         self,
@@ -500,15 +576,14 @@ class Gateway:
         message: pb.Message,
         rpc_recipient: AgentId | None = None,
         origin: _Conn | None = None,
+        *,
+        wait: bool = True,
     ) -> None:
         """Send to a worker here or behind another gateway. `rpc_recipient` marks an RPC delivery, tracked
         so the caller hears at once if this worker dies before answering; `origin` (the sender, when connected
         here) is told of a one-way message that could not be delivered."""
         if gateway_id != self.gateway_id:
-            try:
-                await self._publish_to_worker(worker_id, gateway_id, message)
-            except (LookupError, RegistryUnavailableError) as exc:
-                await self._undeliverable(message, str(exc), origin=origin)
+            await self._forward(gateway_id, worker_id, _Outgoing(message, origin=origin), wait=wait)
             return
         conn = self._workers.get(worker_id)
         if conn is None:
@@ -555,10 +630,7 @@ class Gateway:
         if not request_id.startswith(self._request_prefix):
             gateway_id = request_id.split("/", 1)[0]
             if gateway_id != self.gateway_id:
-                forward = pb.Forward(target_worker="", origin_gateway=self.gateway_id, message=message)
-                # Registry unreachable: the caller's gateway fails the RPC when its own link breaks.
-                with contextlib.suppress(LookupError, RegistryUnavailableError):
-                    await self._registry.publish(gateway_id, forward.SerializeToString())
+                await self._forward(gateway_id, "", _Outgoing(message, report=False))
                 return
         pending = self._pending.pop(request_id, None)
         if pending is None:
@@ -588,15 +660,30 @@ class Gateway:
                 with contextlib.suppress(Exception):
                     await conn.send(cancel)
         else:
-            forward = pb.Forward(target_worker=pending.target_worker, origin_gateway=self.gateway_id, message=cancel)
-            with contextlib.suppress(LookupError, RegistryUnavailableError):
-                await self._registry.publish(pending.target_gateway, forward.SerializeToString())
+            await self._forward(pending.target_gateway, pending.target_worker, _Outgoing(cancel, report=False))
 
     # --- replicas --------------------------------------------------------------------------------------
 
     async def _on_forward(self, payload: bytes) -> None:
-        forward = pb.Forward()
-        forward.ParseFromString(payload)
+        """A `ForwardBatch` another gateway published to this one: each forward handled in order (what they
+        produce for local workers is coalesced per stream); what cannot be decoded is reported and dropped."""
+        forwards, problems = parse_forwards(payload)
+        for problem in problems:
+            logger.warning("dropped a forwarded message that could not be decoded (%s)", problem)
+        if len(forwards) == 1:
+            await self._on_one_forward(forwards[0])
+            return
+        token = _coalescing.set(True)
+        try:
+            for forward in forwards:
+                try:
+                    await self._on_one_forward(forward)
+                except Exception:
+                    logger.exception("handling a message forwarded by gateway %s failed", forward.origin_gateway)
+        finally:
+            _coalescing.reset(token)
+
+    async def _on_one_forward(self, forward: pb.Forward) -> None:
         message = forward.message
         if not forward.target_worker:
             if message.WhichOneof("body") == "response":
@@ -626,6 +713,9 @@ class Gateway:
 
     async def _on_gateway_gone(self, gateway_id: str) -> None:
         """A replica died: the RPCs it was carrying for our workers fail now rather than at their deadline."""
+        forwarder = self._forwarders.get(gateway_id)
+        if forwarder is not None and forwarder.idle:
+            del self._forwarders[gateway_id]
         for request_id, pending in list(self._pending.items()):
             if pending.target_gateway == gateway_id:
                 error = _error(pb.ERROR_KIND_UNDELIVERABLE, f"the gateway hosting {pending.recipient} is gone")

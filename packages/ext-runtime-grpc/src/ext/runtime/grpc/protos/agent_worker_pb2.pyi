@@ -179,3 +179,9 @@ class Forward(_message.Message):
     origin_gateway: str
     message: Message
     def __init__(self, target_worker: _Optional[str] = ..., origin_gateway: _Optional[str] = ..., message: _Optional[_Union[Message, _Mapping]] = ...) -> None: ...
+
+class ForwardBatch(_message.Message):
+    __slots__ = ("forwards",)
+    FORWARDS_FIELD_NUMBER: _ClassVar[int]
+    forwards: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, forwards: _Optional[_Iterable[bytes]] = ...) -> None: ...
