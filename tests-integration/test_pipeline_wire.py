@@ -522,6 +522,28 @@ async def test_load_a_pipeline_from_json(
     assert SECRET not in dump and "EXT_PIPELINE_TEST_KEY" in dump  # the dump names the variable, never the key
 
 
+@pytest.mark.parametrize(
+    ("entry", "config"),
+    [
+        ({}, {"max_entries": 1024, "ttl": 3600.0}),
+        ({"store": "memory", "max_entries": 10}, {"max_entries": 10, "ttl": 3600.0}),
+        ({"store": "memory", "store_ttl": 60}, {"max_entries": 1024, "ttl": 60.0}),
+        ({"store_ttl": None}, {"max_entries": 1024, "ttl": None}),
+        ({"store": {"max_entries": 5}}, {"max_entries": 5, "ttl": 3600.0}),
+    ],
+)
+def test_a_memory_store_from_a_file_takes_the_store_defaults(
+    server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, entry: dict[str, Any], config: dict[str, Any]
+) -> None:
+    monkeypatch.setenv("EXT_PIPELINE_TEST_KEY", SECRET)
+    document = pipeline_document(server)
+    document["middleware"] = [{"cache": entry}]
+    client = load_pipeline(document)
+    (cache,) = client.middleware
+    assert isinstance(cache, CacheMiddleware) and isinstance(cache.store, InMemoryCacheStore)
+    assert cache.store.dump_component().config == config
+
+
 async def test_load_a_pipeline_from_yaml(server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import yaml  # PyYAML: the whole-workspace test environment has it (hatch.toml)
 

@@ -606,6 +606,28 @@ async def test_in_memory_store_size_and_ttl_limits(monkeypatch: pytest.MonkeyPat
         InMemoryCacheStore(max_entries=0)
 
 
+async def test_in_memory_store_defaults_to_1024_entries_of_one_hour(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr("ext.core._cache.time.monotonic", lambda: now[0])
+    store = InMemoryCacheStore()
+    assert store.dump_component().config == {"max_entries": 1024, "ttl": 3600.0}
+    forever = InMemoryCacheStore(ttl=None)
+    for each in (store, forever):
+        await each.set("k", b"v")
+    now[0] += 3599
+    assert (await store.get("k"), await forever.get("k")) == (b"v", b"v")
+    now[0] += 2
+    assert (await store.get("k"), await forever.get("k")) == (None, b"v")
+    for key in range(1025):
+        await store.set(str(key), b"x")
+    assert len(store) == 1024 and await store.get("0") is None and await store.get("1024") == b"x"
+    default = CacheMiddleware().store
+    assert isinstance(default, InMemoryCacheStore) and default.dump_component().config["ttl"] == 3600.0
+    for bad in (0, -1, True, "60"):
+        with pytest.raises(ConfigurationError, match="ttl must be > 0 seconds or None"):
+            InMemoryCacheStore(ttl=bad)  # type: ignore[arg-type]
+
+
 class BrokenStore:
     """A store whose backend is gone."""
 

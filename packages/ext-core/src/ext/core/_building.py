@@ -264,10 +264,10 @@ def _build_middleware(entry: Any, index: int, environ: Mapping[str, str]) -> Cha
         if kind == "cache":
             store = settings.pop("store", None)
             if store is None or store == "memory":
-                built: Any = InMemoryCacheStore(
-                    **{k: settings.pop(k) for k in ("max_entries",) if k in settings},
-                    ttl=settings.pop("store_ttl", None),
-                )
+                memory = {"max_entries": settings.pop("max_entries")} if "max_entries" in settings else {}
+                if "store_ttl" in settings:  # absent: the store's default; null: until evicted
+                    memory["ttl"] = settings.pop("store_ttl")
+                built: Any = InMemoryCacheStore(**memory)
             elif isinstance(store, Mapping) and "provider" in store:
                 built = load_component(dict(store))
             elif isinstance(store, Mapping):
@@ -325,7 +325,8 @@ def load_pipeline(
           - tool_loop: {tools: [...component dumps...], max_iterations: 8}
           - {provider: my.Middleware, config: {}}   # any registered middleware component
 
-    A cache's `store` is `memory` (the default; `max_entries` and `store_ttl` beside it), a mapping of
+    A cache's `store` is `memory` (the default; `max_entries` and `store_ttl` beside it, 1024 entries of one
+    hour when not given, `store_ttl: null` for no expiry), a mapping of
     `InMemoryCacheStore` settings, or a store's component dump, such as
     `{provider: ext.cache.redis.RedisCacheStore, config: {url: "redis://127.0.0.1:6379/0", password_env: P}}`.
 

@@ -33,6 +33,10 @@ logger = logging.getLogger(__name__)
 _ENTRY_VERSION = 1
 _NOT_STORED = {"parsed", "cached"}
 
+DEFAULT_MAX_ENTRIES = 1024
+DEFAULT_TTL = 3600.0
+"""`InMemoryCacheStore`'s defaults: 1024 entries, each living one hour unless `set` gives its own TTL."""
+
 
 @runtime_checkable
 class CacheStore(Protocol):
@@ -55,21 +59,26 @@ class InMemoryCacheConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    max_entries: int = Field(default=1024, gt=0, description="Entries kept; the least recently used go first.")
-    ttl: float | None = Field(default=None, gt=0, description="Seconds an entry lives when set() gives none.")
+    max_entries: int = Field(
+        default=DEFAULT_MAX_ENTRIES, gt=0, description="Entries kept; the least recently used go first."
+    )
+    ttl: float | None = Field(
+        default=DEFAULT_TTL, gt=0, description="Seconds an entry lives when set() gives none (None: until evicted)."
+    )
 
 
 class InMemoryCacheStore(Component[InMemoryCacheConfig]):
-    """A process-local LRU store: at most `max_entries` entries, each living `ttl` seconds (None: until evicted)."""
+    """A process-local LRU store: at most `max_entries` entries (default 1024), each living `ttl` seconds when
+    `set` gives no TTL of its own (default one hour; None: until evicted)."""
 
     component_type = "cache_store"
     component_config_schema = InMemoryCacheConfig
     component_provider_override = "ext.core.InMemoryCacheStore"
 
-    def __init__(self, max_entries: int = 1024, ttl: float | None = None) -> None:
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES, ttl: float | None = DEFAULT_TTL) -> None:
         if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries <= 0:
             raise ConfigurationError(f"max_entries must be an int > 0, got {max_entries!r}")
-        if ttl is not None and (not isinstance(ttl, (int, float)) or ttl <= 0):
+        if ttl is not None and (not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not ttl > 0):
             raise ConfigurationError(f"ttl must be > 0 seconds or None, got {ttl!r}")
         self._max_entries = max_entries
         self._ttl = ttl
