@@ -38,8 +38,7 @@ import grpc
 from _harness import Result, Row, cpu_seconds, measure, print_table
 from google.protobuf.wrappers_pb2 import StringValue
 
-from ext.core import AgentId
-from ext.core._runtime import MessageContext, RoutedAgent, message_handler
+from ext.core import AgentId, MessageContext, RoutedAgent, message_handler
 from ext.runtime.grpc import GrpcAgentRuntime
 
 METHOD = "/bench.Relay/Open"

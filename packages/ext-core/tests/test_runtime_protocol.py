@@ -5,11 +5,13 @@ from typing import Any
 
 import pytest
 
-from ext.core import AgentId, AgentType, CancellationToken
-from ext.core._runtime import (
+from ext.core import (
     Agent,
+    AgentId,
     AgentNotFoundError,
     AgentRuntime,
+    AgentType,
+    CancellationToken,
     CantHandleError,
     MessageContext,
     MessageHandlerError,

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from ext.core._runtime import AgentRuntime
+from ext.core import AgentRuntime
 from ext.runtime.grpc import Gateway, GrpcAgentRuntime, RedisRegistry
 from ext.testing.conformance._runtime import MESSAGE_TYPES, RuntimeConformance
 from ext.testing.redis import RedisServer

@@ -13,8 +13,7 @@ import pytest_asyncio
 from google.protobuf.wrappers_pb2 import StringValue
 from pydantic import BaseModel
 
-from ext.core import AgentId
-from ext.core._runtime import MessageContext, RoutedAgent, message_handler
+from ext.core import AgentId, MessageContext, RoutedAgent, message_handler
 from ext.runtime.grpc import CloudEvent, Gateway, GrpcAgentRuntime, ProtobufMessageSerializer
 from ext.runtime.grpc.protos import agent_worker_pb2 as pb
 from ext.runtime.grpc.protos import agent_worker_pb2_grpc as pb_grpc

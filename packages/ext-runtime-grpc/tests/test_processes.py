@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from ext_runtime_grpc_support import eventually, read_line, worker
 
-from ext.core import AgentId
-from ext.core._runtime import AgentNotFoundError, UndeliverableError
+from ext.core import AgentId, AgentNotFoundError, UndeliverableError
 from ext.runtime.grpc import AuthenticationError, GrpcAgentRuntime
 from ext.runtime.grpc.testing import GatewayProcess, start_gateway_process
 from ext.testing.conformance._runtime import EchoAgent, Journal, Ping, Pong, Slow

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ext.core._runtime import AgentRuntime
+from ext.core import AgentRuntime
 from ext.runtime.local import LocalAgentRuntime
 from ext.testing.conformance._runtime import RuntimeConformance
 

@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from ext.core import AgentId, CancellationToken
-from ext.core._runtime import (
+from ext.core import (
+    AgentId,
     AgentNotFoundError,
     AgentRuntime,
     BaseAgent,
+    CancellationToken,
     MessageContext,
     RuntimeClosedError,
     UndeliverableError,

@@ -270,7 +270,7 @@ def mcp_prompts(ctx: click.Context, server: str, get: str | None, arguments: Seq
 def gateway(ctx: click.Context, args: Sequence[str]) -> None:
     """Run the gRPC agent gateway (the ext-grpc-gateway command; --help lists its options)."""
     try:
-        from ext.runtime.grpc._cli import main as gateway_main
+        from ext.runtime.grpc import gateway_main
     except ImportError:
         state: _State = ctx.obj
         state.out.err.print("[bold red]error:[/] ext-runtime-grpc is not installed")

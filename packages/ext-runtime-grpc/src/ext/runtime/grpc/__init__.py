@@ -1,6 +1,7 @@
 """ext-runtime-grpc: the distributed agent runtime (gateway, `GrpcAgentRuntime` workers, protobuf and CloudEvents)."""
 
 from .__about__ import __version__
+from ._cli import main as gateway_main
 from ._cluster import LocalCluster
 from ._errors import AuthenticationError
 from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
@@ -31,5 +32,6 @@ __all__ = [
     "SerializationError",
     "__version__",
     "from_sdk_event",
+    "gateway_main",
     "to_sdk_event",
 ]

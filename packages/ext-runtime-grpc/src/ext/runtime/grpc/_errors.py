@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-from ext.core import AgentId, ExtError
-from ext.core._runtime import (
+from ext.core import (
+    AgentId,
     AgentNotFoundError,
     CantHandleError,
+    ExtError,
     MessageHandlerError,
     UndeliverableError,
 )

@@ -20,12 +20,14 @@ from typing import Any
 import grpc
 from pydantic import SecretStr
 
-from ext.core import AgentId, AgentType, CancellationToken
-from ext.core._runtime import (
+from ext.core import (
     DEFAULT_RPC_TIMEOUT,
     Agent,
     AgentFactory,
+    AgentId,
     AgentNotFoundError,
+    AgentType,
+    CancellationToken,
     RoutedAgent,
     RuntimeClosedError,
     UndeliverableError,

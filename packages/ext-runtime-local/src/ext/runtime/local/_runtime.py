@@ -11,12 +11,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any
 
-from ext.core import AgentId, AgentType, CancellationToken
-from ext.core._runtime import (
+from ext.core import (
     DEFAULT_RPC_TIMEOUT,
     Agent,
     AgentFactory,
+    AgentId,
     AgentNotFoundError,
+    AgentType,
+    CancellationToken,
     MessageContext,
     RuntimeClosedError,
     UndeliverableError,

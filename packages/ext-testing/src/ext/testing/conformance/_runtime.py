@@ -24,10 +24,11 @@ import pytest
 import pytest_asyncio
 from pydantic import BaseModel
 
-from ext.core import AgentId, CancellationToken
-from ext.core._runtime import (
+from ext.core import (
+    AgentId,
     AgentNotFoundError,
     AgentRuntime,
+    CancellationToken,
     CantHandleError,
     MessageContext,
     MessageHandlerError,
