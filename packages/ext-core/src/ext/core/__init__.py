@@ -38,6 +38,7 @@ from ._component import (
     resolve_secret_map,
     validate_config,
 )
+from ._embeddings import EmbeddingClient, EmbeddingResult
 from ._errors import (
     ClientClosedError,
     ComponentError,
@@ -148,6 +149,8 @@ from ._workbench import (
 )
 
 __all__ = [
+    "EmbeddingClient",
+    "EmbeddingResult",
     "check_api_version",
     "sse_events",
     "CHAT_RESERVED_EXTRA_ARGS",
