@@ -2,6 +2,7 @@
 
 from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
+from ._builder import ChatClientBuilder
 from ._building import PROVIDERS, build_client, load_pipeline, pipeline_from_config, provider_class, read_config_file
 from ._cache import CacheMiddleware, CacheStore, InMemoryCacheStore
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
@@ -99,7 +100,6 @@ from ._options import (
 )
 from ._pipeline import (
     ChatCall,
-    ChatClientBuilder,
     ChatItem,
     ChatMiddleware,
     ChatPipeline,

@@ -3,7 +3,9 @@
 The key is a SHA-256 of the normalised request: the client's identity (its component dump, secrets left out,
 or its provider and model when it has none), the model, the messages, the tools' schemas, `tool_choice`,
 `json_output`, the options that were set and `extra_create_args`. A dict message and the equal message object
-give the same key. Only complete results are stored: an error, a cancelled call or a stream the consumer left
+give the same key. Keys and entries are written through serializers that are always built (the messages
+adapter's, `model_dump_json`), never through a deferred model's placeholder, so they are the same bytes on
+every supported pydantic and in a fresh process. Only complete results are stored: an error, a cancelled call or a stream the consumer left
 early store nothing.
 """
 
@@ -23,7 +25,7 @@ from ._client import _coerce_messages, tool_schema_of
 from ._component import Component, ComponentModel, load_component
 from ._errors import ComponentError, ConfigurationError
 from ._mapping import parse_json_output
-from ._messages import CreateResult, StreamChunk
+from ._messages import CreateResult, StreamChunk, jsonable_messages
 from ._options import ChatOptions
 from ._pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext
 from ._tools import Tool
@@ -228,7 +230,7 @@ class CacheMiddleware(ChatMiddleware):
 
     def key(self, call: ChatCall) -> str:
         """The cache key of `call`."""
-        messages = _coerce_messages(call.messages)
+        messages = jsonable_messages(_coerce_messages(call.messages))
         tools = [tool_schema_of(t) for t in call.tools] if call.tools else None
         request = (
             call.model,
@@ -283,8 +285,9 @@ class CacheMiddleware(ChatMiddleware):
 
     @staticmethod
     def _encode(result: CreateResult, chunks: list[tuple[str, str]] | None) -> bytes:
-        # The result's own JSON spliced in: no intermediate dict.
-        body = to_json(result, exclude=_NOT_STORED)
+        # The result's own JSON spliced in: no intermediate dict. `model_dump_json` (not `to_json(result)`) builds
+        # CreateResult's deferred serializer when a provider made the result with `model_construct`.
+        body = result.model_dump_json(exclude=_NOT_STORED).encode()
         return b'{"v":%d,"result":%s,"chunks":%s}' % (_ENTRY_VERSION, body, to_json(chunks))
 
     @staticmethod

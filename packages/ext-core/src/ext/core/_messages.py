@@ -6,7 +6,7 @@ Every message has a `type` field, so a mixed list round-trips through JSON with
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Any, Literal, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -138,6 +138,15 @@ def _adapter() -> TypeAdapter[list[LLMMessage]]:
 def dump_messages(messages: list[LLMMessage]) -> str:
     """A list of messages as JSON text."""
     return _adapter().dump_json(messages).decode("utf-8")
+
+
+def jsonable_messages(messages: Sequence[LLMMessage]) -> list[dict[str, Any]]:
+    """`messages` as JSON-ready dicts, the same values `dump_messages` writes.
+
+    Serialized through the list adapter, whose serializer is built with it: `pydantic_core.to_json` on a message
+    object uses the message class's own serializer, which (`defer_build`) is a placeholder until that class has
+    validated something in this process, and then fails."""
+    return _adapter().dump_python(list(messages), mode="json")  # type: ignore[no-any-return]
 
 
 def load_messages(data: str | bytes | list[Any]) -> list[LLMMessage]:
