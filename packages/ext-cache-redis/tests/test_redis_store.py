@@ -17,12 +17,20 @@ import redis.asyncio as aioredis
 
 from ext.cache.redis import RedisCacheStore
 from ext.core import (
+    DEFAULT_CACHE_TTL,
+    BaseChatCompletionClient,
     CacheMiddleware,
     CacheStore,
     ChatClientBuilder,
     ChatCompletionClient,
     ChatPipeline,
+    ChatRequest,
+    ComponentError,
     ConfigurationError,
+    CreateResult,
+    InMemoryCacheStore,
+    RequestUsage,
+    StreamChunk,
     UserMessage,
     load_component,
 )
@@ -37,6 +45,20 @@ _prefixes = itertools.count()
 
 def fresh_prefix() -> str:
     return f"ext-test-{next(_prefixes)}:"
+
+
+class Fixed(BaseChatCompletionClient):
+    """A client answering "hi" in process, for the cases about the store rather than the provider."""
+
+    provider_name = "fixed"
+
+    async def _create(self, request: ChatRequest) -> CreateResult:
+        return CreateResult(
+            finish_reason="stop", content="hi", usage=RequestUsage(prompt_tokens=1, completion_tokens=1)
+        )
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
+        yield await self._create(request)
 
 
 def openai_client(server: LoopbackServer) -> ChatCompletionClient:
@@ -86,12 +108,37 @@ async def test_entries_carry_their_ttl_in_redis(redis_server: RedisServer, raw: 
         assert await raw.get(store.prefix + "explicit") == b"b"
     finally:
         await store.close()
-    no_ttl = RedisCacheStore(redis_server.url, prefix=fresh_prefix())
+    no_ttl = RedisCacheStore(redis_server.url, prefix=fresh_prefix(), ttl=None)
     try:
         await no_ttl.set("k", b"v")
         assert await raw.pttl(no_ttl.prefix + "k") == -1  # no expiry
     finally:
         await no_ttl.close()
+
+
+async def test_the_default_ttl_is_the_in_memory_stores_one_hour(redis_server: RedisServer, raw: aioredis.Redis) -> None:
+    # One default for every built-in store: swapping InMemoryCacheStore for RedisCacheStore keeps expiry.
+    assert DEFAULT_CACHE_TTL == InMemoryCacheStore().dump_component().config["ttl"] == 3600.0
+    store = RedisCacheStore(redis_server.url, prefix=fresh_prefix())
+    assert store.dump_component().config["ttl"] == DEFAULT_CACHE_TTL
+    client = ChatClientBuilder(Fixed(model="m", max_retries=0)).use_cache(store, close_store=True).build()
+    async with client:
+        await client.create([UserMessage(content="q")])
+    (name,) = [key async for key in raw.scan_iter(match=store.prefix + "*")]
+    assert 3_590_000 < await raw.pttl(name) <= 3_600_000
+
+
+async def test_a_bool_ttl_is_refused_everywhere() -> None:
+    for make in (
+        lambda: RedisCacheStore(ttl=True),
+        lambda: CacheMiddleware(RedisCacheStore(), ttl=True),
+    ):
+        with pytest.raises(ConfigurationError, match="ttl must be > 0 seconds or None, got True"):
+            make()
+    dump = RedisCacheStore().dump_component().model_dump()
+    dump["config"]["ttl"] = True
+    with pytest.raises(ComponentError, match="ttl"):
+        load_component(dump, RedisCacheStore)
 
 
 async def test_prefixes_keep_stores_apart_and_clear_only_its_own(redis_server: RedisServer) -> None:

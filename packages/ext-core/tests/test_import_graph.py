@@ -63,4 +63,3 @@ def test_no_module_of_ext_core_imports_itself_back() -> None:
     graph = {m: _imports(m) - {m} for m in MODULES if m != "__init__"}
     assert _cycle(graph) is None
     assert graph["_builder"] >= {"_pipeline", "_middleware", "_cache", "_tool_loop"}  # the parser sees imports
-

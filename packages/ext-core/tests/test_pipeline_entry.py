@@ -18,7 +18,6 @@ import pytest
 
 from ext.core import (
     BaseChatCompletionClient,
-    CacheMiddleware,
     ChatCall,
     ChatClientBuilder,
     ChatMiddleware,
@@ -102,7 +101,9 @@ class _Fixed(BaseChatCompletionClient):
     provider_name = "fixed"
 
     async def _create(self, request: ChatRequest) -> CreateResult:
-        return CreateResult(finish_reason="stop", content="hi", usage=RequestUsage(prompt_tokens=1, completion_tokens=1))
+        return CreateResult(
+            finish_reason="stop", content="hi", usage=RequestUsage(prompt_tokens=1, completion_tokens=1)
+        )
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
         yield await self._create(request)

@@ -244,8 +244,8 @@ class RetryMiddleware(ChatMiddleware):
     The one retry owner of its pipeline: a `ChatPipeline` holding a `RetryMiddleware` turns its client's own
     retries off (`BaseChatCompletionClient.disable_retries()`), so a call makes at most
     `policy.max_retries + 1` attempts at the provider. A client that is not a `BaseChatCompletionClient` and
-    retries by itself should be built with its retries off. A stream is retried only until its first item (a chunk already yielded cannot be taken back). A cancelled
-    token stops the waiting between attempts at once.
+    retries by itself should be built with its retries off. A stream is retried only until its first item (a
+    chunk already yielded cannot be taken back). A cancelled token stops the waiting between attempts at once.
     """
 
     component_config_schema = RetryConfig
