@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -139,6 +140,44 @@ async def test_a_bool_ttl_is_refused_everywhere() -> None:
     dump["config"]["ttl"] = True
     with pytest.raises(ComponentError, match="ttl"):
         load_component(dump, RedisCacheStore)
+
+
+_FRESH = """
+import asyncio, sys
+from ext.cache.redis import RedisCacheStore
+from ext.core import BaseChatCompletionClient, ChatClientBuilder, CreateResult, RequestUsage, load_messages
+
+class Fixed(BaseChatCompletionClient):
+    provider_name = "fixed"
+
+    async def _create(self, request):
+        usage = RequestUsage.model_construct(prompt_tokens=1, completion_tokens=1)
+        return CreateResult.model_construct(finish_reason="stop", content="hi", usage=usage, cached=False)
+
+async def main():
+    store = RedisCacheStore(sys.argv[1], prefix=sys.argv[2])
+    client = ChatClientBuilder(Fixed(model="m", max_retries=0)).use_cache(store, close_store=True).build()
+    async with client:
+        result = await client.create(load_messages('[{"type": "UserMessage", "content": "hello"}]'))
+    print(result.content, result.cached)
+
+asyncio.run(main())
+"""
+
+
+def test_two_fresh_interpreters_share_one_entry(redis_server: RedisServer) -> None:
+    # The Redis store shares ext-core's key code: each process builds the key and the entry from messages that
+    # load_messages made, in an interpreter where no model class was built before (the pydantic 2.9 to 2.13
+    # crash), and the second process finds what the first stored.
+    prefix = fresh_prefix()
+    outputs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", _FRESH, redis_server.url, prefix], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(done.stdout.strip())
+    assert outputs == ["hi False", "hi True"]
 
 
 async def test_prefixes_keep_stores_apart_and_clear_only_its_own(redis_server: RedisServer) -> None:
