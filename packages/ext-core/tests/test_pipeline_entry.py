@@ -8,6 +8,7 @@ state, so the crash cases run each in a fresh interpreter (`python -c`).
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from ext.core import (
+    AssistantMessage,
     BaseChatCompletionClient,
     ChatCall,
     ChatClientBuilder,
@@ -25,9 +27,16 @@ from ext.core import (
     ConfigurationError,
     CreateNext,
     CreateResult,
+    FunctionCall,
+    FunctionExecutionResult,
+    FunctionExecutionResultMessage,
+    Image,
+    ReasoningBlock,
     RequestUsage,
     StreamChunk,
+    SystemMessage,
     UserMessage,
+    dump_messages,
 )
 
 # One client for every fresh interpreter: its result is built with `model_construct`, as a provider's hot path
@@ -95,6 +104,40 @@ def test_the_cache_key_does_not_depend_on_what_the_process_built_before() -> Non
     cold_key = _run_fresh(key)
     warm_key = _run_fresh(warm + textwrap.dedent(key))
     assert cold_key == warm_key and cold_key.startswith("ext-chat:")
+
+
+_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+def test_the_fast_message_json_is_what_dump_messages_writes() -> None:
+    # The cache key's fast path (each class's serializer built once, then `to_json` on the objects) against the
+    # plain path (`dump_messages`, through the list adapter), on classes that nothing had built before.
+    conversation = dump_messages(
+        [
+            SystemMessage(content="Be brief."),
+            UserMessage(content=["What is this?", Image.from_bytes(_PNG)], source="me"),
+            AssistantMessage(
+                content=[FunctionCall(id="c1", name="look", arguments='{"q": "é ☃"}')],
+                thought="let me look",
+                reasoning=[ReasoningBlock(text="hm", signature="sig", provider="anthropic")],
+            ),
+            FunctionExecutionResultMessage(content=[FunctionExecutionResult(call_id="c1", name="look", content="x")]),
+            AssistantMessage(content="A pixel."),
+        ]
+    )
+    out = _run_fresh(
+        f"""
+        from pydantic_core import to_json
+        from ext.core import dump_messages
+        from ext.core._messages import ensure_serializers
+        messages = load_messages({conversation!r})
+        ensure_serializers(messages)
+        print(to_json(messages).decode() == dump_messages(messages) == {conversation!r})
+        """
+    )
+    assert out == "True"
 
 
 class _Fixed(BaseChatCompletionClient):

@@ -3,9 +3,9 @@
 The key is a SHA-256 of the normalised request: the client's identity (its component dump, secrets left out,
 or its provider and model when it has none), the model, the messages, the tools' schemas, `tool_choice`,
 `json_output`, the options that were set and `extra_create_args`. A dict message and the equal message object
-give the same key. Keys and entries are written through serializers that are always built (the messages
-adapter's, `model_dump_json`), never through a deferred model's placeholder, so they are the same bytes on
-every supported pydantic and in a fresh process. Only complete results are stored: an error, a cancelled call
+give the same key. Keys and entries are never written through a deferred model's placeholder serializer
+(`ensure_serializers`, `model_dump_json`), so they are the same bytes on every supported pydantic and in a
+fresh process. Only complete results are stored: an error, a cancelled call
 or a stream the consumer left early store nothing.
 """
 
@@ -26,7 +26,7 @@ from ._client import _coerce_messages, tool_schema_of
 from ._component import Component, ComponentModel, load_component
 from ._errors import ComponentError, ConfigurationError
 from ._mapping import parse_json_output
-from ._messages import CreateResult, StreamChunk, jsonable_messages
+from ._messages import CreateResult, StreamChunk, ensure_serializers
 from ._options import ChatOptions
 from ._pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext
 from ._tools import Tool
@@ -250,7 +250,8 @@ class CacheMiddleware(ChatMiddleware):
 
     def key(self, call: ChatCall) -> str:
         """The cache key of `call`."""
-        messages = jsonable_messages(_coerce_messages(call.messages))
+        messages = _coerce_messages(call.messages)
+        ensure_serializers(messages)  # to_json below writes the message objects with their classes' serializers
         tools = [tool_schema_of(t) for t in call.tools] if call.tools else None
         request = (
             call.model,

@@ -6,10 +6,11 @@ Every message has a `type` field, so a mixed list round-trips through JSON with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import SchemaSerializer
 
 from ._image import Image
 
@@ -140,13 +141,19 @@ def dump_messages(messages: list[LLMMessage]) -> str:
     return _adapter().dump_json(messages).decode("utf-8")
 
 
-def jsonable_messages(messages: Sequence[LLMMessage]) -> list[dict[str, Any]]:
-    """`messages` as JSON-ready dicts, the same values `dump_messages` writes.
+def ensure_serializers(models: Iterable[BaseModel]) -> None:
+    """Build the serializer of each model's class where it is still deferred, so `pydantic_core.to_json` can
+    write the models directly.
 
-    Serialized through the list adapter, whose serializer is built with it: `pydantic_core.to_json` on a message
-    object uses the message class's own serializer, which (`defer_build`) is a placeholder until that class has
-    validated something in this process, and then fails."""
-    return _adapter().dump_python(list(messages), mode="json")  # type: ignore[no-any-return]
+    With `defer_build=True` a class's own serializer is a placeholder until the class validates something in
+    this process; `to_json` cannot use a placeholder (pydantic 2.9 to 2.13 raise `PydanticSerializationError`).
+    Validating through an adapter (`load_messages`, a dict message) does not build it either. `model_rebuild` is
+    pydantic's public way to build a deferred class; it runs once per class, later calls cost a type check. The
+    bytes are those `dump_messages` writes (a test compares the two)."""
+    for cls in {type(model) for model in models}:
+        serializer: object = cls.__pydantic_serializer__  # typed SchemaSerializer, but a placeholder until built
+        if not isinstance(serializer, SchemaSerializer):
+            cls.model_rebuild(force=True)
 
 
 def load_messages(data: str | bytes | list[Any]) -> list[LLMMessage]:
