@@ -4,7 +4,7 @@ redis-server that requires it, the password reaches Redis and appears in no repr
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
 import pytest
@@ -12,16 +12,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ext.cache.redis import RedisCacheStore
-from ext.core import (
-    BaseChatCompletionClient,
-    ChatClientBuilder,
-    ChatRequest,
-    CreateResult,
-    RequestUsage,
-    StreamChunk,
-    UserMessage,
-    load_component,
-)
+from ext.core import ChatClientBuilder, ChatCompletionClient, UserMessage, load_component
 from ext.testing.redis import RedisServer, start_redis_server
 
 # Characters that must be percent-encoded in a URL: the store has to decode them as redis-py does.
@@ -67,26 +58,18 @@ def _shows(text: str, password: str) -> bool:
     return password in text or quote(password, safe="") in text
 
 
-class Fixed(BaseChatCompletionClient):
-    provider_name = "fixed"
-
-    async def _create(self, request: ChatRequest) -> CreateResult:
-        return CreateResult(
-            finish_reason="stop", content="hi", usage=RequestUsage(prompt_tokens=1, completion_tokens=1)
-        )
-
-    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
-        yield await self._create(request)
-
-
 @pytest.mark.parametrize("case", ["userinfo", "query", "query among others", "user and password"])
 async def test_a_password_in_the_url_is_used_and_never_shown(
-    case: str, locked_redis: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    case: str,
+    locked_redis: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    fixed_client: Callable[[], ChatCompletionClient],
 ) -> None:
     monkeypatch.delenv("REDIS_PASSWORD", raising=False)
     url, password, kept = _urls(locked_redis.port)[case]
     store = RedisCacheStore(url, prefix=f"secrets-{case}:")
-    client = ChatClientBuilder(Fixed(model="m", max_retries=0)).use_logging().use_cache(store, close_store=True).build()
+    client = ChatClientBuilder(fixed_client()).use_logging().use_cache(store, close_store=True).build()
     with caplog.at_level(logging.DEBUG):
         async with client:
             first = await client.create([UserMessage(content="q")])
@@ -109,7 +92,11 @@ async def test_a_password_in_the_url_is_used_and_never_shown(
 
 @pytest.mark.parametrize("where", ["userinfo", "query"])
 async def test_a_wrong_password_fails_without_showing_it(
-    where: str, locked_redis: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    where: str,
+    locked_redis: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    fixed_client: Callable[[], ChatCompletionClient],
 ) -> None:
     monkeypatch.delenv("REDIS_PASSWORD", raising=False)
     base = f"127.0.0.1:{locked_redis.port}/0"
@@ -120,7 +107,7 @@ async def test_a_wrong_password_fails_without_showing_it(
     await store.close()
     assert not _shows(str(raised.value) + repr(raised.value), WRONG)
     # Behind the cache middleware the failure is logged (once) and the call goes on uncached.
-    client = ChatClientBuilder(Fixed(model="m", max_retries=0)).use_cache(store, close_store=True).build()
+    client = ChatClientBuilder(fixed_client()).use_cache(store, close_store=True).build()
     with caplog.at_level(logging.DEBUG):
         async with client:
             assert not (await client.create([UserMessage(content="q")])).cached

@@ -10,7 +10,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -19,19 +19,14 @@ import redis.asyncio as aioredis
 from ext.cache.redis import RedisCacheStore
 from ext.core import (
     DEFAULT_CACHE_TTL,
-    BaseChatCompletionClient,
     CacheMiddleware,
     CacheStore,
     ChatClientBuilder,
     ChatCompletionClient,
     ChatPipeline,
-    ChatRequest,
     ComponentError,
     ConfigurationError,
-    CreateResult,
     InMemoryCacheStore,
-    RequestUsage,
-    StreamChunk,
     UserMessage,
     load_component,
 )
@@ -46,20 +41,6 @@ _prefixes = itertools.count()
 
 def fresh_prefix() -> str:
     return f"ext-test-{next(_prefixes)}:"
-
-
-class Fixed(BaseChatCompletionClient):
-    """A client answering "hi" in process, for the cases about the store rather than the provider."""
-
-    provider_name = "fixed"
-
-    async def _create(self, request: ChatRequest) -> CreateResult:
-        return CreateResult(
-            finish_reason="stop", content="hi", usage=RequestUsage(prompt_tokens=1, completion_tokens=1)
-        )
-
-    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
-        yield await self._create(request)
 
 
 def openai_client(server: LoopbackServer) -> ChatCompletionClient:
@@ -117,12 +98,14 @@ async def test_entries_carry_their_ttl_in_redis(redis_server: RedisServer, raw: 
         await no_ttl.close()
 
 
-async def test_the_default_ttl_is_the_in_memory_stores_one_hour(redis_server: RedisServer, raw: aioredis.Redis) -> None:
+async def test_the_default_ttl_is_the_in_memory_stores_one_hour(
+    redis_server: RedisServer, raw: aioredis.Redis, fixed_client: Callable[[], ChatCompletionClient]
+) -> None:
     # One default for every built-in store: swapping InMemoryCacheStore for RedisCacheStore keeps expiry.
     assert DEFAULT_CACHE_TTL == InMemoryCacheStore().dump_component().config["ttl"] == 3600.0
     store = RedisCacheStore(redis_server.url, prefix=fresh_prefix())
     assert store.dump_component().config["ttl"] == DEFAULT_CACHE_TTL
-    client = ChatClientBuilder(Fixed(model="m", max_retries=0)).use_cache(store, close_store=True).build()
+    client = ChatClientBuilder(fixed_client()).use_cache(store, close_store=True).build()
     async with client:
         await client.create([UserMessage(content="q")])
     (name,) = [key async for key in raw.scan_iter(match=store.prefix + "*")]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -29,6 +28,7 @@ from ._mapping import parse_json_output
 from ._messages import CreateResult, StreamChunk, ensure_serializers
 from ._options import ChatOptions
 from ._pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext
+from ._runtime import check_timeout
 from ._tools import Tool
 
 logger = logging.getLogger(__name__)
@@ -45,11 +45,10 @@ DEFAULT_TTL = DEFAULT_CACHE_TTL  # the name earlier releases used
 
 def check_ttl(value: object, argument: str = "ttl") -> float | None:
     """A cache TTL: a finite number of seconds > 0, or None. A bool is refused: `ttl=True` would mean one second."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ConfigurationError(f"{argument} must be > 0 seconds or None, got {value!r}")
-    return float(value)
+    try:
+        return check_timeout(value, argument)
+    except ValueError:
+        raise ConfigurationError(f"{argument} must be > 0 seconds or None, got {value!r}") from None
 
 
 def _config_ttl(value: object) -> object:

@@ -286,15 +286,9 @@ class ChatPipeline(Component[PipelineConfig]):
         extra_create_args: Mapping[str, Any] | None = None,
     ) -> CreateResult:
         """Send the call through the middleware to the client. See `ChatCompletionClient.create`."""
+        messages = _coerce_messages(messages)  # validated once, here: every middleware gets message objects
         call = ChatCall(
-            _coerce_messages(messages),
-            cancellation_token,
-            tools,
-            tool_choice,
-            json_output,
-            options,
-            extra_create_args,
-            self._client,
+            messages, cancellation_token, tools, tool_choice, json_output, options, extra_create_args, self._client
         )
         result = await self._create(call)
         self._account(result)
@@ -312,15 +306,9 @@ class ChatPipeline(Component[PipelineConfig]):
         extra_create_args: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[ChatItem]:
         """Stream through the middleware: chunks, then exactly one `CreateResult`."""
+        messages = _coerce_messages(messages)  # validated once, here: every middleware gets message objects
         call = ChatCall(
-            _coerce_messages(messages),
-            cancellation_token,
-            tools,
-            tool_choice,
-            json_output,
-            options,
-            extra_create_args,
-            self._client,
+            messages, cancellation_token, tools, tool_choice, json_output, options, extra_create_args, self._client
         )
         stream = self._stream(call)
         try:
