@@ -46,6 +46,11 @@ def _urls(port: int) -> dict[str, tuple[str, str, str]]:
             PASSWORD,
             f"redis://{base}?health_check_interval=5",
         ),
+        "both, user info wins as in redis-py": (
+            f"redis://:{quote(PASSWORD, safe='')}@{base}?password={WRONG}",
+            PASSWORD,
+            f"redis://{base}",
+        ),
         "user and password": (
             f"redis://alice:{quote(ALICE_PASSWORD, safe='')}@{base}",
             ALICE_PASSWORD,
@@ -58,7 +63,9 @@ def _shows(text: str, password: str) -> bool:
     return password in text or quote(password, safe="") in text
 
 
-@pytest.mark.parametrize("case", ["userinfo", "query", "query among others", "user and password"])
+@pytest.mark.parametrize(
+    "case", ["userinfo", "query", "query among others", "both, user info wins as in redis-py", "user and password"]
+)
 async def test_a_password_in_the_url_is_used_and_never_shown(
     case: str,
     locked_redis: RedisServer,
@@ -79,7 +86,7 @@ async def test_a_password_in_the_url_is_used_and_never_shown(
     assert dump.config["url"] == kept
     assert dump.config["password_env"] == "REDIS_PASSWORD"
     for text in (repr(store), dump.model_dump_json(), repr(client), caplog.text):
-        assert not _shows(text, password), text
+        assert not _shows(text, password) and not _shows(text, WRONG), text
 
     # The dump loads again with the password from the variable it names.
     monkeypatch.setenv("REDIS_PASSWORD", password)

@@ -40,21 +40,22 @@ def _split_password(url: str) -> tuple[str, str | None]:
     parameters) is kept as written."""
     parts = urlsplit(url)
     password: str | None = None
+    cut = False
     kept: list[str] = []
     for item in parts.query.split("&") if parts.query else ():
         name, _, value = item.partition("=")
         if unquote_plus(name) == "password":
-            password = unquote_plus(value) or password
+            password, cut = unquote_plus(value) or password, True
         else:
             kept.append(item)
     netloc = parts.netloc
     userinfo, at, hostport = netloc.rpartition("@")
     user, colon, secret = userinfo.partition(":")
     if at and colon:
-        password = unquote(secret) or password
+        password, cut = unquote(secret) or password, True
         netloc = f"{user}@{hostport}" if user else hostport
-    if netloc == parts.netloc and len(kept) == len(parts.query.split("&")):
-        return url, None  # nothing cut out: the URL as given
+    if not cut:
+        return url, None  # the URL as given
     # Joined by hand: urlunsplit drops the "//" of a unix:// URL whose netloc became empty.
     query = "?" + "&".join(kept) if kept else ""
     fragment = "#" + parts.fragment if parts.fragment else ""
