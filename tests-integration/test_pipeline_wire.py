@@ -279,6 +279,37 @@ async def test_retry_wait_is_cancelled(server: OpenAIServer) -> None:
     assert len(server.requests) == 1
 
 
+async def test_one_retry_owner_the_server_sees_max_retries_plus_one_attempts(server: OpenAIServer) -> None:
+    # The client as users build it, with its own default retries (max_retries=3): the pipeline's RetryMiddleware
+    # turns them off, so the server sees 1 + 3 attempts, not (1 + 3) * (1 + 3) = 16.
+    client = OpenAIChatCompletionClient(
+        "gpt-4o-mini", base_url=server.base_url + "/v1", api_key=SECRET, bundled_encodings=False
+    )
+    assert client.retry_policy.max_retries == 3
+    server.enqueue(*[Fault("rate_limit", retry_after=0)] * 4)
+    server.enqueue(*[Fault("server_error")] * 4)
+    async with (
+        ChatClientBuilder(client).use_retry(RetryPolicy(max_retries=3, multiplier=0.0, jitter=0.0)).build() as pipeline
+    ):
+        with pytest.raises(openai.RateLimitError):
+            await pipeline.create(HELLO)
+        assert len(server.requests) == 4
+        with pytest.raises(openai.InternalServerError):
+            async for _ in pipeline.create_stream(HELLO):
+                pass
+        assert len(server.requests) == 8
+
+
+async def test_without_a_retry_middleware_the_client_keeps_its_own_retries(server: OpenAIServer) -> None:
+    client = OpenAIChatCompletionClient(
+        "gpt-4o-mini", base_url=server.base_url + "/v1", api_key=SECRET, bundled_encodings=False, max_retries=2
+    )
+    server.enqueue(*[Fault("rate_limit", retry_after=0)] * 2, Reply(text="third time"))
+    async with ChatClientBuilder(client).use_logging().build() as pipeline:
+        assert (await pipeline.create(HELLO)).content == "third time"
+    assert len(server.requests) == 3
+
+
 # --- the tool loop --------------------------------------------------------------------------------------------
 
 

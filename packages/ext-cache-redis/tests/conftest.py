@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
+from ext.core import BaseChatCompletionClient, ChatRequest, CreateResult, RequestUsage, StreamChunk
 from ext.testing.redis import RedisServer, start_redis_server
 
 
@@ -15,3 +16,23 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+class Fixed(BaseChatCompletionClient):
+    """A client answering "hi" in process, for the cases about the store rather than the provider."""
+
+    provider_name = "fixed"
+
+    async def _create(self, request: ChatRequest) -> CreateResult:
+        return CreateResult(
+            finish_reason="stop", content="hi", usage=RequestUsage(prompt_tokens=1, completion_tokens=1)
+        )
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
+        yield await self._create(request)
+
+
+@pytest.fixture
+def fixed_client() -> Callable[[], BaseChatCompletionClient]:
+    """Makes a `Fixed` client (no retries)."""
+    return lambda: Fixed(model="m", max_retries=0)

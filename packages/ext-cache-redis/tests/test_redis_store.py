@@ -8,8 +8,9 @@ import asyncio
 import itertools
 import logging
 import os
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,15 @@ import redis.asyncio as aioredis
 
 from ext.cache.redis import RedisCacheStore
 from ext.core import (
+    DEFAULT_CACHE_TTL,
     CacheMiddleware,
     CacheStore,
     ChatClientBuilder,
     ChatCompletionClient,
     ChatPipeline,
+    ComponentError,
     ConfigurationError,
+    InMemoryCacheStore,
     UserMessage,
     load_component,
 )
@@ -86,12 +90,77 @@ async def test_entries_carry_their_ttl_in_redis(redis_server: RedisServer, raw: 
         assert await raw.get(store.prefix + "explicit") == b"b"
     finally:
         await store.close()
-    no_ttl = RedisCacheStore(redis_server.url, prefix=fresh_prefix())
+    no_ttl = RedisCacheStore(redis_server.url, prefix=fresh_prefix(), ttl=None)
     try:
         await no_ttl.set("k", b"v")
         assert await raw.pttl(no_ttl.prefix + "k") == -1  # no expiry
     finally:
         await no_ttl.close()
+
+
+async def test_the_default_ttl_is_the_in_memory_stores_one_hour(
+    redis_server: RedisServer, raw: aioredis.Redis, fixed_client: Callable[[], ChatCompletionClient]
+) -> None:
+    # One default for every built-in store: swapping InMemoryCacheStore for RedisCacheStore keeps expiry.
+    assert DEFAULT_CACHE_TTL == InMemoryCacheStore().dump_component().config["ttl"] == 3600.0
+    store = RedisCacheStore(redis_server.url, prefix=fresh_prefix())
+    assert store.dump_component().config["ttl"] == DEFAULT_CACHE_TTL
+    client = ChatClientBuilder(fixed_client()).use_cache(store, close_store=True).build()
+    async with client:
+        await client.create([UserMessage(content="q")])
+    (name,) = [key async for key in raw.scan_iter(match=store.prefix + "*")]
+    assert 3_590_000 < await raw.pttl(name) <= 3_600_000
+
+
+async def test_a_bool_ttl_is_refused_everywhere() -> None:
+    for make in (
+        lambda: RedisCacheStore(ttl=True),
+        lambda: CacheMiddleware(RedisCacheStore(), ttl=True),
+    ):
+        with pytest.raises(ConfigurationError, match="ttl must be > 0 seconds or None, got True"):
+            make()
+    dump = RedisCacheStore().dump_component().model_dump()
+    dump["config"]["ttl"] = True
+    with pytest.raises(ComponentError, match="ttl"):
+        load_component(dump, RedisCacheStore)
+
+
+_FRESH = """
+import asyncio, sys
+from ext.cache.redis import RedisCacheStore
+from ext.core import BaseChatCompletionClient, ChatClientBuilder, CreateResult, RequestUsage, load_messages
+
+class Fixed(BaseChatCompletionClient):
+    provider_name = "fixed"
+
+    async def _create(self, request):
+        usage = RequestUsage.model_construct(prompt_tokens=1, completion_tokens=1)
+        return CreateResult.model_construct(finish_reason="stop", content="hi", usage=usage, cached=False)
+
+async def main():
+    store = RedisCacheStore(sys.argv[1], prefix=sys.argv[2])
+    client = ChatClientBuilder(Fixed(model="m", max_retries=0)).use_cache(store, close_store=True).build()
+    async with client:
+        result = await client.create(load_messages('[{"type": "UserMessage", "content": "hello"}]'))
+    print(result.content, result.cached)
+
+asyncio.run(main())
+"""
+
+
+def test_two_fresh_interpreters_share_one_entry(redis_server: RedisServer) -> None:
+    # The Redis store shares ext-core's key code: each process builds the key and the entry from messages that
+    # load_messages made, in an interpreter where no model class was built before (the pydantic 2.9 to 2.13
+    # crash), and the second process finds what the first stored.
+    prefix = fresh_prefix()
+    outputs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", _FRESH, redis_server.url, prefix], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.append(done.stdout.strip())
+    assert outputs == ["hi False", "hi True"]
 
 
 async def test_prefixes_keep_stores_apart_and_clear_only_its_own(redis_server: RedisServer) -> None:

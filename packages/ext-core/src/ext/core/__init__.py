@@ -2,8 +2,9 @@
 
 from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
+from ._builder import ChatClientBuilder
 from ._building import PROVIDERS, build_client, load_pipeline, pipeline_from_config, provider_class, read_config_file
-from ._cache import CacheMiddleware, CacheStore, InMemoryCacheStore
+from ._cache import DEFAULT_CACHE_TTL, CacheMiddleware, CacheStore, CacheTTL, InMemoryCacheStore, check_ttl
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
 from ._chat_completions import (
     CHAT_RESERVED_EXTRA_ARGS,
@@ -100,7 +101,6 @@ from ._options import (
 )
 from ._pipeline import (
     ChatCall,
-    ChatClientBuilder,
     ChatItem,
     ChatMiddleware,
     ChatPipeline,
@@ -195,6 +195,7 @@ __all__ = [
     "ComponentModel",
     "ConfigurationError",
     "CreateResult",
+    "DEFAULT_CACHE_TTL",
     "DEFAULT_MODEL_INFO",
     "DEFAULT_RPC_TIMEOUT",
     "DEFAULT_TOKEN_LIMIT",
@@ -249,6 +250,7 @@ __all__ = [
     "check_seconds",
     "check_sender",
     "check_timeout",
+    "check_ttl",
     "check_tool_name",
     "dump_messages",
     "estimate_tokens",
@@ -276,6 +278,7 @@ __all__ = [
     "value_as_string",
     # the chat pipeline
     "CacheMiddleware",
+    "CacheTTL",
     "UsageTally",
     "PROVIDERS",
     "build_client",

@@ -3,8 +3,10 @@
 The key is a SHA-256 of the normalised request: the client's identity (its component dump, secrets left out,
 or its provider and model when it has none), the model, the messages, the tools' schemas, `tool_choice`,
 `json_output`, the options that were set and `extra_create_args`. A dict message and the equal message object
-give the same key. Only complete results are stored: an error, a cancelled call or a stream the consumer left
-early store nothing.
+give the same key. Keys and entries are never written through a deferred model's placeholder serializer
+(`ensure_serializers`, `model_dump_json`), so they are the same bytes on every supported pydantic and in a
+fresh process. Only complete results are stored: an error, a cancelled call
+or a stream the consumer left early store nothing.
 """
 
 from __future__ import annotations
@@ -14,18 +16,19 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import from_json, to_json
 
 from ._client import _coerce_messages, tool_schema_of
 from ._component import Component, ComponentModel, load_component
 from ._errors import ComponentError, ConfigurationError
 from ._mapping import parse_json_output
-from ._messages import CreateResult, StreamChunk
+from ._messages import CreateResult, StreamChunk, ensure_serializers
 from ._options import ChatOptions
 from ._pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext
+from ._runtime import check_timeout
 from ._tools import Tool
 
 logger = logging.getLogger(__name__)
@@ -34,8 +37,29 @@ _ENTRY_VERSION = 1
 _NOT_STORED = {"parsed", "cached"}
 
 DEFAULT_MAX_ENTRIES = 1024
-DEFAULT_TTL = 3600.0
-"""`InMemoryCacheStore`'s defaults: 1024 entries, each living one hour unless `set` gives its own TTL."""
+DEFAULT_CACHE_TTL = 3600.0
+"""Seconds a cache entry lives when neither the `CacheMiddleware` nor `set` gives a TTL: the default of every
+built-in store (`InMemoryCacheStore`, ext-cache-redis's `RedisCacheStore`), so swapping stores keeps expiry."""
+DEFAULT_TTL = DEFAULT_CACHE_TTL  # the name earlier releases used
+
+
+def check_ttl(value: object, argument: str = "ttl") -> float | None:
+    """A cache TTL: a finite number of seconds > 0, or None. A bool is refused: `ttl=True` would mean one second."""
+    try:
+        return check_timeout(value, argument)
+    except ValueError:
+        raise ConfigurationError(f"{argument} must be > 0 seconds or None, got {value!r}") from None
+
+
+def _config_ttl(value: object) -> object:
+    # Before pydantic's float coercion, which would turn true into 1.0; other input is left to the float rules.
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number of seconds > 0 or null, got {value!r}")
+    return value
+
+
+CacheTTL = Annotated[Annotated[float, Field(gt=0, allow_inf_nan=False)] | None, BeforeValidator(_config_ttl)]
+"""A TTL field of a cache config: seconds > 0 or None, a bool refused (as `check_ttl`)."""
 
 
 @runtime_checkable
@@ -62,26 +86,24 @@ class InMemoryCacheConfig(BaseModel):
     max_entries: int = Field(
         default=DEFAULT_MAX_ENTRIES, gt=0, description="Entries kept; the least recently used go first."
     )
-    ttl: float | None = Field(
-        default=DEFAULT_TTL, gt=0, description="Seconds an entry lives when set() gives none (None: until evicted)."
+    ttl: CacheTTL = Field(
+        default=DEFAULT_CACHE_TTL, description="Seconds an entry lives when set() gives none (None: until evicted)."
     )
 
 
 class InMemoryCacheStore(Component[InMemoryCacheConfig]):
     """A process-local LRU store: at most `max_entries` entries (default 1024), each living `ttl` seconds when
-    `set` gives no TTL of its own (default one hour; None: until evicted)."""
+    `set` gives no TTL of its own (default `DEFAULT_CACHE_TTL`, one hour; None: until evicted)."""
 
     component_type = "cache_store"
     component_config_schema = InMemoryCacheConfig
     component_provider_override = "ext.core.InMemoryCacheStore"
 
-    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES, ttl: float | None = DEFAULT_TTL) -> None:
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES, ttl: float | None = DEFAULT_CACHE_TTL) -> None:
         if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries <= 0:
             raise ConfigurationError(f"max_entries must be an int > 0, got {max_entries!r}")
-        if ttl is not None and (not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not ttl > 0):
-            raise ConfigurationError(f"ttl must be > 0 seconds or None, got {ttl!r}")
         self._max_entries = max_entries
-        self._ttl = ttl
+        self._ttl = check_ttl(ttl)
         self._entries: OrderedDict[str, tuple[float | None, bytes]] = OrderedDict()
 
     def __len__(self) -> int:
@@ -129,7 +151,7 @@ class CacheConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
     store: ComponentModel | None = None
-    ttl: float | None = Field(default=None, gt=0)
+    ttl: CacheTTL = Field(default=None, description="Seconds an entry lives (None: the store's default).")
     cache_tool_turns: bool = True
 
 
@@ -164,7 +186,8 @@ class CacheMiddleware(ChatMiddleware):
       `cached=True` says nothing was spent now, and the pipeline's `total_usage()` adds nothing for it).
     - `create_stream`: a hit replays the stored chunks one by one, then the result; a result stored by
       `create` replays as one chunk.
-    - `ttl`: seconds an entry lives (None: the store's default).
+    - `ttl`: seconds an entry lives (None: the store's default, `DEFAULT_CACHE_TTL` = one hour for both built-in
+      stores). A bool is refused.
     - `cache_tool_turns=False`: placed after a tool loop, the turns that ask for tools are not stored (only
       final answers are).
     - `close_store`: whether the pipeline's `close()` closes the store. Default: only a store the middleware
@@ -186,15 +209,13 @@ class CacheMiddleware(ChatMiddleware):
         cache_tool_turns: bool = True,
         close_store: bool | None = None,
     ) -> None:
+        self._ttl = check_ttl(ttl)
         self._close_store = store is None if close_store is None else close_store
         if store is None:
             store = InMemoryCacheStore()
         elif not isinstance(store, CacheStore):
             raise ConfigurationError(f"store must be a CacheStore (async get/set/close), got {type(store).__name__}")
-        if ttl is not None and (not isinstance(ttl, (int, float)) or ttl <= 0):
-            raise ConfigurationError(f"ttl must be > 0 seconds or None, got {ttl!r}")
         self._store = store
-        self._ttl = ttl
         self._cache_tool_turns = cache_tool_turns
         self._store_down = False
         self._client_keys: dict[int, tuple[Any, bytes]] = {}
@@ -229,6 +250,7 @@ class CacheMiddleware(ChatMiddleware):
     def key(self, call: ChatCall) -> str:
         """The cache key of `call`."""
         messages = _coerce_messages(call.messages)
+        ensure_serializers(messages)  # to_json below writes the message objects with their classes' serializers
         tools = [tool_schema_of(t) for t in call.tools] if call.tools else None
         request = (
             call.model,
@@ -283,8 +305,9 @@ class CacheMiddleware(ChatMiddleware):
 
     @staticmethod
     def _encode(result: CreateResult, chunks: list[tuple[str, str]] | None) -> bytes:
-        # The result's own JSON spliced in: no intermediate dict.
-        body = to_json(result, exclude=_NOT_STORED)
+        # The result's own JSON spliced in: no intermediate dict. `model_dump_json` (not `to_json(result)`) builds
+        # CreateResult's deferred serializer when a provider made the result with `model_construct`.
+        body = result.model_dump_json(exclude=_NOT_STORED).encode()
         return b'{"v":%d,"result":%s,"chunks":%s}' % (_ENTRY_VERSION, body, to_json(chunks))
 
     @staticmethod

@@ -10,7 +10,7 @@ import logging
 import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Literal, NoReturn, Protocol, TypeVar, Union, runtime_checkable
 
@@ -348,6 +348,17 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
     @property
     def model_info(self) -> ModelInfo:
         return self._model_info
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The policy this client retries rate limits and transient errors with (`max_retries=0`: it does not)."""
+        return self._retry
+
+    def disable_retries(self) -> None:
+        """Make every later call one attempt: for a caller that retries around this client (a `ChatPipeline`
+        with a `RetryMiddleware` calls it), so retries do not multiply. The client's dump keeps the
+        `max_retries` it was configured with."""
+        self._retry = replace(self._retry, max_retries=0)
 
     def info_for(self, model: str) -> ModelInfo:
         """Model info for another model name (a per-call `model_id`), with this client's overrides."""

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Annotated, Any, Literal, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import SchemaSerializer
 
 from ._image import Image
 
@@ -138,6 +139,21 @@ def _adapter() -> TypeAdapter[list[LLMMessage]]:
 def dump_messages(messages: list[LLMMessage]) -> str:
     """A list of messages as JSON text."""
     return _adapter().dump_json(messages).decode("utf-8")
+
+
+def ensure_serializers(models: Iterable[BaseModel]) -> None:
+    """Build the serializer of each model's class where it is still deferred, so `pydantic_core.to_json` can
+    write the models directly.
+
+    With `defer_build=True` a class's own serializer is a placeholder until the class validates something in
+    this process; `to_json` cannot use a placeholder (pydantic 2.9 to 2.13 raise `PydanticSerializationError`).
+    Validating through an adapter (`load_messages`, a dict message) does not build it either. `model_rebuild` is
+    pydantic's public way to build a deferred class; it runs once per class, later calls cost a type check. The
+    bytes are those `dump_messages` writes (a test compares the two)."""
+    for cls in {type(model) for model in models}:
+        serializer: object = cls.__pydantic_serializer__  # typed SchemaSerializer, but a placeholder until built
+        if not isinstance(serializer, SchemaSerializer):
+            cls.model_rebuild(force=True)
 
 
 def load_messages(data: str | bytes | list[Any]) -> list[LLMMessage]:

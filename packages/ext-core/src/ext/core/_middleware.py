@@ -241,13 +241,16 @@ class RetryMiddleware(ChatMiddleware):
     """Retries rate-limit and transient errors of any installed provider with a `RetryPolicy` (exponential
     backoff with jitter, `Retry-After` honoured, the last error re-raised unchanged).
 
-    For a client built without retries of its own: build the client with `max_retries=0`, or both retry.
-    A stream is retried only until its first item (a chunk already yielded cannot be taken back). A cancelled
-    token stops the waiting between attempts at once.
+    The one retry owner of its pipeline: a `ChatPipeline` holding a `RetryMiddleware` turns its client's own
+    retries off (`BaseChatCompletionClient.disable_retries()`), so a call makes at most
+    `policy.max_retries + 1` attempts at the provider. A client that is not a `BaseChatCompletionClient` and
+    retries by itself should be built with its retries off. A stream is retried only until its first item (a
+    chunk already yielded cannot be taken back). A cancelled token stops the waiting between attempts at once.
     """
 
     component_config_schema = RetryConfig
     component_provider_override = "ext.core.RetryMiddleware"
+    retries = True
 
     def __init__(self, policy: RetryPolicy | None = None) -> None:
         if policy is not None and not isinstance(policy, RetryPolicy):

@@ -17,7 +17,9 @@ class ChatOptions(BaseModel):
     Unknown fields are an error, so a typo never silently does nothing.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # protected_namespaces=(): pydantic before 2.10 warns about `model_id` (the "model_" prefix) on every schema
+    # build; the field shadows nothing of BaseModel's.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, protected_namespaces=())
 
     temperature: float | None = Field(default=None, ge=0.0, le=2.0, description="Sampling temperature, 0.0 to 2.0.")
     max_tokens: int | None = Field(default=None, gt=0, description="Most tokens to generate.")

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._cancellation import CancellationToken
-from ._client import ChatCompletionClient, JsonOutput, ToolChoice
+from ._client import BaseChatCompletionClient, ChatCompletionClient, JsonOutput, ToolChoice, _coerce_messages
 from ._component import Component, ComponentModel, load_component
 from ._errors import ComponentError, ConfigurationError
 from ._messages import (
@@ -47,9 +47,6 @@ from ._options import ChatOptions
 from ._tools import Tool, ToolSchema
 
 if TYPE_CHECKING:
-    from ._cache import CacheStore
-    from ._retry import RetryPolicy
-    from ._tool_loop import EventCallback
     from ._workbench import Workbench
 
 logger = logging.getLogger(__name__)
@@ -59,8 +56,10 @@ ChatItem = StreamChunk | CreateResult
 
 @dataclass(slots=True)
 class ChatCall:
-    """One model call as it travels through the pipeline: the caller's arguments, as given, plus context.
+    """One model call as it travels through the pipeline: the caller's arguments plus context.
 
+    `messages` is a list of message objects: the pipeline validates what the caller passed (dicts included) once,
+    where the call enters it, so no middleware sees a dict or an invalid message. The other arguments are as given.
     A middleware that changes the call passes on a copy (`call.replace(messages=...)`), never mutates it.
 
     - `client`: the bare model client at the end of the pipeline (for `provider_name`, `model`, ...).
@@ -136,6 +135,9 @@ class ChatMiddleware(Component[BaseModel]):
 
     component_type = "middleware"
     component_config_schema: ClassVar[type[BaseModel]] = NoConfig
+    retries: ClassVar[bool] = False
+    """True for a middleware that retries the calls it passes on (`RetryMiddleware`): a pipeline holding one
+    turns its client's own retries off, so each call has one retry owner."""
 
     def _to_config(self) -> BaseModel:
         if self.component_config_schema is not NoConfig:
@@ -238,6 +240,11 @@ class PipelineConfig(BaseModel):
 class ChatPipeline(Component[PipelineConfig]):
     """A model client wrapped in middleware: itself a `ChatCompletionClient`. Build one with `ChatClientBuilder`.
 
+    One retry owner: when a middleware retries (`RetryMiddleware`) and the client is a `BaseChatCompletionClient`
+    (every ext provider client), the pipeline turns the client's own retries off (`client.disable_retries()`),
+    so a call makes at most `policy.max_retries + 1` attempts, not that times the client's. Another client that
+    retries by itself goes on doing so inside every attempt of the middleware.
+
     `count_tokens`, `remaining_tokens` and `capabilities` are the client's. `actual_usage()` is the usage of the
     last result this pipeline returned (a tool loop's sum over its turns) and `total_usage()` the tokens spent
     at the provider through this pipeline (a cache hit adds nothing). `close()` closes every middleware, then
@@ -257,6 +264,8 @@ class ChatPipeline(Component[PipelineConfig]):
                 raise ConfigurationError(f"middleware[{index}] must be a ChatMiddleware, got {type(item).__name__}")
         if sum(isinstance(m, ToolLoopBase) for m in middleware) > 1:
             raise ConfigurationError("a pipeline takes at most one tool loop")
+        if isinstance(client, BaseChatCompletionClient) and any(m.retries for m in middleware):
+            client.disable_retries()
         self._client = client
         self._middleware = tuple(middleware)
         self._create, self._stream = _compose(client, self._middleware)
@@ -277,6 +286,7 @@ class ChatPipeline(Component[PipelineConfig]):
         extra_create_args: Mapping[str, Any] | None = None,
     ) -> CreateResult:
         """Send the call through the middleware to the client. See `ChatCompletionClient.create`."""
+        messages = _coerce_messages(messages)  # validated once, here: every middleware gets message objects
         call = ChatCall(
             messages, cancellation_token, tools, tool_choice, json_output, options, extra_create_args, self._client
         )
@@ -296,6 +306,7 @@ class ChatPipeline(Component[PipelineConfig]):
         extra_create_args: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[ChatItem]:
         """Stream through the middleware: chunks, then exactly one `CreateResult`."""
+        messages = _coerce_messages(messages)  # validated once, here: every middleware gets message objects
         call = ChatCall(
             messages, cancellation_token, tools, tool_choice, json_output, options, extra_create_args, self._client
         )
@@ -454,77 +465,3 @@ def _loop_hooks(create: CreateNext, stream: StreamNext, inner: Sequence[ChatMidd
         return run
 
     return LoopHooks(create, stream, wrap_loop, wrap_loop_stream, wrap_tool)
-
-
-class ChatClientBuilder:
-    """Wrap a model client in middleware. Each `use_*` appends one middleware; the first added is the outermost
-    (see the module docstring for what that means, and for the tool loop's place).
-
-    A usual order::
-
-        client = (
-            ChatClientBuilder(OpenAIChatCompletionClient("gpt-4o-mini"))
-            .use_logging()      # one record per user call, cache hits included
-            .use_cache(InMemoryCacheStore())
-            .use_retry(RetryPolicy(max_retries=3))  # retries only what the cache did not answer
-            .use_tool_loop([weather_tool])
-            .build()
-        )
-    """
-
-    def __init__(self, client: ChatCompletionClient) -> None:
-        if not isinstance(client, ChatCompletionClient):
-            raise ConfigurationError(f"client must be a ChatCompletionClient, got {type(client).__name__}")
-        self._client = client
-        self._middleware: list[ChatMiddleware] = []
-
-    def use(self, middleware: ChatMiddleware) -> ChatClientBuilder:
-        """Append a middleware (a `ChatMiddleware` subclass)."""
-        if not isinstance(middleware, ChatMiddleware):
-            raise ConfigurationError(f"use() takes a ChatMiddleware, got {type(middleware).__name__}")
-        self._middleware.append(middleware)
-        return self
-
-    def use_logging(
-        self, *, logger: str | logging.Logger | None = None, level: int = logging.INFO, include_content: bool = False
-    ) -> ChatClientBuilder:
-        """Append a `LoggingMiddleware`: one structured log record per call."""
-        from ._middleware import LoggingMiddleware
-
-        return self.use(LoggingMiddleware(logger=logger, level=level, include_content=include_content))
-
-    def use_retry(self, policy: RetryPolicy | None = None) -> ChatClientBuilder:
-        """Append a `RetryMiddleware` with `policy` (default `RetryPolicy()`: 3 retries)."""
-        from ._middleware import RetryMiddleware
-
-        return self.use(RetryMiddleware(policy))
-
-    def use_cache(
-        self,
-        store: CacheStore | None = None,
-        *,
-        ttl: float | None = None,
-        cache_tool_turns: bool = True,
-        close_store: bool | None = None,
-    ) -> ChatClientBuilder:
-        """Append a `CacheMiddleware` over `store` (default: a fresh `InMemoryCacheStore()`). A store passed in
-        is closed by the pipeline's `close()` only with `close_store=True`."""
-        from ._cache import CacheMiddleware
-
-        return self.use(CacheMiddleware(store, ttl=ttl, cache_tool_turns=cache_tool_turns, close_store=close_store))
-
-    def use_tool_loop(
-        self,
-        tools: Sequence[Tool | Workbench],
-        *,
-        max_iterations: int = 10,
-        on_event: EventCallback | None = None,
-    ) -> ChatClientBuilder:
-        """Append a `ToolLoop` over `tools` (plain tools and workbenches). See `ToolLoop`."""
-        from ._tool_loop import ToolLoop
-
-        return self.use(ToolLoop(tools, max_iterations=max_iterations, on_event=on_event))
-
-    def build(self) -> ChatPipeline:
-        """The pipeline: a `ChatCompletionClient`."""
-        return ChatPipeline(self._client, self._middleware)

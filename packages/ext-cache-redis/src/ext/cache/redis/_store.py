@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ext.core import Component, ConfigurationError, resolve_secret
+from ext.core import DEFAULT_CACHE_TTL, CacheTTL, Component, ConfigurationError, check_ttl, resolve_secret
 
 
 class RedisCacheConfig(BaseModel):
@@ -22,20 +22,44 @@ class RedisCacheConfig(BaseModel):
 
     url: str = Field(default="redis://127.0.0.1:6379/0", description="redis:// or rediss:// URL, no password.")
     prefix: str = Field(default="ext:chat-cache:", description="Prepended to every key.")
-    ttl: float | None = Field(default=None, gt=0, description="Seconds an entry lives when set() gives none.")
+    ttl: CacheTTL = Field(
+        default=DEFAULT_CACHE_TTL, description="Seconds an entry lives when set() gives none (None: no expiry)."
+    )
     password_env: str | None = Field(default="REDIS_PASSWORD", description="Variable holding the password.")
     socket_timeout: float = Field(default=1.0, gt=0, description="Seconds a command may take.")
     connect_timeout: float = Field(default=1.0, gt=0, description="Seconds connecting may take.")
     max_retries: int = Field(default=0, ge=0, description="Retries of a failed command (no backoff).")
 
 
-def _without_userinfo(url: str) -> str:
+def _split_password(url: str) -> tuple[str, str | None]:
+    """`url` without the password it carries, and that password (None if none).
+
+    redis-py reads a password from a `password` query parameter (`?password=secret`) and from the user info
+    (`redis://user:secret@host`), which wins, both percent-decoded, an empty one ignored
+    (`redis.asyncio.connection.parse_url`). Both are cut out here; the rest of the URL (user name, other
+    parameters) is kept as written."""
     parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    password: str | None = None
+    cut = False
+    kept: list[str] = []
+    for item in parts.query.split("&") if parts.query else ():
+        name, _, value = item.partition("=")
+        if unquote_plus(name) == "password":
+            password, cut = unquote_plus(value) or password, True
+        else:
+            kept.append(item)
+    netloc = parts.netloc
+    userinfo, at, hostport = netloc.rpartition("@")
+    user, colon, secret = userinfo.partition(":")
+    if at and colon:
+        password, cut = unquote(secret) or password, True
+        netloc = f"{user}@{hostport}" if user else hostport
+    if not cut:
+        return url, None  # the URL as given
+    # Joined by hand: urlunsplit drops the "//" of a unix:// URL whose netloc became empty.
+    query = "?" + "&".join(kept) if kept else ""
+    fragment = "#" + parts.fragment if parts.fragment else ""
+    return f"{parts.scheme}://{netloc}{parts.path}{query}{fragment}", password
 
 
 class RedisCacheStore(Component[RedisCacheConfig]):
@@ -47,9 +71,13 @@ class RedisCacheStore(Component[RedisCacheConfig]):
     serves it uncached and logs the outage once. The connection pool is opened on first use and closed by
     `close()`.
 
-    The password comes from `password=`, else from the `password_env` variable (`REDIS_PASSWORD`); a password
-    written in the URL works, but is left out of `repr` and dumps (give it through the environment so a dump
-    loads again).
+    The password comes from `password=`, else from the URL (user info or `?password=`), else from the
+    `password_env` variable (`REDIS_PASSWORD`). Whichever it is, it is cut out of the URL the store keeps, so no
+    `repr`, dump, error or log carries it; a dump names `password_env`, so a loaded copy reads the password from
+    that variable (give it through the environment for a dump to load with it).
+
+    `ttl` defaults to `DEFAULT_CACHE_TTL` (one hour), the default of ext-core's `InMemoryCacheStore` too, so
+    swapping one store for the other keeps expiry; `ttl=None` means no expiry. A bool is refused.
     """
 
     component_type = "cache_store"
@@ -61,7 +89,7 @@ class RedisCacheStore(Component[RedisCacheConfig]):
         url: str = "redis://127.0.0.1:6379/0",
         *,
         prefix: str = "ext:chat-cache:",
-        ttl: float | None = None,
+        ttl: float | None = DEFAULT_CACHE_TTL,
         password: str | None = None,
         password_env: str | None = "REDIS_PASSWORD",
         socket_timeout: float = 1.0,
@@ -76,11 +104,11 @@ class RedisCacheStore(Component[RedisCacheConfig]):
         for name, value in (("socket_timeout", socket_timeout), ("connect_timeout", connect_timeout)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
                 raise ConfigurationError(f"{name} must be > 0 seconds, got {value!r}")
-        if ttl is not None and (not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not ttl > 0):
-            raise ConfigurationError(f"ttl must be > 0 seconds or None, got {ttl!r}")
+        ttl = check_ttl(ttl)
         if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
             raise ConfigurationError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        secret, from_env = resolve_secret(password, password_env)
+        url, in_url = _split_password(url)
+        secret, from_env = resolve_secret(password if password is not None else in_url, password_env)
         self._url = url
         self._prefix = prefix
         self._ttl = ttl
@@ -145,11 +173,11 @@ class RedisCacheStore(Component[RedisCacheConfig]):
             await client.aclose()
 
     def __repr__(self) -> str:
-        return f"RedisCacheStore(url={_without_userinfo(self._url)!r}, prefix={self._prefix!r}, ttl={self._ttl})"
+        return f"RedisCacheStore(url={self._url!r}, prefix={self._prefix!r}, ttl={self._ttl})"
 
     def _to_config(self) -> RedisCacheConfig:
         return RedisCacheConfig(
-            url=_without_userinfo(self._url),
+            url=self._url,
             prefix=self._prefix,
             ttl=self._ttl,
             password_env=self._from_env or self._password_env,
