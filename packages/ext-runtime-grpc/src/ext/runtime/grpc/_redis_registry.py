@@ -69,6 +69,9 @@ class RedisRegistry(Registry):
         self._place: Any = None
         # This gateway's registrations (worker -> agent types), written again when Redis lost them.
         self._own: dict[str, set[str]] = {}
+        # Set when writing them again failed: the next renewal writes them even though the lease key is there.
+        self._must_restore = False
+        self._closing = False
         # Health, from the lease renewals (every lease_seconds / 3): when Redis last answered, and the error of
         # the last renewal if it failed. Where Redis is, for messages: host and port only (the URL may hold a
         # password).
@@ -107,6 +110,9 @@ class RedisRegistry(Registry):
         self._tasks = [loop.create_task(self._listen()), loop.create_task(self._keep_lease())]
 
     async def close(self) -> None:
+        # The loops also check this flag: redis-py can swallow a cancellation that lands inside one of its calls
+        # (the loop then goes on as after an error, and `close` would wait for it forever).
+        self._closing = True
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -135,11 +141,12 @@ class RedisRegistry(Registry):
 
     async def _keep_lease(self) -> None:
         interval = self._lease_ms / 1000 / 3
-        while True:
+        while not self._closing:
             await asyncio.sleep(interval)
             try:
-                if not await self._renew() and self._own:
+                if (not await self._renew() or self._must_restore) and self._own:
                     await self._restore()
+                self._must_restore = False
             except Exception as exc:
                 # Logged once per outage (with its traceback), not every interval.
                 if not self._last_error:
@@ -154,6 +161,19 @@ class RedisRegistry(Registry):
                 await self._sweep()
             except Exception:
                 logger.exception("sweeping dead gateways' registrations from Redis failed")
+
+    async def _reassert(self) -> None:
+        """Write this gateway's lease and registrations now; when Redis does not answer, the next successful
+        renewal writes them (`_must_restore`)."""
+        try:
+            await self._renew()
+            if self._own:
+                await self._restore()
+        except Exception as exc:
+            self._must_restore = True
+            logger.warning("gateway %s could not write its registrations again yet: %s", self.gateway_id, exc)
+        else:
+            self._must_restore = False
 
     async def _restore(self) -> None:
         """Write this gateway's registrations again (the lease key was gone, so they may be too)."""
@@ -214,7 +234,7 @@ class RedisRegistry(Registry):
     async def _listen(self) -> None:
         inbox_channel = self._key("inbox", self.gateway_id).encode()
         broken = False
-        while True:
+        while not self._closing:
             try:
                 item = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             except asyncio.CancelledError:
@@ -261,21 +281,35 @@ class RedisRegistry(Registry):
         if kind == "worker":
             self._cache = {a: t for a, t in self._cache.items() if t[0] != ident}
         elif kind == "gateway":
+            if ident == self.gateway_id:
+                # Another replica's sweep found this gateway's lease gone (Redis restarted empty, or renewals
+                # were late) and announced it dead, dropping its registrations. It is alive: it keeps its
+                # placements, and writes its lease and registrations back now.
+                await self._reassert()
+                return
             self.forget_gateway(ident)
-            if self._gateway_gone is not None and ident != self.gateway_id:
+            if self._gateway_gone is not None:
                 await self._gateway_gone(ident)
 
     # --- Registry ----------------------------------------------------------------------------------------
 
     async def add(self, worker_id: str, agent_type: str) -> None:
-        pipe = self._redis.pipeline()
+        # The lease is written with the registration, in one transaction: no replica ever sees this gateway's
+        # registration without its lease. Otherwise, after Redis restarted empty and before this gateway's next
+        # renewal, another replica's sweep would take it for dead, drop its registrations and announce it gone.
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.set(self._key("gw", self.gateway_id), "1", px=self._lease_ms, get=True)
         pipe.sadd(self._key("types"), agent_type)
         pipe.hset(self._key("type", agent_type), worker_id, self.gateway_id)
         try:
-            await pipe.execute()
+            previous = (await pipe.execute())[0]
         except Exception as exc:
             raise self._unavailable(exc) from exc
         self._own.setdefault(worker_id, set()).add(agent_type)
+        if previous is None:
+            # A new lease: Redis lost the old one (restarted empty), and with it this gateway's other
+            # registrations. Written back now rather than at the next renewal.
+            await self._reassert()
 
     async def remove_worker(self, worker_id: str) -> None:
         self._own.pop(worker_id, None)  # first: even if Redis is unreachable now, it is not restored later

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import itertools
 import logging
@@ -24,6 +25,7 @@ from ext.core import (
     Agent,
     AgentFactory,
     AgentId,
+    AgentNotFoundError,
     AgentType,
     CancellationToken,
     RoutedAgent,
@@ -113,7 +115,11 @@ class GrpcAgentRuntime(AgentHost):
             reconnect_backoff=reconnect_backoff,
             reconnect_max_backoff=reconnect_max_backoff,
         )
-        self._types: set[str] = set()
+        # The agent types this worker hosts, with their factories (announced again on every connection).
+        self._factories: dict[str, AgentFactory] = {}
+        # The types whose builder the local runtime holds: it has no way to take one back, so a registration the
+        # gateway refused leaves its builder there, finding no factory, until a retry puts one in place.
+        self._built_locally: set[str] = set()
         # RPC deadlines: (when, request id, future), earliest first, with one loop timer for the earliest. An
         # answered RPC's entry is dropped when it comes up (or in a sweep), so no timer is cancelled per RPC.
         self._deadlines = Deadlines()
@@ -164,7 +170,7 @@ class GrpcAgentRuntime(AgentHost):
     # --- the connection's hooks ----------------------------------------------------------------------------
 
     async def _announce(self) -> None:
-        for agent_type in sorted(self._types):
+        for agent_type in sorted(self._factories):
             await self._register_remote(agent_type)
 
     # --- AgentRuntime ----------------------------------------------------------------------------------
@@ -203,7 +209,7 @@ class GrpcAgentRuntime(AgentHost):
         factory = check_factory(factory)
         if self._closed:
             raise RuntimeClosedError("the runtime was stopped")
-        if name in self._types:
+        if name in self._factories:
             raise ValueError(f"agent_type {name!r} is already registered")
         if isinstance(factory, type) and issubclass(factory, RoutedAgent):
             for message_type in factory.handled_message_types():
@@ -211,21 +217,27 @@ class GrpcAgentRuntime(AgentHost):
                     if not self.serializer.is_registered(message_type):
                         self.serializer.register(message_type)
 
-        async def build(agent_id: AgentId, _local: Any) -> Agent:
-            agent = factory(agent_id, self)
-            if inspect.isawaitable(agent):
-                agent = await agent
-            return agent
-
-        await self._local.register_agent_factory(name, build)
-        self._types.add(name)
+        if name not in self._built_locally:
+            await self._local.register_agent_factory(name, functools.partial(self._build, name))
+            self._built_locally.add(name)
+        self._factories[name] = factory
         if self._connected:
             try:
                 await self._register_remote(name)
             except BaseException:
-                self._types.discard(name)
+                # Refused (or cut short): nothing is left registered, so registering the type again works.
+                del self._factories[name]
                 raise
         return AgentType(name)
+
+    async def _build(self, name: str, agent_id: AgentId, _local: Any) -> Agent:
+        factory = self._factories.get(name)
+        if factory is None:
+            raise AgentNotFoundError(f"agent_type {name!r} is not registered on this worker")
+        agent = factory(agent_id, self)
+        if inspect.isawaitable(agent):
+            agent = await agent
+        return agent
 
     def _delivery(
         self,
