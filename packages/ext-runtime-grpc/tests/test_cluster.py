@@ -150,19 +150,19 @@ async def test_cli_replicas_print_their_addresses_and_stop_on_sigterm(redis_serv
             await proc.wait()
 
 
-async def test_cli_replicas_argument_errors() -> None:
+@pytest.mark.parametrize(
+    ("replicas", "error"),
+    [
+        ("0", "--replicas must be at least 1"),
+        # Replicas without a Redis to share: refused up front, naming the missing option.
+        ("2", "--replicas 2 needs --redis-url"),
+    ],
+)
+async def test_cli_replicas_argument_errors(replicas: str, error: str) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ext.runtime.grpc", "gateway", "--replicas", "0",
+        sys.executable, "-m", "ext.runtime.grpc", "gateway", "--replicas", replicas,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2 and out == b""
-    assert "--replicas must be at least 1" in err.decode()
-    # Replicas without a Redis to share: refused up front, naming the missing option.
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ext.runtime.grpc", "gateway", "--replicas", "2",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 2 and out == b""
-    assert "--replicas 2 needs --redis-url" in err.decode()
+    assert error in err.decode()

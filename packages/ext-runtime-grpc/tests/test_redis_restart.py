@@ -10,7 +10,7 @@ started again on the same port (no persistence: every lease, registration and pl
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -78,6 +78,17 @@ async def gateways(redis_server: RedisServer) -> AsyncIterator[tuple[Gateway, Ga
         await b.stop()
 
 
+def _workers(
+    gateway: Gateway, on_undelivered: Callable[[AgentId, str], None] | None = None
+) -> tuple[GrpcAgentRuntime, GrpcAgentRuntime]:
+    """Two workers on `gateway` that speak `Tick` and `Count`: a host, and a sender (told of undelivered messages)."""
+    pair = (worker(gateway.address), worker(gateway.address, on_undelivered=on_undelivered))
+    for runtime in pair:
+        runtime.register_message_type(Tick)
+        runtime.register_message_type(Count)
+    return pair
+
+
 async def _writes(pubsub: Any, key: str, count: int) -> None:
     """Wait until `key` has been written `count` times (keyspace notifications `pubsub` subscribed to)."""
     seen = 0
@@ -95,11 +106,7 @@ async def test_a_registration_after_an_empty_restart_does_not_get_its_gateway_de
 ) -> None:
     a, b = gateways
     undelivered: list[tuple[AgentId, str]] = []
-    host = worker(a.address)
-    sender = worker(a.address, on_undelivered=lambda r, why: undelivered.append((r, why)))
-    for runtime in (host, sender):
-        runtime.register_message_type(Tick)
-        runtime.register_message_type(Count)
+    host, sender = _workers(a, on_undelivered=lambda r, why: undelivered.append((r, why)))
     placed = [AgentId("counter", f"k{i}") for i in range(4)]
     async with host, sender:
         await host.register_agent_factory("counter", Counter)
@@ -142,11 +149,7 @@ async def test_a_gateway_does_not_act_on_a_death_notice_naming_itself(
 ) -> None:
     a, _ = gateways
     undelivered: list[tuple[AgentId, str]] = []
-    host = worker(a.address)
-    sender = worker(a.address, on_undelivered=lambda r, why: undelivered.append((r, why)))
-    for runtime in (host, sender):
-        runtime.register_message_type(Tick)
-        runtime.register_message_type(Count)
+    host, sender = _workers(a, on_undelivered=lambda r, why: undelivered.append((r, why)))
     placed = [AgentId("counter", f"k{i}") for i in range(4)]
     async with host, sender:
         await host.register_agent_factory("counter", Counter)
@@ -189,11 +192,7 @@ async def test_a_registration_refused_while_redis_is_down_can_be_retried(
     redis_server: RedisServer, gateways: tuple[Gateway, Gateway]
 ) -> None:
     a, _ = gateways
-    host = worker(a.address)
-    caller = worker(a.address)
-    for runtime in (host, caller):
-        runtime.register_message_type(Tick)
-        runtime.register_message_type(Count)
+    host, caller = _workers(a)
     async with host, caller:
         redis_server.kill()
         with pytest.raises(ValueError, match=f"refused agent_type 'counter': {UNREACHABLE}"):

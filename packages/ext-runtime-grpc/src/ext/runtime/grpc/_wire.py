@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from collections.abc import Iterable
 
 import grpc
 from pydantic import SecretStr
@@ -72,10 +73,10 @@ def authorization_metadata(token: SecretStr | None) -> tuple[tuple[str, str], ..
     return ((AUTHORIZATION, f"Bearer {token.get_secret_value()}"),) if token is not None else ()
 
 
-def bearer_matches(metadata: object, token: SecretStr) -> bool:
+def bearer_matches(metadata: Iterable[tuple[str, str | bytes]] | None, token: SecretStr) -> bool:
     """Whether a call's metadata (`(key, value)` pairs) carries `token`, compared in constant time."""
     expected = f"Bearer {token.get_secret_value()}".encode()
-    for key, value in metadata or ():  # type: ignore[attr-defined]
+    for key, value in metadata or ():
         if key == AUTHORIZATION:
             given = value.encode() if isinstance(value, str) else value
             return hmac.compare_digest(given, expected)
