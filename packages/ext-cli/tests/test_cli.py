@@ -360,10 +360,13 @@ async def test_gateway_subcommand_serves_and_drains_on_sigterm() -> None:
 
 
 async def test_gateway_replicas_print_one_address_per_line_and_stop_on_sigterm() -> None:
-    # No --redis-url: the replicas share a throwaway redis-server (needs redis-server on PATH).
+    # The replicas share a registry in a throwaway redis-server (needs redis-server on PATH).
+    from ext.testing.redis import start_redis_server
+
+    redis = start_redis_server()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ext.cli", "gateway", "--replicas", "2", "--port", "0", "--log-level", "WARNING",
-        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        "--redis-url", redis.url, env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
     try:
@@ -386,6 +389,7 @@ async def test_gateway_replicas_print_one_address_per_line_and_stop_on_sigterm()
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+        redis.stop()
 
 
 async def test_gateway_health_port_and_token_file_pass_through(tmp_path: Path) -> None:

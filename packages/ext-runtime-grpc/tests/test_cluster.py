@@ -34,10 +34,10 @@ async def test_cluster_replicas_share_one_registry(redis_server: RedisServer) ->
         await worker(addresses, connect_timeout=2).start()
 
 
-async def test_cluster_starts_its_own_redis_when_given_none() -> None:
-    async with LocalCluster(2) as cluster:
-        assert cluster.redis_url is not None and cluster.redis_url.startswith("redis://127.0.0.1:")
-        async with worker(cluster.addresses[0]) as host, worker(cluster.addresses[1]) as caller:
+async def test_a_single_replica_without_redis_keeps_its_registry_in_memory() -> None:
+    async with LocalCluster(1) as cluster:
+        assert cluster.redis_url is None and len(cluster.addresses) == 1
+        async with worker(cluster.addresses[0]) as host, worker(cluster.addresses[0]) as caller:
             await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, Journal()))
             reply = await caller.send_and_await_response(Ping(text="x"), AgentId("echo", "k"), timeout=10)
             assert isinstance(reply, Pong) and reply.text == "x"
@@ -46,8 +46,11 @@ async def test_cluster_starts_its_own_redis_when_given_none() -> None:
 def test_cluster_and_address_list_arguments() -> None:
     with pytest.raises(ValueError, match="replicas"):
         LocalCluster(0)
+    # Replicas share their registry in Redis: more than one without a redis_url is refused before anything starts.
+    with pytest.raises(ValueError, match="redis_url is required for 2 replicas"):
+        LocalCluster(2)
     with pytest.raises(ValueError, match="lease_seconds"):
-        LocalCluster(2, lease_seconds=0)
+        LocalCluster(2, redis_url="redis://127.0.0.1", lease_seconds=0)
     with pytest.raises(ValueError, match="host:port"):
         GrpcAgentRuntime(["127.0.0.1:1", "nohost"], token_env=None)
     with pytest.raises(TypeError, match="address"):
@@ -147,11 +150,19 @@ async def test_cli_replicas_print_their_addresses_and_stop_on_sigterm(redis_serv
             await proc.wait()
 
 
-async def test_cli_replicas_argument_errors() -> None:
+@pytest.mark.parametrize(
+    ("replicas", "error"),
+    [
+        ("0", "--replicas must be at least 1"),
+        # Replicas without a Redis to share: refused up front, naming the missing option.
+        ("2", "--replicas 2 needs --redis-url"),
+    ],
+)
+async def test_cli_replicas_argument_errors(replicas: str, error: str) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ext.runtime.grpc", "gateway", "--replicas", "0",
+        sys.executable, "-m", "ext.runtime.grpc", "gateway", "--replicas", replicas,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2 and out == b""
-    assert "--replicas must be at least 1" in err.decode()
+    assert error in err.decode()

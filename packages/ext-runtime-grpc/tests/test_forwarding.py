@@ -139,7 +139,7 @@ async def test_malformed_batches_on_the_bus_are_reported_and_dropped(
                 await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, Journal()))
                 target = AgentId("echo", "bus")
                 good = pb.Forward(target_worker="no-such-worker", origin_gateway="x").SerializeToString()
-                with caplog.at_level(logging.WARNING, logger="ext.runtime.grpc._gateway"):
+                with caplog.at_level(logging.WARNING, logger="ext.runtime.grpc._routing"):
                     for payload in (
                         b"\xff\xff\xff\xff not protobuf",
                         pb.ForwardBatch(forwards=[b"\xff\xff", good]).SerializeToString(),

@@ -3,9 +3,9 @@
 from .__about__ import __version__
 from ._cli import main as gateway_main
 from ._cluster import LocalCluster
-from ._errors import AuthenticationError
-from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
-from ._registry import InMemoryRegistry, RedisRegistry, Registry, RegistryUnavailableError
+from ._gateway import Gateway
+from ._redis_registry import RedisRegistry
+from ._registry import InMemoryRegistry, Registry, RegistryUnavailableError
 from ._serializer import (
     JSON_TYPE,
     ProtobufMessageSerializer,
@@ -13,6 +13,7 @@ from ._serializer import (
     from_sdk_event,
     to_sdk_event,
 )
+from ._wire import DEFAULT_MAX_MESSAGE_BYTES, AuthenticationError
 from ._worker import GrpcAgentRuntime
 from .protos.cloudevent_pb2 import CloudEvent
 

@@ -11,9 +11,11 @@ import sys
 from collections.abc import Sequence
 
 from ._cluster import LocalCluster
-from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
-from ._registry import InMemoryRegistry, RedisRegistry, Registry
+from ._gateway import Gateway
+from ._redis_registry import RedisRegistry
+from ._registry import InMemoryRegistry, Registry
 from ._secrets import read_token_file
+from ._wire import DEFAULT_MAX_MESSAGE_BYTES
 
 DEFAULT_GATEWAY_TOKEN_ENV = "EXT_GRPC_GATEWAY_TOKEN"
 
@@ -47,7 +49,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         "--replicas",
         type=int,
         default=None,
-        help="run N gateway replicas sharing one Redis (--redis-url, or a throwaway redis-server) on ports "
+        help="run N gateway replicas sharing one Redis (--redis-url, required for N > 1) on ports "
         "--port, --port+1, ...; prints one host:port per line",
     )
     parser.add_argument("--shutdown-grace", type=float, default=5.0, help="seconds to drain in-flight RPCs")
@@ -158,6 +160,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "ext-grpc-gateway") -> i
         return 2
     if args.replicas is not None and args.replicas < 1:
         print(f"error: --replicas must be at least 1, got {args.replicas}", file=sys.stderr)
+        return 2
+    if args.replicas is not None and args.replicas > 1 and not args.redis_url:
+        print(
+            f"error: --replicas {args.replicas} needs --redis-url: the replicas share their registry in Redis",
+            file=sys.stderr,
+        )
         return 2
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -1,28 +1,32 @@
-"""`LocalCluster`: N gateway replicas sharing one Redis registry, in this process, for development and tests."""
+"""`LocalCluster`: N gateway replicas sharing one Redis registry (or one gateway with an in-memory registry), in
+this process, for development and tests."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from pydantic import SecretStr
 
-from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, Gateway
-from ._registry import RedisRegistry
+from ._gateway import Gateway
+from ._redis_registry import RedisRegistry
+from ._registry import InMemoryRegistry, Registry
+from ._wire import DEFAULT_MAX_MESSAGE_BYTES
 
 
 class LocalCluster:
-    """Start `replicas` gateways on their own ports (127.0.0.1 by default), sharing one registry in Redis.
+    """Start `replicas` gateways on their own ports (127.0.0.1 by default), sharing one registry in Redis (a
+    single replica without `redis_url` keeps its registry in memory).
 
     Workers take the list of addresses (`GrpcAgentRuntime(cluster.addresses)`) and fail over to another
     replica when theirs goes away.
 
     Args:
         replicas: how many gateways (at least 1).
-        redis_url: the Redis to share; `None` starts a throwaway `redis-server` (needs `redis-server` on PATH
-            and ext-testing installed, whose helper starts it) and kills it on `stop`.
+        redis_url: the Redis the replicas share (required for more than one replica); `None` with one replica:
+            an `InMemoryRegistry` (a single host, nothing to share). Tests that want a throwaway Redis start
+            one themselves (ext-testing's `ext.testing.redis.start_redis_server`).
         host: interface every replica listens on.
         port: the first replica's port, the next ones on port+1, port+2, ... (default 0: free ports).
         token: the token workers must send (`str` or `SecretStr`); `None`: no authentication.
@@ -81,7 +85,6 @@ class LocalCluster:
         self._prefix = redis_prefix if redis_prefix is not None else f"ext-cluster-{uuid.uuid4().hex[:8]}"
         self._shutdown_grace = shutdown_grace
         self._max_message_bytes = max_message_bytes
-        self._redis_server: Any = None
         self.gateways: list[Gateway] = []
         # Fail before anything starts on a bad argument of the gateways or the registry.
         Gateway(
@@ -94,6 +97,11 @@ class LocalCluster:
             health_host=health_host,
         )
         RedisRegistry("redis://127.0.0.1", lease_seconds=lease_seconds)
+        if redis_url is None and replicas > 1:
+            raise ValueError(
+                f"redis_url is required for {replicas} replicas (they share their registry in Redis); "
+                "without one, use replicas=1 (an in-memory registry)"
+            )
 
     @property
     def addresses(self) -> list[str]:
@@ -102,7 +110,7 @@ class LocalCluster:
 
     @property
     def redis_url(self) -> str | None:
-        """The shared Redis (the throwaway server's once started, when none was given)."""
+        """The shared Redis (None: a single replica with an in-memory registry)."""
         return self._redis_url
 
     @property
@@ -114,20 +122,10 @@ class LocalCluster:
         return f"LocalCluster(replicas={self._replicas}, addresses={self.addresses!r})"
 
     async def start(self) -> list[str]:
-        """Start Redis (unless given) and the replicas; return their addresses."""
+        """Start the replicas; return their addresses."""
         if self.gateways:
             return self.addresses
         try:
-            if self._redis_url is None:
-                try:
-                    from ext.testing.redis import start_redis_server
-                except ImportError:
-                    raise RuntimeError(
-                        "LocalCluster without redis_url starts a throwaway redis-server with ext-testing's helper: "
-                        "pip install ext-testing (and redis-server), or pass redis_url"
-                    ) from None
-                self._redis_server = start_redis_server()
-                self._redis_url = self._redis_server.url
             for index in range(self._replicas):
                 gateway = Gateway(
                     host=self._host,
@@ -135,7 +133,7 @@ class LocalCluster:
                     token=self._token,
                     max_message_bytes=self._max_message_bytes,
                     shutdown_grace=self._shutdown_grace,
-                    registry=RedisRegistry(self._redis_url, prefix=self._prefix, lease_seconds=self._lease_seconds),
+                    registry=self._registry(),
                     tls_cert_file=self._tls_cert_file,
                     tls_key_file=self._tls_key_file,
                     health_port=self._health_port + index if self._health_port else self._health_port,
@@ -148,17 +146,19 @@ class LocalCluster:
             raise
         return self.addresses
 
+    def _registry(self) -> Registry:
+        if self._redis_url is None:
+            return InMemoryRegistry()
+        return RedisRegistry(self._redis_url, prefix=self._prefix, lease_seconds=self._lease_seconds)
+
     async def stop_replica(self, index: int, grace: float | None = None) -> None:
         """Stop one replica gracefully (its workers fail over; see `Gateway.stop` for `grace`)."""
         await self.gateways[index].stop(grace)
 
     async def stop(self) -> None:
-        """Stop every replica, then the throwaway Redis. Idempotent."""
+        """Stop every replica. Idempotent."""
         for gateway in self.gateways:
             await gateway.stop()
-        if self._redis_server is not None:
-            self._redis_server.stop()
-            self._redis_server = None
 
     async def __aenter__(self) -> LocalCluster:
         await self.start()

@@ -1,7 +1,8 @@
-"""The gateway's HTTP health listener: `GET /healthz` (liveness) and `GET /readyz` (readiness), what Kubernetes
-`httpGet` probes and compose healthchecks call. Plain asyncio streams, no dependency; a probe costs the gateway
-nothing per message, and each request is bounded in size, time and concurrency so a slow or hostile client
-cannot hold the gateway's loop."""
+"""The gateway's health endpoints. `HealthServer`: the HTTP listener, `GET /healthz` (liveness) and `GET /readyz`
+(readiness), what Kubernetes `httpGet` probes and compose healthchecks call; plain asyncio streams, no dependency;
+a probe costs the gateway nothing per message, and each request is bounded in size, time and concurrency so a
+slow or hostile client cannot hold the gateway's loop. `GrpcHealthService`: the standard `grpc.health.v1.Health`
+service on the gRPC port (what Kubernetes `grpc:` probes call), with the same readiness."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 logger = logging.getLogger(__name__)
 
@@ -123,3 +128,39 @@ def _write(writer: asyncio.StreamWriter, status: int, body: str, head_only: bool
         "Connection: close\r\n\r\n"
     ).encode()
     writer.write(head if head_only else head + data)
+
+
+class GrpcHealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]  # the base is Any in grpc-stubs
+    """`grpc.health.v1.Health` with the gateway's readiness, computed on each call (no state to keep in step)."""
+
+    WATCH_INTERVAL = 1.0
+
+    def __init__(self, not_ready_reason: NotReadyReason, service: str) -> None:
+        # The overall status ("") and the named service share one readiness.
+        self.SERVICES = ("", service)
+        self._not_ready_reason = not_ready_reason
+
+    def _status(self, service: str) -> int:
+        if service not in self.SERVICES:
+            return int(health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+        if self._not_ready_reason() is None:
+            return int(health_pb2.HealthCheckResponse.SERVING)
+        return int(health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def Check(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> health_pb2.HealthCheckResponse:
+        if request.service not in self.SERVICES:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        return health_pb2.HealthCheckResponse(status=self._status(request.service))
+
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        # Polled (once a second per watcher) rather than pushed: readiness depends on the registry's last answer,
+        # which changes on its own. grpc cancels this handler when the watcher goes away or the server stops.
+        last = -1
+        while True:
+            status = self._status(request.service)
+            if status != last:
+                await context.write(health_pb2.HealthCheckResponse(status=status))
+                last = status
+            await asyncio.sleep(self.WATCH_INTERVAL)

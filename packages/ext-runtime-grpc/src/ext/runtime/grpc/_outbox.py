@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any
 
 from .protos import agent_worker_pb2 as pb
 
@@ -135,3 +137,25 @@ def _batches(messages: list[pb.Message], max_bytes: int) -> list[pb.Message]:
         size += item
     writes.append(run[0] if len(run) == 1 else pb.Message(batch=pb.Batch(messages=run)))
     return writes
+
+
+@types.coroutine
+def resume(coro: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, None]:
+    """`await coro` for a coroutine whose first step was already taken (and yielded `waiting_on`): what it
+    waits on goes to this task, and what this task is sent or thrown (a wake-up, a cancellation) goes to it."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                waiting_on = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                waiting_on = coro.send(sent)
+            except StopIteration:
+                return

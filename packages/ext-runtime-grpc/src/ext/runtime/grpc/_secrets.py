@@ -1,7 +1,9 @@
-"""Tokens from secret files: what Kubernetes secret volumes and compose `secrets:` mount."""
+"""Worker and gateway tokens: checked for the wire, read from secret files (what Kubernetes secret volumes and
+compose `secrets:` mount), or from the environment."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -35,3 +37,28 @@ def check_token(token: SecretStr) -> None:
         raise ValueError("token must not be empty")
     if not all(" " < c <= "~" for c in value):
         raise ValueError("token must be printable ASCII without spaces or newlines (it is sent as a header)")
+
+
+def resolve_token(
+    token: str | SecretStr | None, token_file: str | Path | None, token_env: str | None
+) -> SecretStr | None:
+    """A worker's token: `token`, else `token_file`, else the `token_env` variable, else the file named by the
+    `<token_env>_FILE` variable; None when none is set. Checked with `check_token`."""
+    if token is not None and token_file is not None:
+        raise ValueError("give token or token_file, not both")
+    if token_file is not None:
+        token = read_token_file(token_file)
+    elif token is None and token_env:
+        env_value = os.environ.get(token_env)
+        file_value = os.environ.get(f"{token_env}_FILE")
+        if env_value and file_value:
+            raise ValueError(f"both {token_env} and {token_env}_FILE are set: set one")
+        if env_value:
+            token = SecretStr(env_value)
+        elif file_value:
+            token = read_token_file(file_value, f"{token_env}_FILE")
+    elif isinstance(token, str):
+        token = SecretStr(token)
+    if token is not None:
+        check_token(token)
+    return token

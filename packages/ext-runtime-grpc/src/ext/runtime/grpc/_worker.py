@@ -1,4 +1,7 @@
-"""`GrpcAgentRuntime`: a worker that hosts agents and reaches the rest of the cluster through a gateway."""
+"""`GrpcAgentRuntime`: a worker runtime. Its public API (registering agent factories, sending, RPCs with
+deadlines, broadcast, listing agents) is here; what it hosts and how it dispatches what arrives is `AgentHost`
+(`_hosting.py`), and the stream to the gateway, with reconnection and failover, is `GatewayConnection`
+(`_connection.py`)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,7 @@ import inspect
 import itertools
 import logging
 import math
-import os
-import random
-import types
-from collections.abc import Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -34,31 +34,24 @@ from ext.core import (
     agent_type_name,
     check_agent_id,
     check_factory,
-    check_seconds,
     check_sender,
     check_timeout,
 )
-from ext.runtime.local import Delivery, LocalAgentRuntime
 
+from ._connection import DEFAULT_TOKEN_ENV, STREAM_ERRORS
 from ._deadlines import Deadlines, Expired
-from ._errors import AuthenticationError, error_of, raise_error
-from ._gateway import DEFAULT_MAX_MESSAGE_BYTES, OPEN_CHANNEL, Malformed, parse_message
-from ._outbox import Outbox
-from ._secrets import check_token, read_token_file
-from ._serializer import ProtobufMessageSerializer, SerializationError
+from ._hosting import AgentHost
+from ._outbox import resume
+from ._serializer import ProtobufMessageSerializer
+from ._wire import DEFAULT_MAX_MESSAGE_BYTES, raise_error
 from .protos import agent_worker_pb2 as pb
+
+__all__ = ["GrpcAgentRuntime"]
 
 logger = logging.getLogger(__name__)
 
-_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
 
-DEFAULT_TOKEN_ENV = "EXT_GRPC_TOKEN"
-
-# What a write on a stream that has gone away raises.
-_STREAM_ERRORS = (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError)
-
-
-class GrpcAgentRuntime:
+class GrpcAgentRuntime(AgentHost):
     """A worker runtime: hosts the agent types registered on it and reaches every other agent in the cluster
     through one bidirectional stream to a gateway.
 
@@ -106,102 +99,35 @@ class GrpcAgentRuntime:
         stop_timeout: float = 5.0,
         on_undelivered: Callable[[AgentId, str], None] | None = None,
     ) -> None:
-        self._addresses: list[str] = []
-        if isinstance(address, grpc.aio.Channel):
-            self._channel: grpc.aio.Channel | None = address
-            self._owns_channel = False
-        elif isinstance(address, (str, list, tuple)) and len(address) > 0:
-            self._addresses = [address] if isinstance(address, str) else list(address)
-            for one in self._addresses:
-                if not isinstance(one, str):
-                    raise TypeError(f"address must be 'host:port' strings, got {type(one).__name__} in the list")
-                host, sep, port = one.rpartition(":")
-                if not sep or not host or not port.isdigit():
-                    raise ValueError(f"address must look like 'host:port', got {one!r}")
-            self._channel = None
-            self._owns_channel = True
-        else:
-            raise TypeError(
-                "address must be 'host:port', a non-empty list of them, or a grpc.aio.Channel, "
-                f"got {type(address).__name__}"
-            )
-        # Which of `_addresses` the channel goes to (the worker fails over to the next when its gateway goes away).
-        self._address_index = 0
-        if token is not None and token_file is not None:
-            raise ValueError("give token or token_file, not both")
-        if token_file is not None:
-            token = read_token_file(token_file)
-        elif token is None and token_env:
-            env_value = os.environ.get(token_env)
-            file_value = os.environ.get(f"{token_env}_FILE")
-            if env_value and file_value:
-                raise ValueError(f"both {token_env} and {token_env}_FILE are set: set one")
-            if env_value:
-                token = SecretStr(env_value)
-            elif file_value:
-                token = read_token_file(file_value, f"{token_env}_FILE")
-        elif isinstance(token, str):
-            token = SecretStr(token)
-        if token is not None:
-            check_token(token)
-        if root_certificates is not None and not isinstance(root_certificates, bytes):
-            raise TypeError("root_certificates must be PEM bytes")
-        if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1024:
-            raise ValueError(f"max_message_bytes must be an integer of at least 1024, got {max_message_bytes!r}")
-        self._connect_timeout = check_seconds(connect_timeout, "connect_timeout")
-        self._backoff = check_seconds(reconnect_backoff, "reconnect_backoff")
-        self._max_backoff = check_seconds(reconnect_max_backoff, "reconnect_max_backoff")
-        self._token = token
-        self._tls = tls or root_certificates is not None
-        self._root_certificates = root_certificates
-        self._tls_server_name = tls_server_name
-        self._max_message_bytes = max_message_bytes
-        self.serializer = serializer if serializer is not None else ProtobufMessageSerializer()
-        self._local = LocalAgentRuntime(stop_timeout=stop_timeout)
-        if on_undelivered is not None and not callable(on_undelivered):
-            raise TypeError(f"on_undelivered must be a callable or None, got {type(on_undelivered).__name__}")
-        self._on_undelivered = on_undelivered
-        self._types: set[str] = set()
-        self._call: Any = None
-        self._outbox: Outbox | None = None
-        self._pending: dict[str, asyncio.Future[Any]] = {}
+        super().__init__(
+            address,
+            serializer=serializer,
+            stop_timeout=stop_timeout,
+            on_undelivered=on_undelivered,
+            token=token,
+            token_env=token_env,
+            token_file=token_file,
+            tls=tls,
+            root_certificates=root_certificates,
+            tls_server_name=tls_server_name,
+            max_message_bytes=max_message_bytes,
+            connect_timeout=connect_timeout,
+            reconnect_backoff=reconnect_backoff,
+            reconnect_max_backoff=reconnect_max_backoff,
+        )
+        # The agent types this worker hosts, with their factories (announced again on every connection).
+        self._factories: dict[str, AgentFactory] = {}
+        # The types whose builder the local runtime holds: it has no way to take one back, so a registration the
+        # gateway refused leaves its builder there, finding no factory, until a retry puts one in place.
+        self._built_locally: set[str] = set()
         # RPC deadlines: (when, request id, future), earliest first, with one loop timer for the earliest. An
         # answered RPC's entry is dropped when it comes up (or in a sweep), so no timer is cancelled per RPC.
         self._deadlines = Deadlines()
-        self._hosted: dict[str, Delivery] = {}
         self._ids = itertools.count(1)
-        self._worker_id = ""
-        self._source = "ext-worker/unconnected"
-        self._gateway_id = ""
-        self._agent_ids: dict[tuple[str, str], AgentId] = {}
-        self._connected = False
-        self._supervisor: asyncio.Task[None] | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._stream_done: asyncio.Future[None] | None = None
-        self._started = False
-        self._closed = False
-
-    @property
-    def _address(self) -> str | None:
-        return self._addresses[self._address_index] if self._addresses else None
-
-    @property
-    def address(self) -> str | None:
-        """The gateway address this worker connects to now (`None` for a channel you gave)."""
-        return self._address
 
     def __repr__(self) -> str:
         target = self._address or "<channel>"
         return f"GrpcAgentRuntime(address={target!r}, worker_id={self._worker_id!r}, connected={self.connected})"
-
-    @property
-    def worker_id(self) -> str:
-        """This worker's cluster-unique id, assigned by the gateway on each connection."""
-        return self._worker_id
-
-    @property
-    def connected(self) -> bool:
-        return self._connected
 
     def register_message_type(self, message_type: type[Any], type_name: str | None = None) -> str:
         """Register a pydantic or dataclass message class with the serializer (see `ProtobufMessageSerializer`)."""
@@ -228,16 +154,9 @@ class GrpcAgentRuntime:
             return
         self._closed = True
         await self._local.stop()
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._supervisor
         self._fail_pending(RuntimeClosedError("the runtime was stopped"))
         self._deadlines.clear()
-        await self._close_call()
-        if self._owns_channel and self._channel is not None:
-            await self._channel.close(None)
-            self._channel = None
+        await self._close_connection()
 
     async def __aenter__(self) -> GrpcAgentRuntime:
         await self.start()
@@ -248,360 +167,11 @@ class GrpcAgentRuntime:
     ) -> None:
         await self.stop()
 
-    # --- connection ------------------------------------------------------------------------------------
+    # --- the connection's hooks ----------------------------------------------------------------------------
 
-    def _make_channel(self) -> grpc.aio.Channel:
-        assert self._address is not None
-        options: list[tuple[str, Any]] = [
-            ("grpc.max_receive_message_length", self._max_message_bytes),
-            ("grpc.max_send_message_length", self._max_message_bytes),
-        ]
-        if self._tls:
-            if self._tls_server_name:
-                options.append(("grpc.ssl_target_name_override", self._tls_server_name))
-            credentials = grpc.ssl_channel_credentials(root_certificates=self._root_certificates)
-            return grpc.aio.secure_channel(self._address, credentials, options=options)
-        return grpc.aio.insecure_channel(self._address, options=options)
-
-    async def _connect_any(self, first: int) -> None:
-        """Connect to the first gateway that answers, trying the addresses in turn from index `first`."""
-        count = max(1, len(self._addresses))
-        errors: list[str] = []
-        for step in range(count):
-            try:
-                await self._connect((first + step) % count)
-                return
-            except UndeliverableError as exc:
-                errors.append(str(exc))
-        if count == 1:
-            raise UndeliverableError(errors[0])
-        raise UndeliverableError(f"none of the {count} gateways answered: " + "; ".join(errors))
-
-    async def _connect(self, index: int = 0) -> None:
-        if self._addresses and index != self._address_index:
-            # Another replica: a channel of its own (the old one goes; its stream already ended).
-            old, self._channel = self._channel, None
-            self._address_index = index
-            if old is not None:
-                await old.close(None)
-        if self._channel is None:
-            self._channel = self._make_channel()
-        # The generated stub, with `parse_message` as the deserializer: a bad frame is reported, not fatal.
-        open_channel = self._channel.stream_stream(
-            OPEN_CHANNEL, request_serializer=pb.Message.SerializeToString, response_deserializer=parse_message
-        )
-        metadata = (("authorization", f"Bearer {self._token.get_secret_value()}"),) if self._token else ()
-        call = open_channel(metadata=metadata)  # type: ignore[call-arg]  # grpc-stubs: no request_iterator=None
-        try:
-            first: Any = await asyncio.wait_for(call.read(), self._connect_timeout)
-        except asyncio.TimeoutError:
-            call.cancel()
-            raise UndeliverableError(
-                f"no answer from the gateway at {self._address or '<channel>'} within {self._connect_timeout:g} s"
-            ) from None
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
-                raise AuthenticationError(f"the gateway rejected this worker: {exc.details()}") from None
-            raise UndeliverableError(
-                f"cannot connect to the gateway at {self._address or '<channel>'}: {exc.code().name} {exc.details()}"
-            ) from None
-        if first is _EOF or first.__class__ is Malformed or first.WhichOneof("body") != "hello":
-            call.cancel()
-            raise UndeliverableError("the gateway did not greet this worker (is it an ext gateway?)")
-        self._call = call
-        self._outbox = Outbox(call.write, self._max_message_bytes)
-        self._worker_id = first.hello.worker_id
-        self._source = f"ext-worker/{self._worker_id}"
-        self._gateway_id = first.hello.gateway_id
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        reader = loop.create_task(self._read(call, done))
-        self._reader = reader
-        self._stream_done = done
-        self._connected = True
-        try:
-            for agent_type in sorted(self._types):
-                await self._register_remote(agent_type)
-        except BaseException:
-            self._connected = False
-            reader.cancel()
-            call.cancel()
-            raise
-        logger.info("worker %s connected to gateway %s", self._worker_id, self._gateway_id)
-
-    async def _supervise(self) -> None:
-        """Reconnect with backoff whenever the stream ends, and register every agent type again."""
-        while not self._closed:
-            if self._stream_done is not None:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await asyncio.shield(self._stream_done)
-            if self._stopping():
-                return
-            self._connected = False
-            logger.warning("worker %s lost its gateway; reconnecting", self._worker_id)
-            self._fail_pending(UndeliverableError("the connection to the gateway was lost before the answer came"))
-            for task in list(self._hosted.values()):
-                self._local.cancel_delivery(task)
-            self._hosted.clear()
-            await self._close_call()
-            delay = self._backoff
-            while not self._closed:
-                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-                try:
-                    # Another replica first: the one just lost is likely gone (a single address: that one again).
-                    await self._connect_any(self._address_index + 1)
-                    break
-                except AuthenticationError:
-                    logger.error("the gateway rejected this worker's token on reconnect; retrying")
-                except Exception as exc:
-                    logger.info("reconnecting to the gateway failed (%s); retrying", exc)
-                delay = min(delay * 2, self._max_backoff)
-
-    def _stopping(self) -> bool:
-        # A method, not the attribute: `stop()` flips it while the supervisor is suspended.
-        return self._closed
-
-    async def _close_call(self) -> None:
-        self._outbox = None
-        call, self._call = self._call, None
-        if call is not None:
-            call.cancel()
-
-    def _fail_pending(self, error: Exception) -> None:
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(error)
-
-    def _current_outbox(self) -> Outbox:
-        outbox = self._outbox
-        if outbox is None or not self._connected:
-            if self._closed:
-                raise RuntimeClosedError("the runtime was stopped")
-            raise UndeliverableError("not connected to the gateway (reconnecting)")
-        return outbox
-
-    async def _write(self, message: pb.Message, coalesce: bool = False) -> None:
-        """Write now when the stream is idle; with `coalesce` (other traffic in flight), queue it so that
-        concurrent requests and replies share stream writes."""
-        if coalesce:
-            await self._post(message)
-            return
-        outbox = self._current_outbox()
-        try:
-            await outbox.send(message)
-        except _STREAM_ERRORS as exc:
-            raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
-
-    async def _post(self, message: pb.Message) -> None:
-        """One-way traffic: queued behind the write in flight, so bursts go out as batches."""
-        outbox = self._current_outbox()
-        try:
-            outbox.post(message)
-            await outbox.wait_drained()
-        except _STREAM_ERRORS as exc:
-            raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
-
-    async def _read(self, call: Any, done: asyncio.Future[None]) -> None:
-        handed_off = False
-        try:
-            while True:
-                message = await call.read()
-                if message is _EOF:
-                    return
-                if message.__class__ is Malformed:
-                    logger.warning("worker %s dropped an undecodable message: %s", self._worker_id, message.reason)
-                    continue
-                body = message.WhichOneof("body")
-                if body == "response":
-                    # An RPC's answer: the caller's hot path, inline.
-                    response = message.response
-                    future = self._pending.pop(response.request_id, None)
-                    if future is not None and not future.done():
-                        future.set_result(response)
-                    continue
-                if body == "delivery":
-                    run_here = await self._on_delivery(message.delivery, True)
-                elif body == "batch":
-                    items = message.batch.messages
-                    last = len(items) - 1
-                    for index, item in enumerate(items):
-                        run_here = await self._handle(item, index == last)  # only the last item may return one
-                else:
-                    run_here = await self._handle(message)
-                if run_here is None:
-                    continue
-                # Become the idle agent's consumer: its handler starts now instead of after a task switch, and
-                # usually sends its answer before it first waits. Only then does a fresh reader take over the
-                # stream, so starting that task is not on the answer's way out.
-                try:
-                    waiting_on = run_here.send(None)
-                except StopIteration:
-                    continue  # handled and answered without waiting: keep reading
-                except BaseException:
-                    self._reader = asyncio.get_running_loop().create_task(self._read(call, done))
-                    handed_off = True
-                    raise
-                self._reader = asyncio.get_running_loop().create_task(self._read(call, done))
-                handed_off = True
-                await _resume(run_here, waiting_on)
-                return
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() != grpc.StatusCode.CANCELLED:
-                logger.info("the gateway stream ended: %s %s", exc.code().name, exc.details())
-        finally:
-            if not handed_off and not done.done():
-                done.set_result(None)
-
-    async def _handle(self, message: pb.Message, may_run_here: bool = False) -> Coroutine[Any, Any, None] | None:
-        """Take one message; may return a coroutine that runs a hosted agent's mailbox in the reader's task."""
-        body = message.WhichOneof("body")
-        if body == "response":
-            future = self._pending.pop(message.response.request_id, None)
-            if future is not None and not future.done():
-                future.set_result(message.response)
-        elif body == "delivery":
-            return await self._on_delivery(message.delivery, may_run_here)
-        elif body == "cancel":
-            handle = self._hosted.pop(message.cancel.request_id, None)
-            if handle is not None:
-                self._local.cancel_delivery(handle)
-        elif body == "register_response":
-            self._resolve(message.register_response.request_id, message.register_response)
-        elif body == "list_agents_response":
-            self._resolve(message.list_agents_response.request_id, message.list_agents_response)
-        elif body == "notice":
-            notice = message.notice
-            logger.warning(
-                "a one-way message for %s/%s was not delivered: %s",
-                notice.recipient.type,
-                notice.recipient.key,
-                notice.error.message,
-            )
-            if self._on_undelivered is not None:
-                try:
-                    recipient = self._agent_id(notice.recipient.type, notice.recipient.key)
-                except ValueError:
-                    recipient = None  # a broadcast's notice names a type only
-                try:
-                    if recipient is not None:
-                        self._on_undelivered(recipient, notice.error.message)
-                except Exception:
-                    logger.exception("the on_undelivered callback failed")
-        return None
-
-    def _resolve(self, request_id: str, value: Any) -> None:
-        future = self._pending.pop(request_id, None)
-        if future is not None and not future.done():
-            future.set_result(value)
-
-    # --- hosting ---------------------------------------------------------------------------------------
-
-    async def _on_delivery(self, delivery: pb.Delivery, may_run_here: bool = False) -> Coroutine[Any, Any, None] | None:
-        """Hand a delivery to the hosted agent; may return a coroutine that runs its mailbox in the reader's task."""
-        try:
-            kind = delivery.kind
-            agent_ids = self._agent_ids
-            sender: AgentId | None = None
-            if delivery.HasField("sender"):
-                wire = delivery.sender
-                key = (wire.type, wire.key)
-                sender = agent_ids.get(key) or self._agent_id(*key)
-            try:
-                message = self.serializer.from_cloud_event(delivery.event)
-            except SerializationError as exc:
-                if kind == pb.DELIVERY_KIND_RPC:
-                    error = pb.Error(kind=pb.ERROR_KIND_BAD_MESSAGE, error_type="SerializationError", message=str(exc))
-                    await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
-                else:
-                    logger.error("dropped a message this worker cannot decode: %s", exc)
-                return None
-            if kind == pb.DELIVERY_KIND_BROADCAST:
-                with contextlib.suppress(RuntimeClosedError):
-                    self._local.broadcast_now(message, delivery.broadcast_type, sender=sender)
-                return None
-            wire = delivery.recipient
-            key = (wire.type, wire.key)
-            recipient = agent_ids.get(key) or self._agent_id(*key)
-            if kind == pb.DELIVERY_KIND_RPC:
-                request_id = delivery.request_id
-                reply = functools.partial(self._reply, request_id, recipient)
-                run_here: Coroutine[Any, Any, None] | None = None
-                try:
-                    if may_run_here:
-                        handle, run_here = self._local.deliver_here(
-                            message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply
-                        )
-                    else:
-                        handle = self._local.deliver(
-                            message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply
-                        )
-                except (AgentNotFoundError, RuntimeClosedError) as exc:
-                    await self._reply(request_id, recipient, None, exc)
-                    return None
-                self._hosted[request_id] = handle
-                return run_here
-            try:
-                self._local.deliver(message, recipient, sender=sender)
-            except (AgentNotFoundError, RuntimeClosedError) as exc:
-                logger.error("dropped a one-way message for %s: %s", recipient, exc)
-            return None
-        except Exception as exc:
-            # A bad delivery must not take the stream (and every other agent's traffic) down, and an RPC
-            # caller hears about it now rather than at its deadline.
-            logger.exception("worker %s failed to take a delivery", self._worker_id)
-            if delivery.kind == pb.DELIVERY_KIND_RPC:
-                error = pb.Error(kind=pb.ERROR_KIND_UNDELIVERABLE, error_type=type(exc).__name__, message=str(exc))
-                await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
-            return None
-
-    def _agent_id(self, agent_type: str, key: str) -> AgentId:
-        """AgentIds from the wire, validated once per distinct id (validation is a regex match)."""
-        cache_key = (agent_type, key)
-        agent_id = self._agent_ids.get(cache_key)
-        if agent_id is None:
-            if len(self._agent_ids) > 10_000:
-                self._agent_ids.clear()
-            agent_id = self._agent_ids[cache_key] = AgentId(agent_type, key)
-        return agent_id
-
-    async def _reply(self, request_id: str, recipient: AgentId, result: Any, error: BaseException | None) -> None:
-        """Answer an RPC this worker hosted (the handler's result or error)."""
-        hosted = self._hosted
-        hosted.pop(request_id, None)
-        if error is None:
-            envelope = pb.Message()
-            response = envelope.response
-            response.request_id = request_id
-            try:
-                self.serializer.fill_cloud_event(response.event, result, str(recipient))
-            except (SerializationError, ValueError) as exc:
-                error = exc
-            else:
-                # `_write`, inlined on this hot path: with other RPCs in flight here, the answer joins a batch.
-                try:
-                    outbox = self._outbox
-                    if outbox is None or not self._connected:
-                        outbox = self._current_outbox()  # raises
-                    if hosted:
-                        outbox.post(envelope)
-                        await outbox.wait_drained()
-                    else:
-                        await outbox.send(envelope)
-                except (UndeliverableError, RuntimeClosedError) as exc:
-                    logger.info("could not answer request %s: %s", request_id, exc)
-                except _STREAM_ERRORS as exc:
-                    logger.info("could not answer request %s: sending to the gateway failed: %s", request_id, exc)
-                return
-        if not isinstance(error, asyncio.CancelledError):
-            logger.debug("handler of %s failed on an RPC: %r", recipient, error)
-        await self._send_response(pb.Response(request_id=request_id, error=error_of(error, recipient)))
-
-    async def _send_response(self, response: pb.Response) -> None:
-        try:
-            await self._write(pb.Message(response=response))
-        except (UndeliverableError, RuntimeClosedError) as exc:
-            logger.info("could not answer request %s: %s", response.request_id, exc)
+    async def _announce(self) -> None:
+        for agent_type in sorted(self._factories):
+            await self._register_remote(agent_type)
 
     # --- AgentRuntime ----------------------------------------------------------------------------------
 
@@ -639,7 +209,7 @@ class GrpcAgentRuntime:
         factory = check_factory(factory)
         if self._closed:
             raise RuntimeClosedError("the runtime was stopped")
-        if name in self._types:
+        if name in self._factories:
             raise ValueError(f"agent_type {name!r} is already registered")
         if isinstance(factory, type) and issubclass(factory, RoutedAgent):
             for message_type in factory.handled_message_types():
@@ -647,21 +217,27 @@ class GrpcAgentRuntime:
                     if not self.serializer.is_registered(message_type):
                         self.serializer.register(message_type)
 
-        async def build(agent_id: AgentId, _local: Any) -> Agent:
-            agent = factory(agent_id, self)
-            if inspect.isawaitable(agent):
-                agent = await agent
-            return agent
-
-        await self._local.register_agent_factory(name, build)
-        self._types.add(name)
+        if name not in self._built_locally:
+            await self._local.register_agent_factory(name, functools.partial(self._build, name))
+            self._built_locally.add(name)
+        self._factories[name] = factory
         if self._connected:
             try:
                 await self._register_remote(name)
             except BaseException:
-                self._types.discard(name)
+                # Refused (or cut short): nothing is left registered, so registering the type again works.
+                del self._factories[name]
                 raise
         return AgentType(name)
+
+    async def _build(self, name: str, agent_id: AgentId, _local: Any) -> Agent:
+        factory = self._factories.get(name)
+        if factory is None:
+            raise AgentNotFoundError(f"agent_type {name!r} is not registered on this worker")
+        agent = factory(agent_id, self)
+        if inspect.isawaitable(agent):
+            agent = await agent
+        return agent
 
     def _delivery(
         self,
@@ -752,7 +328,7 @@ class GrpcAgentRuntime:
                     waiting_on = sending.send(None)  # the write starts here
                 except StopIteration:
                     sending = None
-        except _STREAM_ERRORS as exc:
+        except STREAM_ERRORS as exc:
             raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
         loop = asyncio.get_running_loop()
         future: asyncio.Future[pb.Response] = loop.create_future()
@@ -763,10 +339,10 @@ class GrpcAgentRuntime:
         try:
             try:
                 if sending is not None:
-                    await _resume(sending, waiting_on)
+                    await resume(sending, waiting_on)
                 else:
                     await outbox.wait_drained()
-            except _STREAM_ERRORS as exc:
+            except STREAM_ERRORS as exc:
                 raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
             response = await future
         except Expired:
@@ -811,25 +387,3 @@ class GrpcAgentRuntime:
     async def local_agents(self) -> list[AgentId]:
         """The agents hosted by this worker."""
         return await self._local.list_agents()
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, None]:
-    """`await coro` for a coroutine whose first step was already taken (and yielded `waiting_on`): what it
-    waits on goes to this task, and what this task is sent or thrown (a wake-up, a cancellation) goes to it."""
-    while True:
-        try:
-            sent = yield waiting_on
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:
-            try:
-                waiting_on = coro.throw(exc)
-            except StopIteration:
-                return
-        else:
-            try:
-                waiting_on = coro.send(sent)
-            except StopIteration:
-                return

@@ -22,10 +22,15 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ._load import (
+    LoadWorkerProcess,
+    gather_reports,
+    merge_sender_reports,
+    wait_delivered,
+)
+from ._sequence import (
     MESSAGE_TYPES,
     ClusterTally,
     Hold,
-    LoadWorkerProcess,
     SenderReport,
     Seq,
     SeqCall,
@@ -34,14 +39,10 @@ from ._load import (
     StreamRecord,
     StreamTally,
     expected_answer,
-    gather_reports,
-    merge_sender_reports,
     parse_agent_id,
     rss_kb,
     run_sender,
     stream_key,
-    wait_delivered,
-    worker_main,
 )
 
 __all__ = [
@@ -128,14 +129,3 @@ def _drain(process: subprocess.Popen[str], log: deque[str]) -> None:
     assert process.stderr is not None
     for line in process.stderr:
         log.append(line)
-
-
-def _main(argv: list[str]) -> int:
-    if not argv or argv[0] != "load-worker":
-        print("usage: python -m ext.runtime.grpc.testing load-worker --name N --address H:P [...]", file=sys.stderr)
-        return 2
-    return worker_main(argv[1:])
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main(sys.argv[1:]))

@@ -1,0 +1,125 @@
+"""What worker and gateway share on the wire: the stream's method and framing (a bad frame is `Malformed`, not
+fatal), the authorization metadata, the size limit, and how errors travel (a handler's exception as the wire's
+`Error` and back, and the worker's `AuthenticationError`)."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import Iterable
+
+import grpc
+from pydantic import SecretStr
+
+from ext.core import (
+    AgentId,
+    AgentNotFoundError,
+    CantHandleError,
+    ExtError,
+    MessageHandlerError,
+    UndeliverableError,
+)
+
+from ._serializer import SerializationError
+from .protos import agent_worker_pb2 as pb
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "EOF",
+    "OPEN_CHANNEL",
+    "SERVICE",
+    "AuthenticationError",
+    "Malformed",
+    "authorization_metadata",
+    "bearer_matches",
+    "error_of",
+    "parse_message",
+    "raise_error",
+    "wire_error",
+]
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+SERVICE = "ext.runtime.v1.AgentWorker"
+OPEN_CHANNEL = f"/{SERVICE}/OpenChannel"
+
+AUTHORIZATION = "authorization"
+"""The metadata key of the worker's token (`Bearer <token>`)."""
+
+EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
+"""What `read()` on a stream returns once the other side has closed it."""
+
+
+class Malformed:
+    """What the stream yields for bytes that do not parse as a `Message` (instead of grpc ending the stream)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def parse_message(data: bytes) -> pb.Message | Malformed:
+    """The stream's deserializer, on both sides: grpc aborts the whole call when a deserializer raises, so a bad
+    frame is returned as `Malformed` for the reader to report."""
+    try:
+        return pb.Message.FromString(data)
+    except Exception as exc:  # DecodeError, and whatever else protobuf raises on hostile input
+        return Malformed(f"{type(exc).__name__}: {exc}")
+
+
+def authorization_metadata(token: SecretStr | None) -> tuple[tuple[str, str], ...]:
+    """The call metadata a worker sends: its token, when it has one."""
+    return ((AUTHORIZATION, f"Bearer {token.get_secret_value()}"),) if token is not None else ()
+
+
+def bearer_matches(metadata: Iterable[tuple[str, str | bytes]] | None, token: SecretStr) -> bool:
+    """Whether a call's metadata (`(key, value)` pairs) carries `token`, compared in constant time."""
+    expected = f"Bearer {token.get_secret_value()}".encode()
+    for key, value in metadata or ():
+        if key == AUTHORIZATION:
+            given = value.encode() if isinstance(value, str) else value
+            return hmac.compare_digest(given, expected)
+    return False
+
+
+def wire_error(kind: int, message: str, error_type: str = "") -> pb.Error:
+    """An `Error` to send (`kind` is one of the `ERROR_KIND_*` values)."""
+    return pb.Error(kind=kind, error_type=error_type, message=message)  # type: ignore[arg-type]
+
+
+class AuthenticationError(ExtError, PermissionError):
+    """The gateway rejected this worker's token (or the lack of one)."""
+
+
+_ERROR_KINDS: dict[type[BaseException], int] = {
+    AgentNotFoundError: pb.ERROR_KIND_AGENT_NOT_FOUND,
+    CantHandleError: pb.ERROR_KIND_CANT_HANDLE,
+    SerializationError: pb.ERROR_KIND_BAD_MESSAGE,
+    UndeliverableError: pb.ERROR_KIND_UNDELIVERABLE,
+}
+
+
+def error_of(exc: BaseException, recipient: AgentId) -> pb.Error:
+    """A handler's exception (or its cancellation) as the wire's `Error`."""
+    if isinstance(exc, asyncio.CancelledError):
+        return pb.Error(kind=pb.ERROR_KIND_CANCELLED, error_type="CancelledError", message=f"{recipient}: cancelled")
+    for cls, kind in _ERROR_KINDS.items():
+        if isinstance(exc, cls):
+            return pb.Error(kind=kind, error_type=type(exc).__name__, message=str(exc))  # type: ignore[arg-type]
+    text = f"handler of {recipient} raised {type(exc).__name__}: {exc}"
+    return pb.Error(kind=pb.ERROR_KIND_HANDLER, error_type=type(exc).__name__, message=text)
+
+
+def raise_error(error: pb.Error) -> None:
+    """Raise what a wire `Error` stands for (the exception type the caller would get in-process)."""
+    kind = error.kind
+    if kind == pb.ERROR_KIND_AGENT_NOT_FOUND:
+        raise AgentNotFoundError(error.message)
+    if kind == pb.ERROR_KIND_CANT_HANDLE:
+        raise CantHandleError(error.message)
+    if kind == pb.ERROR_KIND_BAD_MESSAGE:
+        raise SerializationError(error.message)
+    if kind in (pb.ERROR_KIND_UNDELIVERABLE, pb.ERROR_KIND_CANCELLED):
+        raise UndeliverableError(error.message)
+    raise MessageHandlerError(error.message, error_type=error.error_type or "Exception")
