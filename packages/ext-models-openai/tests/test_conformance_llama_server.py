@@ -18,7 +18,12 @@ from ext.core import ChatCompletionClient
 from ext.models.llama_cpp import default_model_path
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.testing.conformance import RealServerConformance
-from ext.testing.llama_server import LlamaServer, start_llama_server
+from ext.testing.llama_server import (
+    CHAT_COMPLETIONS_FEATURES,
+    CHAT_COMPLETIONS_NOT_APPLICABLE,
+    LlamaServer,
+    start_llama_server,
+)
 
 
 @pytest.fixture(scope="session")
@@ -30,18 +35,8 @@ def real_server() -> Iterator[LlamaServer]:
 class TestOpenAIOnLlamaCppServer(RealServerConformance):
     timeout_error = openai.APITimeoutError
     bad_request_error = openai.BadRequestError  # 400 context_length_exceeded, as OpenAI answers it
-    features = frozenset({"tool_choice_auto", "tool_choice_named", "tool_choice_none", "json_mode"})
-    # Each reason was seen on llama-cpp-python 0.3.36's server (llama_cpp/server/app.py, types.py and
-    # llama_chat_format.chatml_function_calling).
-    not_applicable = {
-        "stream_usage": "the server ignores stream_options and sends no usage in a stream",
-        "tool_choice_required": "chatml-function-calling handles only auto, none and a named tool: "
-        "tool_choice='required' fails an assert and the server answers 500",
-        "tool_results_in_prompt": "the chatml-function-calling template renders no 'tool' message, "
-        "so the model never sees a tool's result",
-        "structured_output": "the server takes response_format type 'text' or 'json_object' only (a json_schema "
-        "format answers 500), and SmolLM2-135M does not follow a schema given in the prompt",
-    }
+    features = CHAT_COMPLETIONS_FEATURES
+    not_applicable = CHAT_COMPLETIONS_NOT_APPLICABLE
 
     def make_client(self, server: LlamaServer, **kwargs: Any) -> ChatCompletionClient:
         return OpenAIChatCompletionClient(

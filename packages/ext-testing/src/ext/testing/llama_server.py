@@ -33,13 +33,34 @@ from types import TracebackType
 
 from ext.testing.redis import free_port
 
-__all__ = ["INSTALL_HINT", "SERVER_MODULES", "LlamaServer", "start_llama_server"]
+__all__ = [
+    "CHAT_COMPLETIONS_FEATURES",
+    "CHAT_COMPLETIONS_NOT_APPLICABLE",
+    "INSTALL_HINT",
+    "SERVER_MODULES",
+    "LlamaServer",
+    "start_llama_server",
+]
 
 INSTALL_HINT = "pip install 'llama-cpp-python[server]>=0.3.36,<0.4'"
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 """What `python -m llama_cpp.server` imports: llama-cpp-python and its `[server]` extra."""
 
 _LOG_TAIL = 4000
+
+# What a Chat Completions client (OpenAI's SDK, Azure AI Inference's) gets from this server with
+# chatml-function-calling on SmolLM2-135M-Instruct, for `ext.testing.conformance.RealServerConformance`. Each reason
+# was seen on llama-cpp-python 0.3.36 (llama_cpp/server/app.py and types.py, llama_chat_format.chatml_function_calling).
+CHAT_COMPLETIONS_FEATURES = frozenset({"tool_choice_auto", "tool_choice_named", "tool_choice_none", "json_mode"})
+CHAT_COMPLETIONS_NOT_APPLICABLE = {
+    "stream_usage": "the server ignores stream_options and sends no usage in a stream",
+    "tool_choice_required": "chatml-function-calling handles only auto, none and a named tool: "
+    "tool_choice='required' fails an assert and the server answers 500",
+    "tool_results_in_prompt": "the chatml-function-calling template renders no 'tool' message, "
+    "so the model never sees a tool's result",
+    "structured_output": "the server takes response_format type 'text' or 'json_object' only (a json_schema "
+    "format answers 500), and SmolLM2-135M does not follow a schema given in the prompt",
+}
 
 
 @dataclass
