@@ -104,7 +104,8 @@ class RealServerConformance:
         if feature not in REAL_SERVER_FEATURES:
             raise AssertionError(f"unknown real-server feature {feature!r}")
         if feature not in self.features:
-            pytest.skip(f"not applicable to {type(self).__name__}: {self.not_applicable[feature]}")
+            why = self.not_applicable.get(feature, "neither declared nor given a reason (see the declaration case)")
+            pytest.skip(f"not applicable to {type(self).__name__}: {why}")
 
     def _options(self, **fields: Any) -> ChatOptions:
         return ChatOptions(**{"temperature": 0.0, "max_tokens": self.max_tokens, "seed": 1, **fields})
