@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from ext.testing.can_fail import run_suite_inline
+
 BROKEN = textwrap.dedent(
     """
     from ext.core import InMemoryCacheStore
@@ -55,13 +57,8 @@ BROKEN = textwrap.dedent(
 
 
 def test_suite_fails_exactly_what_is_broken(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_broken_stores=BROKEN)
-    reprec = pytester.inline_run(
-        "-p", "no:randomly", "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function"
-    )
-    reports = [r for r in reprec.getreports("pytest_runtest_logreport") if r.when == "call"]
-    failed = sorted(r.nodeid.split("::", 1)[1] for r in reports if r.failed)
-    assert failed == [
+    outcome = run_suite_inline(pytester, BROKEN, name="test_broken_stores")
+    assert outcome.failed == [
         "TestForgetsEverything::test_identical_request_is_served_from_the_store",
         "TestForgetsEverything::test_set_then_get_round_trips_bytes",
         "TestForgetsEverything::test_stream_is_replayed_chunk_by_chunk",
@@ -69,4 +66,4 @@ def test_suite_fails_exactly_what_is_broken(pytester: pytest.Pytester) -> None:
         "TestForgetsEverything::test_two_clients_share_one_cache",
         "TestNeverExpires::test_ttl_expires_an_entry",
     ]
-    assert len([r for r in reports if r.passed]) == 8
+    assert outcome.passed == 8

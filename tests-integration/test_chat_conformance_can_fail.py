@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from ext.testing.can_fail import run_suite_inline
+
 BROKEN = textwrap.dedent(
     """
     from typing import Any
@@ -69,13 +71,8 @@ BROKEN = textwrap.dedent(
 
 
 def test_suite_fails_exactly_what_is_broken(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_broken_clients=BROKEN)
-    reprec = pytester.inline_run(
-        "-p", "no:randomly", "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function"
-    )
-    reports = [r for r in reprec.getreports("pytest_runtest_logreport") if r.when == "call"]
-    failed = sorted(r.nodeid.split("::", 1)[1] for r in reports if r.failed)
-    assert failed == [
+    outcome = run_suite_inline(pytester, BROKEN, name="test_broken_clients")
+    assert outcome.failed == [
         "TestLosesUsage::test_system_messages_anywhere",
         "TestLosesUsage::test_text_create",
         "TestLosesUsage::test_usage_is_accounted",
@@ -84,5 +81,4 @@ def test_suite_fails_exactly_what_is_broken(pytester: pytest.Pytester) -> None:
         "TestSwallowsErrors::test_server_error",
         "TestSwallowsErrors::test_server_error_is_retried",
     ]
-    passed = [r for r in reports if r.passed]
-    assert len(passed) > 40
+    assert outcome.passed > 40

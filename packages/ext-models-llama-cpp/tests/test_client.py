@@ -131,6 +131,30 @@ async def test_chat_options_and_defaults_are_mapped(scripted: ScriptedModel, mak
 # --- streaming, the event loop, cancellation, close ----------------------------------------------------------
 
 
+@pytest.mark.parametrize("name", ["stream", "messages"])
+async def test_extra_args_the_client_sets_are_refused_before_generating(
+    scripted: ScriptedModel, make_client: Any, name: str
+) -> None:
+    """llama-cpp-python raised a bare TypeError ("multiple values for keyword argument 'stream'") for
+    extra_create_args={"stream": ...}; the client now says what to do instead, before the model runs."""
+    client = make_client(scripted)
+    scripted.default = Reply(text="never generated")
+    with pytest.raises(UnsupportedOptionError, match=rf"extra_create_args=\{{'{name}'.*sets '{name}' itself") as info:
+        await client.create(HELLO, extra_create_args={name: True})
+    if name == "stream":
+        assert "create_stream()" in str(info.value)
+    with pytest.raises(UnsupportedOptionError, match=rf"extra_create_args=\{{'{name}'"):
+        await anext_result(client.create_stream(HELLO, extra_create_args={name: False}))
+    assert scripted.requests == []
+    # Other keys still go to create_chat_completion as they are.
+    assert (await client.create(HELLO, extra_create_args={"logit_bias": {}})).content == "never generated"
+    assert scripted.requests[0].body["logit_bias"] == {}
+
+
+async def anext_result(stream: Any) -> list[Any]:
+    return [item async for item in stream]
+
+
 async def test_stream_runs_off_the_event_loop(scripted: ScriptedModel, make_client: Any) -> None:
     """Another task keeps running while the model generates: it ticks between the chunks."""
     client = make_client(scripted)

@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from ext.testing.can_fail import run_suite_in_subprocess
+
 BROKEN = textwrap.dedent(
     """
     import threading
@@ -82,30 +84,20 @@ BROKEN = textwrap.dedent(
 
 
 def test_suite_fails_exactly_what_is_broken(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_broken_clients=BROKEN)
     # A subprocess: llama.cpp and numpy cannot be imported a second time into this process.
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:randomly",
-        "-p",
-        "no:cacheprovider",
-        "-rfE",
-        "-o",
-        "asyncio_mode=auto",
-        "-o",
-        "asyncio_default_fixture_loop_scope=function",
+    outcome = run_suite_in_subprocess(
+        pytester,
+        BROKEN,
         "-k",
         "test_text_create or test_usage_is_accounted or test_system_messages_anywhere or test_cancel_mid "
         "or test_stream_text or test_close_and_context_manager",
+        name="test_broken_clients",
     )
-    failed = sorted(
-        line.split()[1].split("::", 1)[1] for line in result.outlines if line.startswith(("FAILED ", "ERROR "))
-    )
-    assert failed == [
+    assert outcome.failed == [
         "TestIgnoresCancellation::test_cancel_mid_request_closes_the_connection",
         "TestIgnoresCancellation::test_cancel_mid_stream_closes_the_connection",
         "TestLosesUsage::test_system_messages_anywhere",
         "TestLosesUsage::test_text_create",
         "TestLosesUsage::test_usage_is_accounted",
-    ], "\n".join(result.outlines[-30:])
-    assert result.parseoutcomes().get("passed", 0) >= 6
+    ]
+    assert outcome.passed >= 6

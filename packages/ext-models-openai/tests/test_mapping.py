@@ -126,6 +126,7 @@ def test_tool_calls_and_results() -> None:
     assert wire == [
         {
             "role": "assistant",
+            "content": "",  # llama-cpp-python's server answers 500 to a missing content key and to null
             "tool_calls": [
                 {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}},
                 {"id": "call_2", "type": "function", "function": {"name": "mul", "arguments": '{"b": 2}'}},

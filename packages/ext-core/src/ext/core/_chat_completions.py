@@ -71,9 +71,13 @@ def chat_messages(messages: Iterable[LLMMessage], *, system_role: str = "system"
             if isinstance(content, str):
                 out.append({"role": "assistant", "content": content})
             else:
+                # An empty `content` is sent, not left out or null: the API takes all three, but llama-cpp-python's
+                # server refuses null (its request type wants a string) and its chatml-function-calling template
+                # fails (500) on a missing key.
                 out.append(
                     {
                         "role": "assistant",
+                        "content": "",
                         "tool_calls": [
                             {
                                 "id": call.id,

@@ -43,7 +43,7 @@ from ext.core import (
 )
 
 from ._config import LlamaCppClientConfig
-from ._mapping import LlamaCall, map_messages, map_request, parse_output, tool_system_text
+from ._mapping import LlamaCall, check_extra_args, map_messages, map_request, parse_output, tool_system_text
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -74,7 +74,9 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
 
     `model_path` names the GGUF file (`ext.models.llama_cpp.default_model_path()` gives the embedded default,
     SmolLM2-135M-Instruct). Prompts use the GGUF's own chat template unless `chat_format` names another
-    llama-cpp-python format or `chat_handler` is given. See the package README for every option.
+    llama-cpp-python format or `chat_handler` is given. Tool calls get deterministic ids, `call_<turn>_<index>`
+    (the number of messages in the prompt the model answered, the call's place in its answer). See the package
+    README for every option.
     """
 
     provider_name = "llama_cpp"
@@ -184,6 +186,8 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
                 f"model_id={request.options.model_id!r}: a LlamaCppChatCompletionClient runs one GGUF file "
                 f"({self.model!r}); make another client for another model"
             )
+        if request.extra:
+            check_extra_args(request.extra)
 
     async def _create(self, request: ChatRequest) -> CreateResult:
         call = map_request(request, self._sampling)

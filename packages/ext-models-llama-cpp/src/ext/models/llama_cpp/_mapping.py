@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from ext.core import (
     LLMMessage,
     SystemMessage,
     ToolSchema,
+    UnsupportedOptionError,
     UserMessage,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "TOOL_PREAMBLE",
     "LlamaCall",
     "calls_schema",
+    "check_extra_args",
     "map_messages",
     "map_request",
     "parse_output",
@@ -162,6 +164,24 @@ def _json_schema(json_output: bool | type[BaseModel]) -> dict[str, Any]:
     return {"type": "object"}
 
 
+_OWN_ARGUMENTS = {
+    "stream": "create() returns one CreateResult and create_stream() streams; call create_stream() for a stream",
+    "messages": "pass the messages as the first argument of create() / create_stream()",
+}
+"""`create_chat_completion` arguments the client sets itself, so `extra_create_args` cannot carry them."""
+
+
+def check_extra_args(extra: Mapping[str, Any]) -> None:
+    """Refuse `extra_create_args` keys the client sets itself (llama-cpp-python would raise a bare `TypeError`
+    for a keyword given twice, after the call started)."""
+    for name, why in _OWN_ARGUMENTS.items():
+        if name in extra:
+            raise UnsupportedOptionError(
+                f"extra_create_args={{{name!r}: {extra[name]!r}}} is not accepted by LlamaCppChatCompletionClient: "
+                f"the client sets {name!r} itself; {why}"
+            )
+
+
 def map_request(request: ChatRequest, sampling: dict[str, Any]) -> LlamaCall:
     """The chat call for ``request``. ``sampling`` holds the client's defaults (temperature, top_p, top_k,
     max_tokens, min_p, repeat_penalty), overridden here by the call's ``ChatOptions``."""
@@ -203,7 +223,8 @@ def map_request(request: ChatRequest, sampling: dict[str, Any]) -> LlamaCall:
 
 
 def new_call_id() -> str:
-    """A fresh tool-call id (the model does not write ids)."""
+    """A random tool-call id, ``call_`` and 24 hex digits: for `parse_output` without a ``turn`` (the client
+    always passes one, so its ids are ``call_<turn>_<index>``)."""
     return "call_" + uuid.uuid4().hex[:24]
 
 
@@ -211,9 +232,12 @@ def parse_output(text: str, tools: Sequence[ToolSchema], *, turn: int | None = N
     """The tool calls in the model's answer, or None when it is text. Calls name one of ``tools`` and carry
     their arguments as compact JSON text.
 
-    With ``turn`` (the number of prompt messages), call ids are ``call_<turn>_<index>``: unique within a
-    conversation (each turn adds messages) and the same on every run, so a temperature-0 tool loop renders the
-    same prompts and gives the same answers each time. Without it, ids are random."""
+    With ``turn``, call ids are ``call_<turn>_<index>``: ``turn`` is the number of messages in the prompt the
+    model answered (the client passes the messages it sent to llama.cpp, including the system message that
+    describes the tools), ``index`` the call's place in the answer, from 0. So they are deterministic, not
+    fresh: unique within a conversation (each turn adds messages) and the same on every run, so a
+    temperature-0 tool loop renders the same prompts and gives the same answers each time. Without ``turn``,
+    ids are random (`new_call_id`)."""
     if not tools or not text.lstrip().startswith("{"):
         return None
     try:

@@ -6,6 +6,7 @@ from ext.testing.conformance._cache import CacheStoreConformance
 from ext.testing.conformance._chat import ADD, FEATURES, MULTIPLY, PNG_1PX, ChatClientConformance
 from ext.testing.conformance._chat_completions import ChatCompletionsConformance
 from ext.testing.conformance._component import assert_dump_round_trip, plain_config
+from ext.testing.conformance._real_server import REAL_SERVER_FEATURES, RealServerConformance
 from ext.testing.conformance._runtime import (
     MESSAGE_TYPES,
     EchoAgent,
@@ -28,6 +29,7 @@ __all__ = [
     "FEATURES",
     "MULTIPLY",
     "PNG_1PX",
+    "REAL_SERVER_FEATURES",
     "MESSAGE_TYPES",
     "AnthropicMessagesConformance",
     "CacheStoreConformance",
@@ -41,6 +43,7 @@ __all__ = [
     "Notes",
     "Ping",
     "Pong",
+    "RealServerConformance",
     "Relay",
     "RuntimeConformance",
     "Slow",
