@@ -30,8 +30,9 @@ from ext.testing.servers._base import (
     json_response,
     sse_frame,
 )
+from ext.testing.servers._rules import Violation, check_messages, check_range, check_tool_choice, check_tool_order
 
-__all__ = ["OpenAIServer"]
+__all__ = ["OpenAIServer", "chat_violation", "openai_violation"]
 
 _DEFAULT_MODEL = "gpt-4o-mini"
 _FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "content_filter": "content_filter"}
@@ -58,10 +59,86 @@ _FAULT_DEFAULTS: dict[str, tuple[str, str, str | None]] = {
 }
 _OPTION_KEYS = ("temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "seed")
 _DONE = b"data: [DONE]\n\n"
+_CHAT_ROUTES = frozenset({"chat", "azure_chat"})  # the request rules are the chat body's
 
 
 def _error(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+# Numeric bounds from the openai SDK's `types/chat/completion_create_params.py` docstrings ("between 0 and 2",
+# "between -2.0 and 2.0", top_p a probability mass); the API answers a value outside with 400 `decimal_*_value`.
+_OPENAI_RANGES = (
+    ("temperature", 0, 2),
+    ("top_p", 0, 1),
+    ("frequency_penalty", -2, 2),
+    ("presence_penalty", -2, 2),
+)
+
+
+def _number(value: Any) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def openai_violation(violation: Violation) -> dict[str, Any]:
+    """The 400 body the OpenAI API answers for ``violation`` (message, type, param and code as the service
+    sends them; "preceeding" is the API's spelling)."""
+    kind, param = violation.kind, violation.param
+    if kind == "missing":
+        return _error(
+            f"Missing required parameter: '{param}'.", "invalid_request_error", "missing_required_parameter", param
+        )
+    if kind == "not_array":
+        got = "an object" if isinstance(violation.value, dict) else f"a {type(violation.value).__name__}"
+        message = f"Invalid type for '{param}': expected an array, but got {got} instead."
+        return _error(message, "invalid_request_error", "invalid_type", param)
+    if kind == "empty":
+        message = (
+            f"Invalid '{param}': empty array. Expected an array with minimum length 1, but got an empty array instead."
+        )
+        return _error(message, "invalid_request_error", "empty_array", param)
+    if kind in ("above_max", "below_min"):
+        above = kind == "above_max"
+        message = (
+            f"Invalid '{param}': decimal {'above maximum' if above else 'below minimum'} value. Expected a value "
+            f"{'<=' if above else '>='} {_number(violation.limit)}, but got {_number(violation.value)} instead."
+        )
+        return _error(message, "invalid_request_error", f"decimal_{kind}_value", param)
+    if kind == "tool_choice_without_tools":
+        message = "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+        return _error(message, "invalid_request_error", None, param)
+    if kind == "tool_without_call":
+        message = (
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+        )
+        return _error(message, "invalid_request_error", None, param)
+    if kind == "unknown_tool_call_id":
+        message = (
+            f"Invalid parameter: 'tool_call_id' of '{violation.value}' not found in 'tool_calls' of previous message."
+        )
+        return _error(message, "invalid_request_error", None, param)
+    message = (
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
+        f"The following tool_call_ids did not have response messages: {', '.join(violation.call_ids)}"
+    )
+    return _error(message, "invalid_request_error", None, param)
+
+
+def chat_violation(body: dict[str, Any], ranges: Sequence[tuple[str, float, float]]) -> Violation | None:
+    """The first rule of the Chat Completions request shape ``body`` breaks, or None: ``messages`` required
+    and non-empty (SDK: ``messages: Required[Iterable[ChatCompletionMessageParam]]``), each numeric field of
+    ``ranges`` within its bounds, ``tool_choice`` only with ``tools`` (API reference: "`none` is the default when
+    no tools are present"; the service refuses a choice among no tools), and the tool pairing of
+    :func:`~ext.testing.servers._rules.check_tool_order` (SDK: ``ChatCompletionToolMessageParam.tool_call_id``
+    is "Tool call that this message is responding to")."""
+    violation = check_messages(body)
+    if violation is not None:
+        return violation
+    for key, low, high in ranges:
+        violation = check_range(body, key, low, high)
+        if violation is not None:
+            return violation
+    return check_tool_choice(body) or check_tool_order(body["messages"])
 
 
 def _content_text(content: Any) -> tuple[str, int]:
@@ -113,6 +190,13 @@ class OpenAIServer(LoopbackServer):
     as if it carried no tools, so the model never calls one: a scripted reply's tool calls are dropped and the
     answer is its text with ``finish_reason`` ``"stop"``. :attr:`tools_ignored` counts the requests whose tools
     were ignored.
+
+    With ``strict`` (the default, except in the llama-cpp mode, whose server checks none of this) the server
+    answers 400 ``invalid_request_error`` with the API's message, ``param`` and ``code`` to what the API refuses
+    (:func:`chat_violation`): a missing, non-array or empty ``messages``; ``temperature`` outside 0..2, ``top_p``
+    outside 0..1, a penalty outside -2..2; ``tool_choice`` without ``tools``; a ``tool`` message that answers no
+    call of the assistant message before it; an assistant message whose ``tool_calls`` are not all answered by
+    ``tool`` messages before the next other message. :meth:`reject` renders the answer.
     """
 
     def __init__(
@@ -124,8 +208,11 @@ class OpenAIServer(LoopbackServer):
         default: ScriptItem | None = None,
         record: bool = True,
         tools_need_tool_choice: bool = False,
+        strict: bool | None = None,
     ) -> None:
         self.api_key = api_key
+        # llama-cpp-python's server (the tools_need_tool_choice mode) renders whatever it gets: none of the rules.
+        self.strict = not tools_need_tool_choice if strict is None else strict
         self.tools_need_tool_choice = tools_need_tool_choice
         self.tools_ignored = 0
         self.azure_ad_token = azure_ad_token
@@ -227,7 +314,15 @@ class OpenAIServer(LoopbackServer):
                 "invalid_request_error",
             )
             return json_response(body, 400, self._request_id_headers())
+        if self.strict and request.route in _CHAT_ROUTES:
+            violation = chat_violation(request.json, _OPENAI_RANGES)
+            if violation is not None:
+                return self.reject(violation)
         return None
+
+    def reject(self, violation: Violation) -> Response:
+        """The service's answer to a request that breaks a rule (OpenAI: 400 ``invalid_request_error``)."""
+        return json_response(openai_violation(violation), 400, self._request_id_headers())
 
     def render_error(self, status: int, message: str, request: RecordedRequest | None) -> Response:
         return json_response(_error(message, "invalid_request_error"), status, self._request_id_headers())
