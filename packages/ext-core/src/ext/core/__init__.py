@@ -132,6 +132,7 @@ from ._runtime import (
 )
 from ._sse import sse_events
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
+from ._tool_pairing import check_tool_pairing
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
     AudioResultContent,
@@ -247,6 +248,7 @@ __all__ = [
     "check_sender",
     "check_timeout",
     "check_tool_name",
+    "check_tool_pairing",
     "dump_messages",
     "estimate_tokens",
     "json_dumps_compact",
