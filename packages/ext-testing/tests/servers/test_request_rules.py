@@ -6,6 +6,7 @@ with the service's status and error body, and no script item may be used. Reques
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -161,7 +162,8 @@ async def test_llama_cpp_mode_checks_none_of_it() -> None:
         OpenAIServer(tools_need_tool_choice=True, default=Reply(text="ok")) as server,
         openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="sk-x", max_retries=0) as client,
     ):
-        result = await client.chat.completions.create(model="m", messages=[USER, _tool("x")], temperature=7)
+        messages: list[Any] = [USER, _tool("x")]
+        result = await client.chat.completions.create(model="m", messages=messages, temperature=7)
     assert result.choices[0].message.content == "ok"
 
 
@@ -252,7 +254,9 @@ async def test_azure_ai_refuses_what_the_service_refuses(
     assert info.value.status_code == status
     assert info.value.error is not None
     assert (info.value.error.code, info.value.error.message) == (code, message)
-    body = info.value.response.json()
+    response = info.value.response
+    assert response is not None
+    body = json.loads(response.text())
     assert body["error"]["status"] == status
     assert body["error"].get("details") == details
     assert azure_server.pending == 0 and azure_server.errors == []
@@ -262,7 +266,7 @@ async def test_azure_ai_accepts_a_paired_history(
     azure_server: AzureAIServer, azure_client: ChatCompletionsClient
 ) -> None:
     azure_server.enqueue(Reply(text="5"))
-    messages = [USER, ASSISTANT_CALLS, _tool("call_a"), _tool("call_b", "6")]
+    messages: list[Any] = [USER, ASSISTANT_CALLS, _tool("call_a"), _tool("call_b", "6")]
     result = await azure_client.complete(messages=messages, temperature=1, tools=TOOLS, tool_choice="auto")
     assert result.choices[0].message.content == "5"
 
