@@ -59,6 +59,7 @@ from ._mapping import (
     parse_json_output,
     parse_tool_arguments,
     split_system_messages,
+    text_token_bound,
 )
 from ._messages import (
     AssistantMessage,
@@ -253,6 +254,7 @@ __all__ = [
     "estimate_tokens",
     "json_dumps_compact",
     "json_loads",
+    "text_token_bound",
     "trusted_model",
     "generic_classifier",
     "load_component",
