@@ -1,18 +1,29 @@
 """Request rules the Chat Completions-shaped servers share (OpenAI, Azure OpenAI, Azure AI Inference).
 
-Each function inspects a parsed JSON body and returns the first :class:`Violation` of its rule, or None. The
-rules are the services' published request shape; *which* rules a server applies and how it words the error
-(status, body) is the server's business, so the violation carries the facts (where, what was sent, the limit)
-and no message. The source of each rule is cited where the server applies it.
+Each ``check_*`` function inspects a parsed JSON body and returns the first :class:`Violation` of its rule, or
+None; :func:`chat_violation` applies them in the API's order. The rules are the services' published request
+shape; how a server words the error (status, body) is its own business, so a violation carries the facts
+(where, what was sent, the limit) and :func:`openai_violation` renders OpenAI's wording, which the Azure server
+reuses for the errors the model behind it returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Violation", "check_messages", "check_range", "check_tool_choice", "check_tool_order"]
+__all__ = [
+    "OPENAI_RANGES",
+    "Violation",
+    "chat_violation",
+    "check_messages",
+    "check_range",
+    "check_tool_choice",
+    "check_tool_order",
+    "openai_error_body",
+    "openai_violation",
+]
 
 ViolationKind = Literal[
     "missing",
@@ -106,3 +117,95 @@ def check_tool_order(messages: list[Any]) -> Violation | None:
             "unanswered_tool_calls", f"messages.[{open_index}].role", index=open_index, call_ids=tuple(pending)
         )
     return None
+
+
+def openai_error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
+    """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+# Numeric bounds from the openai SDK's `types/chat/completion_create_params.py` docstrings ("between 0 and 2",
+# "between -2.0 and 2.0", top_p a probability mass); the API answers a value outside with 400 `decimal_*_value`.
+OPENAI_RANGES = (
+    ("temperature", 0, 2),
+    ("top_p", 0, 1),
+    ("frequency_penalty", -2, 2),
+    ("presence_penalty", -2, 2),
+)
+
+
+def _number(value: Any) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def openai_violation(violation: Violation) -> dict[str, Any]:
+    """The 400 body the OpenAI API answers for ``violation`` (message, type, param and code as the service
+    sends them; "preceeding" is the API's spelling)."""
+    # Each body as the API returns it, seen in public reports of real responses (cited per rule).
+    kind, param = violation.kind, violation.param
+    # SDK: `messages: Required[Iterable[ChatCompletionMessageParam]]`; the API's missing-parameter error.
+    if kind == "missing":
+        return openai_error_body(
+            f"Missing required parameter: '{param}'.", "invalid_request_error", "missing_required_parameter", param
+        )
+    # The API validates `messages` as an array with at least one item (API reference: "messages: array, Required").
+    if kind == "not_array":
+        got = "an object" if isinstance(violation.value, dict) else f"a {type(violation.value).__name__}"
+        message = f"Invalid type for '{param}': expected an array, but got {got} instead."
+        return openai_error_body(message, "invalid_request_error", "invalid_type", param)
+    # As in CopilotKit/CopilotKit issue 529 (param "messages", code "empty_array").
+    if kind == "empty":
+        message = (
+            f"Invalid '{param}': empty array. Expected an array with minimum length 1, but got an empty array instead."
+        )
+        return openai_error_body(message, "invalid_request_error", "empty_array", param)
+    # The SDK docstrings' ranges (`OPENAI_RANGES`); the API's `decimal_above_max_value` / `_below_min_` errors.
+    if kind in ("above_max", "below_min"):
+        above = kind == "above_max"
+        message = (
+            f"Invalid '{param}': decimal {'above maximum' if above else 'below minimum'} value. Expected a value "
+            f"{'<=' if above else '>='} {_number(violation.limit)}, but got {_number(violation.value)} instead."
+        )
+        return openai_error_body(message, "invalid_request_error", f"decimal_{kind}_value", param)
+    # API reference, tool_choice: "`none` is the default when no tools are present"; a choice among no tools is
+    # refused with this text (param "tool_choice").
+    if kind == "tool_choice_without_tools":
+        message = "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+        return openai_error_body(message, "invalid_request_error", None, param)
+    # SDK: `ChatCompletionToolMessageParam.tool_call_id`, "Tool call that this message is responding to"; the body
+    # as in smarter-sh/smarter issue 264 (param "messages.[4].role", code null).
+    if kind == "tool_without_call":
+        message = (
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+        )
+        return openai_error_body(message, "invalid_request_error", None, param)
+    # The same rule for an id the assistant message before did not call (param names the tool_call_id).
+    if kind == "unknown_tool_call_id":
+        message = (
+            f"Invalid parameter: 'tool_call_id' of '{violation.value}' not found in 'tool_calls' of previous message."
+        )
+        return openai_error_body(message, "invalid_request_error", None, param)
+    # Every call answered before the next other message (function-calling guide); the text as in
+    # microsoft/promptflow pull request 3130's handling of this error; param names the assistant message.
+    message = (
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
+        f"The following tool_call_ids did not have response messages: {', '.join(violation.call_ids)}"
+    )
+    return openai_error_body(message, "invalid_request_error", None, param)
+
+
+def chat_violation(body: dict[str, Any], ranges: Sequence[tuple[str, float, float]]) -> Violation | None:
+    """The first rule of the Chat Completions request shape ``body`` breaks, or None: ``messages`` required
+    and non-empty (SDK: ``messages: Required[Iterable[ChatCompletionMessageParam]]``), each numeric field of
+    ``ranges`` within its bounds, ``tool_choice`` only with ``tools`` (API reference: "`none` is the default when
+    no tools are present"; the service refuses a choice among no tools), and the tool pairing of
+    :func:`~ext.testing.servers._rules.check_tool_order` (SDK: ``ChatCompletionToolMessageParam.tool_call_id``
+    is "Tool call that this message is responding to")."""
+    violation = check_messages(body)
+    if violation is not None:
+        return violation
+    for key, low, high in ranges:
+        violation = check_range(body, key, low, high)
+        if violation is not None:
+            return violation
+    return check_tool_choice(body) or check_tool_order(body["messages"])

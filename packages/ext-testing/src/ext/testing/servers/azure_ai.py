@@ -23,8 +23,8 @@ from ext.testing.servers._base import (
     format_seconds,
     json_response,
 )
-from ext.testing.servers._rules import Violation
-from ext.testing.servers.openai import OpenAIServer, chat_violation, openai_violation
+from ext.testing.servers._rules import Violation, chat_violation, openai_violation
+from ext.testing.servers.openai import OpenAIServer
 
 __all__ = ["AZURE_AI_CHAT_PARAMETERS", "AzureAIServer"]
 

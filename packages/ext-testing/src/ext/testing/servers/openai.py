@@ -30,7 +30,7 @@ from ext.testing.servers._base import (
     json_response,
     sse_frame,
 )
-from ext.testing.servers._rules import Violation, check_messages, check_range, check_tool_choice, check_tool_order
+from ext.testing.servers._rules import OPENAI_RANGES, Violation, chat_violation, openai_error_body, openai_violation
 
 __all__ = ["OpenAIServer", "chat_violation", "openai_violation"]
 
@@ -60,85 +60,6 @@ _FAULT_DEFAULTS: dict[str, tuple[str, str, str | None]] = {
 _OPTION_KEYS = ("temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "seed")
 _DONE = b"data: [DONE]\n\n"
 _CHAT_ROUTES = frozenset({"chat", "azure_chat"})  # the request rules are the chat body's
-
-
-def _error(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
-
-
-# Numeric bounds from the openai SDK's `types/chat/completion_create_params.py` docstrings ("between 0 and 2",
-# "between -2.0 and 2.0", top_p a probability mass); the API answers a value outside with 400 `decimal_*_value`.
-_OPENAI_RANGES = (
-    ("temperature", 0, 2),
-    ("top_p", 0, 1),
-    ("frequency_penalty", -2, 2),
-    ("presence_penalty", -2, 2),
-)
-
-
-def _number(value: Any) -> str:
-    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-
-
-def openai_violation(violation: Violation) -> dict[str, Any]:
-    """The 400 body the OpenAI API answers for ``violation`` (message, type, param and code as the service
-    sends them; "preceeding" is the API's spelling)."""
-    kind, param = violation.kind, violation.param
-    if kind == "missing":
-        return _error(
-            f"Missing required parameter: '{param}'.", "invalid_request_error", "missing_required_parameter", param
-        )
-    if kind == "not_array":
-        got = "an object" if isinstance(violation.value, dict) else f"a {type(violation.value).__name__}"
-        message = f"Invalid type for '{param}': expected an array, but got {got} instead."
-        return _error(message, "invalid_request_error", "invalid_type", param)
-    if kind == "empty":
-        message = (
-            f"Invalid '{param}': empty array. Expected an array with minimum length 1, but got an empty array instead."
-        )
-        return _error(message, "invalid_request_error", "empty_array", param)
-    if kind in ("above_max", "below_min"):
-        above = kind == "above_max"
-        message = (
-            f"Invalid '{param}': decimal {'above maximum' if above else 'below minimum'} value. Expected a value "
-            f"{'<=' if above else '>='} {_number(violation.limit)}, but got {_number(violation.value)} instead."
-        )
-        return _error(message, "invalid_request_error", f"decimal_{kind}_value", param)
-    if kind == "tool_choice_without_tools":
-        message = "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
-        return _error(message, "invalid_request_error", None, param)
-    if kind == "tool_without_call":
-        message = (
-            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
-        )
-        return _error(message, "invalid_request_error", None, param)
-    if kind == "unknown_tool_call_id":
-        message = (
-            f"Invalid parameter: 'tool_call_id' of '{violation.value}' not found in 'tool_calls' of previous message."
-        )
-        return _error(message, "invalid_request_error", None, param)
-    message = (
-        "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
-        f"The following tool_call_ids did not have response messages: {', '.join(violation.call_ids)}"
-    )
-    return _error(message, "invalid_request_error", None, param)
-
-
-def chat_violation(body: dict[str, Any], ranges: Sequence[tuple[str, float, float]]) -> Violation | None:
-    """The first rule of the Chat Completions request shape ``body`` breaks, or None: ``messages`` required
-    and non-empty (SDK: ``messages: Required[Iterable[ChatCompletionMessageParam]]``), each numeric field of
-    ``ranges`` within its bounds, ``tool_choice`` only with ``tools`` (API reference: "`none` is the default when
-    no tools are present"; the service refuses a choice among no tools), and the tool pairing of
-    :func:`~ext.testing.servers._rules.check_tool_order` (SDK: ``ChatCompletionToolMessageParam.tool_call_id``
-    is "Tool call that this message is responding to")."""
-    violation = check_messages(body)
-    if violation is not None:
-        return violation
-    for key, low, high in ranges:
-        violation = check_range(body, key, low, high)
-        if violation is not None:
-            return violation
-    return check_tool_choice(body) or check_tool_order(body["messages"])
 
 
 def _content_text(content: Any) -> tuple[str, int]:
@@ -260,7 +181,9 @@ class OpenAIServer(LoopbackServer):
             return denied
         model = request.params["model"]
         if model not in self.models:
-            body = _error(f"The model '{model}' does not exist", "invalid_request_error", "model_not_found", "model")
+            body = openai_error_body(
+                f"The model '{model}' does not exist", "invalid_request_error", "model_not_found", "model"
+            )
             return json_response(body, 404, self._request_id_headers())
         return json_response(self._model_object(model), headers=self._request_id_headers())
 
@@ -284,14 +207,14 @@ class OpenAIServer(LoopbackServer):
             return None
         if bearer:
             shown = bearer[:3] + "*" * max(0, len(bearer) - 7) + bearer[-4:] if len(bearer) > 7 else "****"
-            body = _error(
+            body = openai_error_body(
                 f"Incorrect API key provided: {shown}. You can find your API key at "
                 "https://platform.openai.com/account/api-keys.",
                 "invalid_request_error",
                 "invalid_api_key",
             )
         else:
-            body = _error(
+            body = openai_error_body(
                 "You didn't provide an API key. You need to provide your API key in an Authorization header using "
                 "Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
                 "invalid_request_error",
@@ -307,7 +230,7 @@ class OpenAIServer(LoopbackServer):
         if denied is not None:
             return denied
         if not isinstance(request.json, dict):
-            body = _error(
+            body = openai_error_body(
                 "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your "
                 "HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid "
                 "JSON.)",
@@ -315,7 +238,7 @@ class OpenAIServer(LoopbackServer):
             )
             return json_response(body, 400, self._request_id_headers())
         if self.strict and request.route in _CHAT_ROUTES:
-            violation = chat_violation(request.json, _OPENAI_RANGES)
+            violation = chat_violation(request.json, OPENAI_RANGES)
             if violation is not None:
                 return self.reject(violation)
         return None
@@ -325,7 +248,7 @@ class OpenAIServer(LoopbackServer):
         return json_response(openai_violation(violation), 400, self._request_id_headers())
 
     def render_error(self, status: int, message: str, request: RecordedRequest | None) -> Response:
-        return json_response(_error(message, "invalid_request_error"), status, self._request_id_headers())
+        return json_response(openai_error_body(message, "invalid_request_error"), status, self._request_id_headers())
 
     def render_fault(self, fault: Fault, request: RecordedRequest) -> Response:
         message, type_, code = _FAULT_DEFAULTS.get(fault.kind, ("Scripted failure.", "server_error", None))
@@ -333,7 +256,9 @@ class OpenAIServer(LoopbackServer):
         if fault.retry_after is not None:
             headers.update(self.fault_headers(fault))
             headers["retry-after-ms"] = str(round(fault.retry_after * 1000))
-        return json_response(_error(fault.message or message, type_, code), self.fault_status(fault), headers)
+        return json_response(
+            openai_error_body(fault.message or message, type_, code), self.fault_status(fault), headers
+        )
 
     def render(self, reply: Reply, request: RecordedRequest) -> Response | StreamResponse:
         body = request.json if isinstance(request.json, dict) else {}
