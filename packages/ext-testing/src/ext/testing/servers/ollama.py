@@ -82,8 +82,12 @@ def body_type_error(body: Mapping[str, Any]) -> str | None:
         if not isinstance(calls, list):
             return _go_type_error(calls, "Message", "messages.tool_calls", "[]api.ToolCall")
         for call in calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict):
+            if not isinstance(call, dict):
+                return _go_type_error(call, "Message", "messages.tool_calls", "api.ToolCall")
+            function = call.get("function")
+            if function is not None and not isinstance(function, dict):
+                return _go_type_error(function, "ToolCall", "messages.tool_calls.function", "api.ToolCallFunction")
+            if function is None:
                 continue
             arguments = function.get("arguments")
             if arguments is not None and not isinstance(arguments, dict):
