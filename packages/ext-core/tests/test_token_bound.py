@@ -7,6 +7,8 @@ SmolLM2 splits numbers into single digits, which the bound counts one each."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib
 import pathlib
 from typing import Any
@@ -55,6 +57,17 @@ JSON_SCHEMA = (
 )
 
 
+def _opaque() -> list[tuple[str, str]]:
+    """Base64, URL-safe base64, hex, upper-case hex and key-like strings of several lengths (deterministic)."""
+    out: list[tuple[str, str]] = []
+    for i in range(40):
+        data = hashlib.sha512(str(i).encode()).digest()[: 6 + i * 2]
+        out.append((f"base64-{i}", base64.b64encode(data).decode()))
+        out.append((f"urlsafe-{i}", "sk-proj-" + base64.urlsafe_b64encode(data).decode().rstrip("=")))
+        out.append((f"hex-{i}", data.hex() if i % 2 else data.hex().upper()))
+    return out
+
+
 def _own_code() -> list[tuple[str, str]]:
     """Real code: ext-core's own modules (Python with docstrings, comments and long identifiers)."""
     folder = pathlib.Path(ext.core.__file__).parent
@@ -69,6 +82,7 @@ SAMPLES: list[tuple[str, str]] = [
     ("mixed", f"{ENGLISH}\n{CHINESE}\n{NUMBERS}"),
     ("short", "Hi"),
     ("digits", "9" * 200),
+    *_opaque(),
     *_own_code(),
 ]
 
@@ -125,3 +139,5 @@ def test_each_kind_is_counted() -> None:
     assert text_token_bound("x\n\n    y") == 1 + 2  # a newline run, then an indent run (two tokens in o200k)
     assert text_token_bound("中文") == 4  # UTF-8 length minus one per character
     assert text_token_bound("🙂") == 3
+    assert text_token_bound("aGVsbG8gd29ybGQh") == 16  # an opaque string: one per character
+    assert text_token_bound("ChatCompletionClient") == 7  # an identifier: words, one per 3 letters
