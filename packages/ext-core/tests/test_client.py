@@ -23,6 +23,8 @@ from ext.core import (
     EventStream,
     ExtError,
     FunctionCall,
+    FunctionExecutionResult,
+    FunctionExecutionResultMessage,
     FunctionTool,
     Image,
     OutputParseError,
@@ -341,7 +343,8 @@ def test_constructor_validation_and_repr() -> None:
 async def test_assistant_function_calls_pass_through() -> None:
     calls = [FunctionCall(id="1", name="add", arguments="{}")]
     client = Fake([result()])
-    await client.create([*USER, AssistantMessage(content=calls)])
+    answered = FunctionExecutionResultMessage(content=[FunctionExecutionResult(call_id="1", name="add", content="0")])
+    await client.create([*USER, AssistantMessage(content=calls), answered])
     assert client.requests[0].messages[1] == AssistantMessage(content=calls)
 
 

@@ -340,6 +340,7 @@ async def test_malformed_arguments_in_history_name_the_field(
     messages: list[LLMMessage] = [
         UserMessage(content="x"),
         AssistantMessage(content=[FunctionCall(id="t", name="add", arguments="{not json")]),
+        FunctionExecutionResultMessage(content=[FunctionExecutionResult(call_id="t", name="add", content="?")]),
     ]
     with pytest.raises(ConfigurationError, match=r"messages\[1\]\.content\[0\]\.arguments"):
         await client.create(messages, tools=[ADD])

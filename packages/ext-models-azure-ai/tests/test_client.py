@@ -539,6 +539,7 @@ async def test_token_credential_client_dumps_no_credential() -> None:
         ({"credential": AzureKeyCredential("")}, "empty key"),
         ({"api_version": "May 2024"}, "api_version"),
         ({"temperature": 3.0}, "temperature"),
+        ({"temperature": 1.5}, "temperature"),  # OpenAI's range, not the service's
         ({"timeout": 0}, "timeout"),
         ({"max_retries": -1}, "max_retries"),
         ({"stop": [""]}, "stop"),

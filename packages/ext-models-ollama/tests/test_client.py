@@ -418,9 +418,56 @@ async def test_several_results_go_back_to_the_right_calls(
         ("tool", "add", "3"),
         ("tool", "multiply", "12"),
     ]
+    # Exactly the fields Ollama's API defines: no call ids anywhere.
+    assert [set(c) for c in sent[1]["tool_calls"]] == [{"function"}, {"function"}]
+    assert [set(m) for m in sent[2:]] == [{"role", "content", "tool_name"}] * 2
     wire = server.decode(server.requests[-1])
-    pairs = {r.call_id: r.content for m in wire.messages for r in m.tool_results}
-    assert pairs == {add_call.id: "3", mul_call.id: "12"}
+    names = {c.call_id: c.name for c in wire.messages[1].tool_calls}
+    pairs = {names[r.call_id]: r.content for m in wire.messages for r in m.tool_results}
+    assert pairs == {"add": "3", "multiply": "12"}
+
+
+async def test_two_calls_of_one_tool_keep_their_results(
+    server: OllamaServer, client: OllamaChatCompletionClient
+) -> None:
+    # Paired by name, then position: results of one tool go in the order of its calls.
+    server.enqueue(
+        Reply(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2}), ToolCallSpec("add", {"a": 5, "b": 5})]),
+        Reply(text="3 and 10"),
+    )
+    first = await client.create(HELLO, tools=[ADD])
+    assert isinstance(first.content, list)
+    small, big = first.content
+    results = FunctionExecutionResultMessage(
+        content=[
+            FunctionExecutionResult(call_id=big.id, name="add", content="10"),
+            FunctionExecutionResult(call_id=small.id, name="add", content="3"),
+        ]
+    )
+    await client.create([*HELLO, first.to_assistant_message(), results], tools=[ADD])
+    wire = server.decode(server.requests[-1])
+    arguments = {c.call_id: c.arguments_dict for c in wire.messages[1].tool_calls}
+    pairs = [(arguments[r.call_id], r.content) for m in wire.messages for r in m.tool_results]
+    assert pairs == [({"a": 1, "b": 2}, "3"), ({"a": 5, "b": 5}, "10")]
+
+
+async def test_unanswered_calls_are_sent_as_ollama_accepts_them(
+    server: OllamaServer, client: OllamaChatCompletionClient
+) -> None:
+    server.enqueue(Reply(text="fine"))
+    history: list[LLMMessage] = [
+        *HELLO,
+        AssistantMessage(content=[FunctionCall(id="c1", name="add", arguments='{"a": 1, "b": 2}')]),
+        UserMessage(content="never mind"),
+    ]
+    assert (await client.create(history, tools=[ADD])).content == "fine"
+    orphan: list[LLMMessage] = [
+        *HELLO,
+        FunctionExecutionResultMessage(content=[FunctionExecutionResult(call_id="c1", name="add", content="3")]),
+    ]
+    with pytest.raises(ConfigurationError, match=r"messages\[1\]: the result for call_id 'c1'"):
+        await client.create(orphan, tools=[ADD])
+    assert len(server.requests) == 1
 
 
 async def test_tool_call_arguments_in_history_must_be_json(

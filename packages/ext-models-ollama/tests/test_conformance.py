@@ -33,6 +33,8 @@ class TestOllamaConformance(ChatClientConformance):
     connection_error = OllamaConnectionError
     timeout_error = OllamaTimeoutError
     secret = SECRET
+    # Ollama's wire has no call ids: results are paired with calls by tool name, then position.
+    wire_call_ids = False
     features = frozenset(
         {
             "vision",

@@ -227,7 +227,7 @@ async def test_connection_close_header(server: OpenAIServer, raw_connect: RawCon
 
 async def test_http10_stream_is_close_delimited(server: OpenAIServer, raw_connect: RawConnect) -> None:
     server.enqueue(Reply(text="old client"))
-    body = b'{"model":"m","messages":[],"stream":true}'
+    body = b'{"model":"m","messages":[{"role":"user","content":"Hi"}],"stream":true}'
     conn = await raw_connect(server.port)
     await conn.send(b"POST /v1/chat/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     response = await conn.read_response()

@@ -61,6 +61,7 @@ from ._mapping import (
     parse_json_output,
     parse_tool_arguments,
     split_system_messages,
+    text_token_bound,
 )
 from ._messages import (
     AssistantMessage,
@@ -133,6 +134,7 @@ from ._runtime import (
 )
 from ._sse import sse_events
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
+from ._tool_pairing import check_tool_pairing
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
     AudioResultContent,
@@ -252,10 +254,12 @@ __all__ = [
     "check_timeout",
     "check_ttl",
     "check_tool_name",
+    "check_tool_pairing",
     "dump_messages",
     "estimate_tokens",
     "json_dumps_compact",
     "json_loads",
+    "text_token_bound",
     "trusted_model",
     "generic_classifier",
     "load_component",

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, Literal, NoReturn, Protocol, TypeVar, Union, runtime_checkable
+from typing import Any, ClassVar, Literal, NoReturn, Protocol, TypeVar, Union, runtime_checkable
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -33,6 +33,7 @@ from ._messages import (
 from ._model_info import KNOWN_MODELS, ModelInfo, ModelTable, resolve_model_info
 from ._options import ChatOptions
 from ._retry import RetryPolicy
+from ._tool_pairing import check_tool_pairing
 from ._tools import Tool, ToolSchema
 
 logger = logging.getLogger(__name__)
@@ -272,6 +273,9 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
     component_type = "model"
     provider_name: str = "provider"
     model_table: ModelTable = KNOWN_MODELS
+    tool_results_required: ClassVar[bool] = True
+    """Whether the provider refuses a tool call left without its result (see `check_tool_pairing`); a result
+    without its call is refused for every provider."""
 
     def __init__(
         self,
@@ -387,6 +391,7 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
                 f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}"
             )
         msgs = _coerce_messages(messages)
+        check_tool_pairing(msgs, results_required=self.tool_results_required)
         if options is None:
             call_options = self._default_options or self._no_options
         elif isinstance(options, ChatOptions):

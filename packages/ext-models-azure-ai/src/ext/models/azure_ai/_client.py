@@ -37,6 +37,7 @@ from ext.core import (
     ModelInfo,
     RetryPolicy,
     StreamChunk,
+    UnsupportedOptionError,
     config_from_arguments,
     json_dumps_compact,
     json_loads,
@@ -213,6 +214,13 @@ class AzureAIChatCompletionClient(BaseChatCompletionClient):
     # --- the provider's part ---------------------------------------------------------------------
 
     def _check_request(self, request: ChatRequest) -> None:
+        temperature = request.options.temperature
+        if temperature is not None and temperature > 1:
+            # The service's range (azure-ai-inference's `complete` docstring: "Supported range is [0, 1]"); above
+            # it the service answers 422 after a round trip.
+            raise UnsupportedOptionError(
+                f"temperature must be between 0 and 1 for Azure AI Inference, got {temperature}"
+            )
         if request.extra:
             split_extra_args(request.extra)
 

@@ -37,7 +37,9 @@ class AzureAIClientConfig(BaseModel):
     )
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds to connect, and between reads of a reply.")
     max_retries: int = Field(DEFAULT_MAX_RETRIES, ge=0, description="Retries of rate limits and transient errors.")
-    temperature: Optional[float] = Field(None, ge=0.0, le=2.0, description="None sends nothing (model default).")
+    temperature: Optional[float] = Field(
+        None, ge=0.0, le=1.0, description="0 to 1, the service's range. None sends nothing (model default)."
+    )
     top_p: Optional[float] = Field(None, ge=0.0, le=1.0)
     max_tokens: Optional[int] = Field(None, gt=0, description="Most tokens to generate.")
     frequency_penalty: Optional[float] = Field(None, ge=-2.0, le=2.0)

@@ -80,6 +80,9 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
     """
 
     provider_name = "llama_cpp"
+    # llama.cpp renders the chat template over whatever history it is given: a tool call left without its result
+    # is accepted (and count_tokens measures a conversation in progress); a result without its call is still refused.
+    tool_results_required: ClassVar[bool] = False
     component_config_schema: ClassVar[type[BaseModel]] = LlamaCppClientConfig
     component_provider_override: ClassVar[str | None] = "ext.models.llama_cpp.LlamaCppChatCompletionClient"
 

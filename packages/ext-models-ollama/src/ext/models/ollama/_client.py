@@ -110,6 +110,9 @@ class OllamaChatCompletionClient(BaseChatCompletionClient):
 
     provider_name = "ollama"
     model_table = OLLAMA_MODELS
+    # `ollama serve` accepts a turn whose tool calls go unanswered (it checks no pairing); a result without its
+    # call is still refused by ext-core, since Ollama would pair it with the wrong call.
+    tool_results_required: ClassVar[bool] = False
     component_config_schema: ClassVar[type[BaseModel]] = OllamaClientConfig
     component_provider_override: ClassVar[str | None] = "ext.models.ollama.OllamaChatCompletionClient"
 

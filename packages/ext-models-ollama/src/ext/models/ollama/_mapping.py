@@ -1,7 +1,8 @@
 """ext's types to Ollama's `/api/chat` body and back, in plain functions over dicts (no network, no SDK models).
 
 Ollama's wire, as `ollama serve` speaks it: tool calls come with arguments as a JSON object and without ids;
-tool results go back as `tool` messages with the tool's name and are paired with the calls by position; token
+tool results go back as `tool` messages with the tool's name (no id: Ollama's API defines none) and are paired with
+the calls by name, then position; token
 counts (`prompt_eval_count`, `eval_count`) and `done_reason` come only on the last part of a stream; a turn that
 ends in tool calls says `done_reason: "stop"`.
 """
@@ -124,14 +125,15 @@ def _tool_call(call: FunctionCall, where: str) -> dict[str, Any]:
         arguments = parse_tool_arguments(call.arguments, tool=call.name)
     except ToolArgumentsError as exc:
         raise ConfigurationError(f"{where}.arguments: {exc}") from None
-    # Ollama reads `function`; the id is kept for servers that read it (Go's decoder ignores unknown fields).
-    return {"id": call.id, "function": {"name": call.name, "arguments": arguments}}
+    # Ollama's `ToolCall` is `function` alone: no id (the official SDK sends none, and Ollama would ignore one).
+    return {"function": {"name": call.name, "arguments": arguments}}
 
 
 def _ordered_results(
     results: list[FunctionExecutionResult], calls: Sequence[FunctionCall]
 ) -> list[FunctionExecutionResult]:
-    """Results in the order of the calls they answer: Ollama pairs `tool` messages with calls by position."""
+    """Results in the order of the calls they answer: Ollama pairs a `tool` message with the first unanswered call
+    of its `tool_name`, else by position, so calls' order keeps two calls of one tool paired right."""
     if len(results) < 2 or not calls:
         return results
     order = {call.id: index for index, call in enumerate(calls)}
@@ -172,14 +174,8 @@ def map_messages(messages: Sequence[LLMMessage]) -> list[dict[str, Any]]:
             out.append(entry)
         elif isinstance(message, FunctionExecutionResultMessage):
             for result in _ordered_results(message.content, calls):
-                out.append(
-                    {
-                        "role": "tool",
-                        "content": result.content,
-                        "tool_name": result.name,
-                        "tool_call_id": result.call_id,
-                    }
-                )
+                # Ollama's `Message` has no call id: the tool's name and the order pair the result with its call.
+                out.append({"role": "tool", "content": result.content, "tool_name": result.name})
         else:  # pragma: no cover - the base validates message types
             raise ConfigurationError(f"messages[{i}]: unsupported message type {type(message).__name__}")
     return out

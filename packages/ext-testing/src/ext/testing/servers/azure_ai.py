@@ -23,6 +23,7 @@ from ext.testing.servers._base import (
     format_seconds,
     json_response,
 )
+from ext.testing.servers._rules import Violation, chat_violation, openai_violation
 from ext.testing.servers.openai import OpenAIServer
 
 __all__ = ["AZURE_AI_CHAT_PARAMETERS", "AzureAIServer"]
@@ -47,6 +48,23 @@ AZURE_AI_CHAT_PARAMETERS = frozenset(
 )
 """The body fields of the chat completions API (2024-05-01-preview); anything else is an extra parameter."""
 
+# azure-ai-inference's `ChatCompletionsClient.complete` docstring: temperature and top_p "Supported range is
+# [0, 1]", frequency_penalty and presence_penalty "[-2, 2]" (the REST reference gives the same bounds).
+_AZURE_RANGES = (
+    ("temperature", 0, 1),
+    ("top_p", 0, 1),
+    ("frequency_penalty", -2, 2),
+    ("presence_penalty", -2, 2),
+)
+# A body that breaks the schema fails the service's request validation, the same validator that refuses extra
+# parameters: 422 "Invalid input" with pydantic-style `details` (`loc`, `msg`, `type`).
+_SCHEMA_DETAILS: dict[str, tuple[str, str]] = {
+    "missing": ("Field required", "missing"),
+    "not_array": ("Input should be a valid list", "list_type"),
+    "empty": ("List should have at least 1 item after validation, not 0", "too_short"),
+    "above_max": ("Input should be less than or equal to {limit}", "less_than_equal"),
+    "below_min": ("Input should be greater than or equal to {limit}", "greater_than_equal"),
+}
 _DEFAULT_MODEL = "Phi-4"
 _FAULT_CODES: dict[str, tuple[str, str]] = {
     "rate_limit": ("429", "Requests to the ChatCompletions_Create Operation have exceeded the rate limit."),
@@ -85,6 +103,10 @@ class AzureAIServer(OpenAIServer):
 
     ``reasoning`` says how ``Reply.thought`` is sent: ``reasoning_content`` (a message / delta field) or
     ``think_tags`` (``<think>...</think>`` before the answer in the content, as DeepSeek-R1 on Azure does).
+
+    With ``strict`` (the default) the server refuses what the service refuses (:meth:`reject`): a missing,
+    non-array or empty ``messages``, ``temperature`` or ``top_p`` outside 0..1 or a penalty outside -2..2 (422
+    ``Invalid input``), and ``tool_choice`` without ``tools`` or a broken tool-call/tool-result pairing (400).
     """
 
     def __init__(
@@ -98,6 +120,7 @@ class AzureAIServer(OpenAIServer):
         reasoning: ReasoningStyle = "reasoning_content",
         default: ScriptItem | None = None,
         record: bool = True,
+        strict: bool = True,
     ) -> None:
         if reasoning not in ("reasoning_content", "think_tags"):
             raise ValueError(f"reasoning must be 'reasoning_content' or 'think_tags', got {reasoning!r}")
@@ -106,7 +129,7 @@ class AzureAIServer(OpenAIServer):
         self.model_provider = model_provider
         self.api_versions = None if api_versions is None else frozenset(api_versions)
         self.reasoning = reasoning
-        super().__init__(api_key=api_key, models=(model_name,), default=default, record=record)
+        super().__init__(api_key=api_key, models=(model_name,), default=default, record=record, strict=strict)
 
     def routes(self) -> Sequence[Route]:
         return (
@@ -177,7 +200,30 @@ class AzureAIServer(OpenAIServer):
         if not isinstance(request.json, dict):
             message = "Invalid JSON body: the request body must be a JSON object."
             return json_response(_azure_error("BadRequest", message, 400), 400, self._request_id_headers())
-        return self._extra_failure(request)
+        failure = self._extra_failure(request)
+        if failure is None and self.strict and request.route == "chat":
+            violation = chat_violation(request.json, _AZURE_RANGES)
+            if violation is not None:
+                return self.reject(violation)
+        return failure
+
+    def reject(self, violation: Violation) -> Response:
+        """A schema violation is the service's 422 ``Invalid input`` with pydantic-style ``details``; a request
+        that fits the schema but breaks the tool pairing or sends ``tool_choice`` without ``tools`` is the
+        model's 400, worded as the Chat Completions API words it. Both in Azure's ``{"error": {"code",
+        "message", "status"}}`` shape, whose ``code`` and ``message`` azure-core's ``HttpResponseError`` reads
+        (``azure.core.exceptions.ODataV4Format``)."""
+        detail = _SCHEMA_DETAILS.get(violation.kind)
+        if detail is None:
+            message = openai_violation(violation)["error"]["message"]
+            return json_response(_azure_error("Bad Request", message, 400), 400, self._request_id_headers())
+        msg, type_ = detail
+        limit = violation.limit
+        msg = msg.format(limit=int(limit) if limit is not None and float(limit).is_integer() else limit)
+        loc = ["body", violation.param]
+        details = [{"loc": loc, "msg": msg, "type": type_}]
+        message = f"Invalid input: {'.'.join(loc)}: {msg}"
+        return json_response(_azure_error("Invalid input", message, 422, details), 422, self._request_id_headers())
 
     def _info(self, request: RecordedRequest) -> Response:
         failure = self._version_failure(request) or self._auth_failure(request)

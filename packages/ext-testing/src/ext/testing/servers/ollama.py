@@ -27,7 +27,7 @@ from ext.testing.servers._base import (
     ndjson_frame,
 )
 
-__all__ = ["OllamaServer", "model_not_found_message"]
+__all__ = ["OllamaServer", "body_type_error", "model_not_found_message", "pair_tool_results"]
 
 # Ollama has no tool-call or content-filter stop: a turn that ends in tool calls says "stop".
 _DONE_REASON = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
@@ -40,6 +40,93 @@ _FAULT_MESSAGES = {
 }
 _OPTION_KEYS = ("temperature", "top_p", "top_k", "seed", "frequency_penalty", "presence_penalty")
 _NDJSON = "application/x-ndjson"
+
+
+def _go_json_kind(value: Any) -> str:
+    """The JSON kind Go's encoding/json names in an ``UnmarshalTypeError``."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _go_type_error(value: Any, struct: str, path: str, go_type: str) -> str:
+    # Go's encoding/json `UnmarshalTypeError.Error()`: the innermost struct, then the field path from the root.
+    return f"json: cannot unmarshal {_go_json_kind(value)} into Go struct field {struct}.{path} of type {go_type}"
+
+
+def body_type_error(body: Mapping[str, Any]) -> str | None:
+    """The error ``ollama serve`` answers (400, via gin's ``ShouldBindJSON``) when a chat body does not decode
+    into ``api.ChatRequest``, or None. Ollama's api/types.go: ``Message.Content`` is a ``string``,
+    ``ToolCallFunction.Arguments`` a ``ToolCallFunctionArguments`` (``map[string]any``: a JSON object; a JSON
+    string such as OpenAI's ``"{\"a\": 1}"`` fails), ``messages`` an array of ``Message`` objects. Unknown fields
+    (``id``, ``tool_call_id``) are ignored, as Go's decoder does."""
+    messages = body.get("messages")
+    if messages is None:
+        return None
+    if not isinstance(messages, list):
+        return _go_type_error(messages, "ChatRequest", "messages", "[]api.Message")
+    for message in messages:
+        if not isinstance(message, dict):
+            return _go_type_error(message, "ChatRequest", "messages", "api.Message")
+        for key in ("role", "content", "thinking", "tool_name"):
+            value = message.get(key)
+            if value is not None and not isinstance(value, str):
+                return _go_type_error(value, "Message", f"messages.{key}", "string")
+        calls = message.get("tool_calls")
+        if calls is None:
+            continue
+        if not isinstance(calls, list):
+            return _go_type_error(calls, "Message", "messages.tool_calls", "[]api.ToolCall")
+        for call in calls:
+            if not isinstance(call, dict):
+                return _go_type_error(call, "Message", "messages.tool_calls", "api.ToolCall")
+            function = call.get("function")
+            if function is not None and not isinstance(function, dict):
+                return _go_type_error(function, "ToolCall", "messages.tool_calls.function", "api.ToolCallFunction")
+            if function is None:
+                continue
+            arguments = function.get("arguments")
+            if arguments is not None and not isinstance(arguments, dict):
+                return _go_type_error(
+                    arguments,
+                    "ToolCallFunction",
+                    "messages.tool_calls.function.arguments",
+                    "api.ToolCallFunctionArguments",
+                )
+    return None
+
+
+def pair_tool_results(messages: Sequence[Any]) -> dict[int, int]:
+    """Which call of the assistant turn before it each ``tool`` message answers, the way Ollama pairs them:
+    by ``tool_name`` (the first call of that name not answered yet) and otherwise by position (the next call not
+    answered). Ollama's wire has no call ids. Returns ``{tool message index: call index}``; a tool message with
+    no call left to answer is absent."""
+    pairs: dict[int, int] = {}
+    calls: list[str] = []
+    answered: set[int] = set()
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role == "assistant":
+            raw = message.get("tool_calls") or []
+            calls = [str((c.get("function") or {}).get("name", "")) if isinstance(c, dict) else "" for c in raw]
+            answered = set()
+        elif role == "tool":
+            name = message.get("tool_name")
+            open_calls = [i for i in range(len(calls)) if i not in answered]
+            named = [i for i in open_calls if calls[i] == name] if isinstance(name, str) and name else []
+            chosen = named[0] if named else (open_calls[0] if open_calls else None)
+            if chosen is not None:
+                answered.add(chosen)
+                pairs[index] = chosen
+        elif role == "user":
+            calls, answered = [], set()
+    return pairs
 
 
 def model_not_found_message(model: str) -> str:
@@ -82,6 +169,12 @@ class OllamaServer(LoopbackServer):
     ``Reply.thought_signature`` has no Ollama field and is not sent. Ollama itself has no auth; with
     ``require_headers`` the server acts as the authenticating proxy a remote Ollama sits behind: a request without
     those exact header values gets 401 ``{"error": "unauthorized"}``.
+
+    As strict as ``ollama serve``, and no stricter: a body that does not decode into Ollama's request type (tool
+    call ``arguments`` that are not a JSON object, a non-string ``content``) is a 400 with Go's decoding error
+    (:func:`body_type_error`); an empty ``messages`` only loads the model (``done_reason: "load"``, no script item
+    used). Ollama checks no tool-call pairing, no option ranges and has no ``tool_choice`` (an unknown field, so
+    ignored): those requests are answered.
     """
 
     def __init__(
@@ -185,8 +278,23 @@ class OllamaServer(LoopbackServer):
         model = body.get("model")
         if not isinstance(model, str) or not model:
             return json_response({"error": "model is required"}, 400)
+        problem = body_type_error(body)
+        if problem is not None:
+            return json_response({"error": problem}, 400)
         if not self.is_pulled(model):
             return json_response({"error": model_not_found_message(model)}, 404)
+        if not body.get("messages"):
+            # docs/api.md, "Load a model": an empty `messages` loads the model (`keep_alive: 0` unloads it) and
+            # answers one done message; no generation, so no script item is used.
+            unload = body.get("keep_alive") in (0, "0", "0s")
+            done = {
+                "model": model,
+                "created_at": _created_at(),
+                "message": {"role": "assistant", "content": ""},
+                "done_reason": "unload" if unload else "load",
+                "done": True,
+            }
+            return json_response(done)
         return None
 
     def render_error(self, status: int, message: str, request: RecordedRequest | None) -> Response:
@@ -251,17 +359,18 @@ class OllamaServer(LoopbackServer):
         return frames
 
     def decode(self, request: RecordedRequest) -> NeutralRequest:
-        """Decode an ``/api/chat`` body. Ollama sends no call ids: a tool message's ``call_id`` is its
-        ``tool_call_id`` when the client sent one, else the id of the call at the same position in the assistant
-        turn before it (the pairing Ollama's templates make); calls without an ``id`` get ``call_<n>``."""
+        """Decode an ``/api/chat`` body. Ollama's wire has no call ids (an ``id`` or ``tool_call_id`` a client adds
+        is ignored, as Ollama ignores it): each call gets ``call_<n>``, and a tool message's ``call_id`` is the id of
+        the call :func:`pair_tool_results` pairs it with (by ``tool_name``, else by position), or ``""``."""
         body: dict[str, Any] = request.json if isinstance(request.json, dict) else {}
         model = body.get("model")
         result = NeutralRequest(
             model=model if isinstance(model, str) else None, stream=body.get("stream", True) is not False, raw=body
         )
+        messages = body.get("messages") or []
+        pairs = pair_tool_results(messages)
         last_calls: list[ToolCallSpec] = []
-        results_seen = 0
-        for position, message in enumerate(body.get("messages") or []):
+        for position, message in enumerate(messages):
             if not isinstance(message, dict):
                 continue
             role = str(message.get("role"))
@@ -276,12 +385,10 @@ class OllamaServer(LoopbackServer):
                     ToolCallSpec(
                         name=str(call.get("function", {}).get("name", "")),
                         arguments=call.get("function", {}).get("arguments", {}),
-                        id=call.get("id") if isinstance(call.get("id"), str) else None,
                     )
                     for call in message.get("tool_calls") or []
                     if isinstance(call, dict)
                 ]
-                results_seen = 0
                 thinking = message.get("thinking")
                 result.messages.append(
                     NeutralMessage(
@@ -294,10 +401,8 @@ class OllamaServer(LoopbackServer):
                     )
                 )
             elif role == "tool":
-                call_id = message.get("tool_call_id")
-                if not isinstance(call_id, str):
-                    call_id = last_calls[results_seen].call_id if results_seen < len(last_calls) else ""
-                results_seen += 1
+                paired = pairs.get(position)
+                call_id = last_calls[paired].call_id if paired is not None and paired < len(last_calls) else ""
                 item = NeutralToolResult(call_id=call_id, content=text)
                 result.messages.append(NeutralMessage("tool", tool_results=[item], position=position))
             else:

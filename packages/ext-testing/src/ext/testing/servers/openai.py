@@ -30,8 +30,9 @@ from ext.testing.servers._base import (
     json_response,
     sse_frame,
 )
+from ext.testing.servers._rules import OPENAI_RANGES, Violation, chat_violation, openai_error_body, openai_violation
 
-__all__ = ["OpenAIServer"]
+__all__ = ["OpenAIServer", "chat_violation", "openai_violation"]
 
 _DEFAULT_MODEL = "gpt-4o-mini"
 _FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "content_filter": "content_filter"}
@@ -58,10 +59,7 @@ _FAULT_DEFAULTS: dict[str, tuple[str, str, str | None]] = {
 }
 _OPTION_KEYS = ("temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "seed")
 _DONE = b"data: [DONE]\n\n"
-
-
-def _error(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+_CHAT_ROUTES = frozenset({"chat", "azure_chat"})  # the request rules are the chat body's
 
 
 def _content_text(content: Any) -> tuple[str, int]:
@@ -113,6 +111,13 @@ class OpenAIServer(LoopbackServer):
     as if it carried no tools, so the model never calls one: a scripted reply's tool calls are dropped and the
     answer is its text with ``finish_reason`` ``"stop"``. :attr:`tools_ignored` counts the requests whose tools
     were ignored.
+
+    With ``strict`` (the default, except in the llama-cpp mode, whose server checks none of this) the server
+    answers 400 ``invalid_request_error`` with the API's message, ``param`` and ``code`` to what the API refuses
+    (:func:`chat_violation`): a missing, non-array or empty ``messages``; ``temperature`` outside 0..2, ``top_p``
+    outside 0..1, a penalty outside -2..2; ``tool_choice`` without ``tools``; a ``tool`` message that answers no
+    call of the assistant message before it; an assistant message whose ``tool_calls`` are not all answered by
+    ``tool`` messages before the next other message. :meth:`reject` renders the answer.
     """
 
     def __init__(
@@ -124,8 +129,11 @@ class OpenAIServer(LoopbackServer):
         default: ScriptItem | None = None,
         record: bool = True,
         tools_need_tool_choice: bool = False,
+        strict: bool | None = None,
     ) -> None:
         self.api_key = api_key
+        # llama-cpp-python's server (the tools_need_tool_choice mode) renders whatever it gets: none of the rules.
+        self.strict = not tools_need_tool_choice if strict is None else strict
         self.tools_need_tool_choice = tools_need_tool_choice
         self.tools_ignored = 0
         self.azure_ad_token = azure_ad_token
@@ -173,7 +181,9 @@ class OpenAIServer(LoopbackServer):
             return denied
         model = request.params["model"]
         if model not in self.models:
-            body = _error(f"The model '{model}' does not exist", "invalid_request_error", "model_not_found", "model")
+            body = openai_error_body(
+                f"The model '{model}' does not exist", "invalid_request_error", "model_not_found", "model"
+            )
             return json_response(body, 404, self._request_id_headers())
         return json_response(self._model_object(model), headers=self._request_id_headers())
 
@@ -197,14 +207,14 @@ class OpenAIServer(LoopbackServer):
             return None
         if bearer:
             shown = bearer[:3] + "*" * max(0, len(bearer) - 7) + bearer[-4:] if len(bearer) > 7 else "****"
-            body = _error(
+            body = openai_error_body(
                 f"Incorrect API key provided: {shown}. You can find your API key at "
                 "https://platform.openai.com/account/api-keys.",
                 "invalid_request_error",
                 "invalid_api_key",
             )
         else:
-            body = _error(
+            body = openai_error_body(
                 "You didn't provide an API key. You need to provide your API key in an Authorization header using "
                 "Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
                 "invalid_request_error",
@@ -220,17 +230,25 @@ class OpenAIServer(LoopbackServer):
         if denied is not None:
             return denied
         if not isinstance(request.json, dict):
-            body = _error(
+            body = openai_error_body(
                 "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your "
                 "HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid "
                 "JSON.)",
                 "invalid_request_error",
             )
             return json_response(body, 400, self._request_id_headers())
+        if self.strict and request.route in _CHAT_ROUTES:
+            violation = chat_violation(request.json, OPENAI_RANGES)
+            if violation is not None:
+                return self.reject(violation)
         return None
 
+    def reject(self, violation: Violation) -> Response:
+        """The service's answer to a request that breaks a rule (OpenAI: 400 ``invalid_request_error``)."""
+        return json_response(openai_violation(violation), 400, self._request_id_headers())
+
     def render_error(self, status: int, message: str, request: RecordedRequest | None) -> Response:
-        return json_response(_error(message, "invalid_request_error"), status, self._request_id_headers())
+        return json_response(openai_error_body(message, "invalid_request_error"), status, self._request_id_headers())
 
     def render_fault(self, fault: Fault, request: RecordedRequest) -> Response:
         message, type_, code = _FAULT_DEFAULTS.get(fault.kind, ("Scripted failure.", "server_error", None))
@@ -238,7 +256,9 @@ class OpenAIServer(LoopbackServer):
         if fault.retry_after is not None:
             headers.update(self.fault_headers(fault))
             headers["retry-after-ms"] = str(round(fault.retry_after * 1000))
-        return json_response(_error(fault.message or message, type_, code), self.fault_status(fault), headers)
+        return json_response(
+            openai_error_body(fault.message or message, type_, code), self.fault_status(fault), headers
+        )
 
     def render(self, reply: Reply, request: RecordedRequest) -> Response | StreamResponse:
         body = request.json if isinstance(request.json, dict) else {}
