@@ -134,6 +134,21 @@ from ._runtime import (
 from ._sse import sse_events
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
+from ._vectors import (
+    BaseVectorStore,
+    CollectionNotFoundError,
+    MetadataFilter,
+    MetadataValue,
+    VectorMatch,
+    VectorQuery,
+    VectorRecord,
+    VectorSizeError,
+    VectorStore,
+    VectorStoreError,
+    VectorStoreUnavailableError,
+    matches_filter,
+    normalize_filter,
+)
 from ._workbench import (
     AudioResultContent,
     ImageResultContent,
@@ -301,4 +316,18 @@ __all__ = [
     "ToolLoop",
     "ToolLoopEvent",
     "ToolNext",
+    # vector stores and memory
+    "BaseVectorStore",
+    "CollectionNotFoundError",
+    "MetadataFilter",
+    "MetadataValue",
+    "VectorMatch",
+    "VectorQuery",
+    "VectorRecord",
+    "VectorSizeError",
+    "VectorStore",
+    "VectorStoreError",
+    "VectorStoreUnavailableError",
+    "matches_filter",
+    "normalize_filter",
 ]
