@@ -61,6 +61,15 @@ from ._mapping import (
     parse_tool_arguments,
     split_system_messages,
 )
+from ._memory import MemoryDocument, MemoryHit, TextChunk, VectorMemory, split_text
+from ._memory_context import (
+    MEMORY_CONTEXT_KEY,
+    MEMORY_HEADER,
+    MemoryMiddleware,
+    MemorySearchArgs,
+    MemorySearchTool,
+    format_memories,
+)
 from ._messages import (
     AssistantMessage,
     CreateResult,
@@ -330,4 +339,15 @@ __all__ = [
     "VectorStoreUnavailableError",
     "matches_filter",
     "normalize_filter",
+    "MEMORY_CONTEXT_KEY",
+    "MEMORY_HEADER",
+    "MemoryDocument",
+    "MemoryHit",
+    "MemoryMiddleware",
+    "MemorySearchArgs",
+    "MemorySearchTool",
+    "TextChunk",
+    "VectorMemory",
+    "format_memories",
+    "split_text",
 ]

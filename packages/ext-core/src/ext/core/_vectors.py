@@ -112,7 +112,7 @@ class VectorQuery(BaseModel):
 
 def _check_scalar(value: Any, where: str) -> MetadataValue:
     if value is None or isinstance(value, (str, bool, int)):
-        return value  # type: ignore[no-any-return]
+        return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"{where} must be finite, got {value!r}")
@@ -260,16 +260,19 @@ class BaseVectorStore(ABC, Component[ConfigT]):
                 f"size {self._vector_size}"
             )
 
-    def check_records(self, records: Sequence[VectorRecord]) -> list[VectorRecord]:
+    def check_records(self, records: Sequence[VectorRecord | Mapping[str, Any]]) -> list[VectorRecord]:
         """`records` validated for this collection (a mapping is accepted for each and validated)."""
-        if isinstance(records, (str, bytes)) or not isinstance(records, Sequence):
-            raise ValueError(f"records must be a list of VectorRecord, got {type(records).__name__}")
+        given: object = records
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
+            raise ValueError(f"records must be a list of VectorRecord, got {type(given).__name__}")
         out: list[VectorRecord] = []
         seen: set[str] = set()
-        for index, record in enumerate(records):
-            if not isinstance(record, VectorRecord):
+        for index, item in enumerate(records):
+            if isinstance(item, VectorRecord):
+                record = item
+            else:
                 try:
-                    record = VectorRecord.model_validate(record)
+                    record = VectorRecord.model_validate(item)
                 except ValueError as exc:
                     raise ValueError(f"records[{index}]: {exc}") from None
             self._check_size(record.vector, f"records[{index}].vector")
@@ -293,7 +296,7 @@ class BaseVectorStore(ABC, Component[ConfigT]):
 
     # --- the protocol, validated ------------------------------------------------------------------
 
-    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+    async def upsert(self, records: Sequence[VectorRecord | Mapping[str, Any]]) -> None:
         checked = self.check_records(records)
         if checked:
             await self._upsert(checked)

@@ -309,9 +309,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
             await self._require(conn)
             cur = await conn.execute(statement, (ids,))
             found = {
-                row[0]: VectorRecord.model_construct(
-                    id=row[0], vector=_parse_vector(row[1]), text=row[2], metadata=row[3]
-                )
+                row[0]: VectorRecord(id=row[0], vector=_parse_vector(row[1]), text=row[2], metadata=row[3])
                 for row in await cur.fetchall()
             }
             return [found[i] for i in ids if i in found]

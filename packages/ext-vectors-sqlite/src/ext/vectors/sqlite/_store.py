@@ -249,7 +249,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
                 "AND id IN (SELECT value FROM json_each(?))",
                 (self.collection_name, json.dumps(ids)),
             ):
-                found[row[0]] = VectorRecord.model_construct(
+                found[row[0]] = VectorRecord(
                     id=row[0], vector=_unpack(row[1]), text=row[2], metadata=json.loads(row[3])
                 )
             return [found[i] for i in ids if i in found]
