@@ -19,6 +19,8 @@ def test_readme_example_runs(postgres: PostgresServer, tmp_path: Path) -> None:
     script = tmp_path / "example.py"
     script.write_text(example, encoding="utf-8")
     env = {**os.environ, "DATABASE_URL": postgres.url_without_password, "PGPASSWORD": PASSWORD}
-    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "a 0.995 alpha"

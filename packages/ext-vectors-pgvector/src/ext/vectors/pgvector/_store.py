@@ -56,6 +56,9 @@ class PgVectorStoreConfig(BaseModel):
     connect_timeout: float = Field(default=10.0, gt=0, description="Seconds to wait for a connection.")
     hnsw_m: int = Field(default=16, ge=2, le=100, description="HNSW graph degree (pgvector's `m`).")
     hnsw_ef_construction: int = Field(default=64, ge=4, le=1000, description="HNSW build quality.")
+    hnsw_ef_search: int = Field(
+        default=100, ge=1, le=1000, description="HNSW candidates per query (raised to top_k when smaller)."
+    )
 
 
 def _vector_literal(vector: list[float]) -> str:
@@ -104,6 +107,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
         connect_timeout: float = 10.0,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
+        hnsw_ef_search: int = 100,
     ) -> None:
         super().__init__(collection_name=collection_name, vector_size=vector_size)
         clean, in_url = split_password(url)
@@ -123,6 +127,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
             connect_timeout=connect_timeout,
             hnsw_m=hnsw_m,
             hnsw_ef_construction=hnsw_ef_construction,
+            hnsw_ef_search=hnsw_ef_search,
         )
         digest = hashlib.sha256(collection_name.encode()).hexdigest()[:20]
         # Table names are derived, not the collection's own name: any collection name is then a safe identifier.
@@ -292,7 +297,8 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
         async def work(conn: Conn) -> list[VectorMatch]:
             await self._require(conn)
             await conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true)", (str(min(max(40, query.top_k), _MAX_EF_SEARCH)),)
+                "SELECT set_config('hnsw.ef_search', %s, true)",
+                (str(min(max(self._config.hnsw_ef_search, query.top_k), _MAX_EF_SEARCH)),),
             )
             cur = await conn.execute(statement, params)
             return [
@@ -372,4 +378,5 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
             connect_timeout=config.connect_timeout,
             hnsw_m=config.hnsw_m,
             hnsw_ef_construction=config.hnsw_ef_construction,
+            hnsw_ef_search=config.hnsw_ef_search,
         )
