@@ -289,6 +289,17 @@ class BaseVectorStore(ABC, Component[ConfigT]):
         self._check_size(query.vector, "query vector")
         return query
 
+    def check_stored_size(self, size: int | None) -> None:
+        """For a backend: raise unless the collection exists (`size` is the vector size the backend recorded for
+        it, None when it has no such collection) with this store's vector size."""
+        if size is None:
+            raise self.not_found()
+        if size != self._vector_size:
+            raise VectorSizeError(
+                f"collection {self._collection_name!r} holds vectors of size {size}, this store was made for "
+                f"{self._vector_size}"
+            )
+
     def not_found(self) -> CollectionNotFoundError:
         return CollectionNotFoundError(
             f"collection {self._collection_name!r} does not exist; call create_collection() first"

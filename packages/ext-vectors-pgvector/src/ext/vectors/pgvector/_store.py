@@ -25,7 +25,6 @@ from ext.core import (
     VectorMatch,
     VectorQuery,
     VectorRecord,
-    VectorSizeError,
     VectorStoreOptions,
     VectorStoreUnavailableError,
     resolve_secret,
@@ -206,14 +205,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
         return None if row is None else int(row[0])
 
     async def _require(self, conn: Conn) -> None:
-        size = await self._size_of(conn)
-        if size is None:
-            raise self.not_found()
-        if size != self.vector_size:
-            raise VectorSizeError(
-                f"collection {self.collection_name!r} holds vectors of size {size}, this store was made for "
-                f"{self.vector_size}"
-            )
+        self.check_stored_size(await self._size_of(conn))
 
     # --- collections --------------------------------------------------------------------------------------
 
@@ -224,11 +216,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
                 "ON CONFLICT (name) DO NOTHING",
                 (self.collection_name, self.vector_size, self._table_name),
             )
-            size = await self._size_of(conn)
-            if size != self.vector_size:
-                raise VectorSizeError(
-                    f"collection {self.collection_name!r} exists with vector size {size}, not {self.vector_size}"
-                )
+            await self._require(conn)
             await conn.execute(
                 sql.SQL(
                     "CREATE TABLE IF NOT EXISTS {} (id text PRIMARY KEY, embedding vector({}) NOT NULL, "

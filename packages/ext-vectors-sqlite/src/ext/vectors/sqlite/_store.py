@@ -24,7 +24,6 @@ from ext.core import (
     VectorMatch,
     VectorQuery,
     VectorRecord,
-    VectorSizeError,
     VectorStoreOptions,
     VectorStoreUnavailableError,
 )
@@ -160,30 +159,18 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         return None if row is None else int(row[0])
 
     def _require(self, conn: apsw.Connection) -> None:
-        size = self._size_of(conn)
-        if size is None:
-            raise self.not_found()
-        if size != self.vector_size:
-            raise VectorSizeError(
-                f"collection {self.collection_name!r} holds vectors of size {size}, this store was made for "
-                f"{self.vector_size}"
-            )
+        self.check_stored_size(self._size_of(conn))
 
     # --- collections --------------------------------------------------------------------------------
 
     async def create_collection(self) -> None:
         def work(conn: apsw.Connection) -> None:
             with conn:
-                size = self._size_of(conn)
-                if size is None:
-                    conn.execute(
-                        "INSERT INTO ext_collections(name, vector_size) VALUES (?, ?)",
-                        (self.collection_name, self.vector_size),
-                    )
-                elif size != self.vector_size:
-                    raise VectorSizeError(
-                        f"collection {self.collection_name!r} exists with vector size {size}, not {self.vector_size}"
-                    )
+                conn.execute(
+                    "INSERT OR IGNORE INTO ext_collections(name, vector_size) VALUES (?, ?)",
+                    (self.collection_name, self.vector_size),
+                )
+                self._require(conn)
 
         await self._run(work)
 
