@@ -8,7 +8,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from ext.core import VectorQuery, VectorRecord, matches_filter, normalize_filter, split_text
+from ext.core import MetadataValue, VectorQuery, VectorRecord, matches_filter, normalize_filter, split_text
 
 
 def test_record_refuses_non_finite_and_zero_vectors() -> None:
@@ -46,7 +46,7 @@ def test_filter_language() -> None:
 
 
 def test_matches_filter_keeps_json_kinds_apart() -> None:
-    meta = {"n": 1, "flag": True, "s": "x"}
+    meta: dict[str, MetadataValue] = {"n": 1, "flag": True, "s": "x"}
     assert matches_filter(meta, normalize_filter({"n": 1.0}))
     assert not matches_filter(meta, normalize_filter({"n": True}))
     assert not matches_filter(meta, normalize_filter({"flag": 1}))
