@@ -55,7 +55,9 @@ async def fill(store: BaseVectorStore[Any], data: np.ndarray, batch: int = 2000)
     return time.perf_counter() - started
 
 
-async def recall(search: Callable[[list[float]], Awaitable[list[str]]], queries: np.ndarray, truth: list[set[str]]) -> float:
+async def recall(
+    search: Callable[[list[float]], Awaitable[list[str]]], queries: np.ndarray, truth: list[set[str]]
+) -> float:
     found = 0
     for q, expected in zip(queries, truth, strict=True):
         found += len(set(await search(q.tolist())) & expected)
@@ -110,7 +112,7 @@ async def pg_sides(url: str, store: Any, queries: np.ndarray) -> tuple[list[Side
 
     async def raw() -> list[str]:
         literal = next(literals)
-        cur = await conn.execute(statement, (literal, literal, 10))  # type: ignore[arg-type]
+        cur = await conn.execute(statement, (literal, literal, 10))
         return [row[0] for row in await cur.fetchall()]
 
     async def ours() -> list[str]:
@@ -118,7 +120,7 @@ async def pg_sides(url: str, store: Any, queries: np.ndarray) -> tuple[list[Side
 
     async def raw_search(vector: list[float]) -> list[str]:
         literal = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-        cur = await conn.execute(statement, (literal, literal, 10))  # type: ignore[arg-type]
+        cur = await conn.execute(statement, (literal, literal, 10))
         return [row[0] for row in await cur.fetchall()]
 
     return [("raw psycopg", raw), ("ext", ours), ("ext (A/A)", ours)], raw_search, conn
@@ -150,7 +152,13 @@ async def run_store(kind: str, n: int, dim: int, args: argparse.Namespace, direc
         raw_recall = await recall(raw_search, queries, truth)
         results, _ = await measure_interleaved(sides, blocks=args.blocks, block=args.block, warmup=5)
         print(f"\n{name}, dim {dim}: loaded in {load_s:.1f} s; recall@10 ext {ext_recall:.3f}, raw {raw_recall:.3f}")
-        print_table([Row(name, results[0]), Row(name, results[1], baseline=results[0]), Row(name, results[2], baseline=results[0])])
+        print_table(
+            [
+                Row(name, results[0]),
+                Row(name, results[1], baseline=results[0]),
+                Row(name, results[2], baseline=results[0]),
+            ]
+        )
     finally:
         await store.delete_collection()
         await store.close()
