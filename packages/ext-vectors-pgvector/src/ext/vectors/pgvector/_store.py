@@ -283,11 +283,14 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
         ).format(self._table, where, floor)
 
         async def work(conn: Conn) -> list[VectorMatch]:
-            await self._require(conn)
-            await conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true)",
-                (str(min(max(self._config.hnsw_ef_search, query.top_k), _MAX_EF_SEARCH)),),
+            # The collection check and ef_search for this transaction in one round trip.
+            cur = await conn.execute(
+                "SELECT (SELECT vector_size FROM ext_vector_collections WHERE name = %s), "
+                "set_config('hnsw.ef_search', %s, true)",
+                (self.collection_name, str(min(max(self._config.hnsw_ef_search, query.top_k), _MAX_EF_SEARCH))),
             )
+            row = await cur.fetchone()
+            self.check_stored_size(None if row is None or row[0] is None else int(row[0]))
             cur = await conn.execute(statement, params)
             return [
                 VectorMatch(id=row[0], score=float(row[1]), text=row[2], metadata=row[3])
