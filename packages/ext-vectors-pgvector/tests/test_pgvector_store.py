@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, ClassVar
 
@@ -11,6 +12,7 @@ from ext.core import (
     ConfigurationError,
     VectorRecord,
     VectorStoreOptions,
+    VectorStoreUnavailableError,
     load_component,
 )
 from ext.testing.conformance import VectorStoreConformance
@@ -121,5 +123,38 @@ async def test_hnsw_index_exists(postgres: PostgresServer) -> None:
                 cur = await conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname LIKE 'ext_vec_%%_hnsw'")
                 definitions = [row[0] for row in await cur.fetchall()]
             assert any("hnsw" in d and "vector_cosine_ops" in d for d in definitions)
+        finally:
+            await store.delete_collection()
+
+
+async def test_a_silent_server_fails_within_connect_timeout() -> None:
+    # A listener that accepts and never answers: the connection attempt must give up, not hang.
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        url = f"postgresql://postgres:{PASSWORD}@127.0.0.1:{port}/postgres"
+        async with PgVectorStore(url, collection_name="c", vector_size=2, connect_timeout=1) as store:
+            with pytest.raises(VectorStoreUnavailableError) as caught:
+                await asyncio.wait_for(store.count(), 20)
+            assert PASSWORD not in str(caught.value)
+    finally:
+        server.close()
+
+
+async def test_a_call_blocked_by_another_transaction_times_out(postgres: PostgresServer) -> None:
+    import psycopg
+
+    async with PgVectorStore(postgres.url, collection_name="blocked", vector_size=2, timeout=1) as store:
+        await store.create_collection()
+        try:
+            async with await psycopg.AsyncConnection.connect(postgres.url) as other:
+                await other.execute("LOCK TABLE ext_vector_collections IN ACCESS EXCLUSIVE MODE")
+                with pytest.raises(TimeoutError, match="timeout=1"):
+                    await asyncio.wait_for(store.count(), 20)
+                await other.rollback()
+            assert await store.count() == 0  # a new connection after the timeout
         finally:
             await store.delete_collection()

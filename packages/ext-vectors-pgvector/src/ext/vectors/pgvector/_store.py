@@ -53,6 +53,7 @@ class PgVectorStoreConfig(BaseModel):
     password: SecretStr | None = Field(default=None, description="Database password; never printed or dumped.")
     password_env: str | None = Field(default=None, description="Environment variable holding the password.")
     connect_timeout: float = Field(default=10.0, gt=0, description="Seconds to wait for a connection.")
+    timeout: float = Field(default=30.0, gt=0, description="Seconds one call (one transaction) may take.")
     hnsw_m: int = Field(default=16, ge=2, le=100, description="HNSW graph degree (pgvector's `m`).")
     hnsw_ef_construction: int = Field(default=64, ge=4, le=1000, description="HNSW build quality.")
     hnsw_ef_search: int = Field(
@@ -104,6 +105,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
         password: str | SecretStr | None = None,
         password_env: str | None = None,
         connect_timeout: float = 10.0,
+        timeout: float = 30.0,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
         hnsw_ef_search: int = 100,
@@ -124,6 +126,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
             password=secret,
             password_env=from_env,
             connect_timeout=connect_timeout,
+            timeout=timeout,
             hnsw_m=hnsw_m,
             hnsw_ef_construction=hnsw_ef_construction,
             hnsw_ef_search=hnsw_ef_search,
@@ -188,14 +191,27 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
             if self._conn is None or self._conn.closed:
                 self._conn = await self._connect()
             conn = self._conn
-            try:
+
+            async def transaction() -> T:
                 async with conn.transaction():
                     return await work(conn)
+
+            try:
+                return await asyncio.wait_for(transaction(), self._config.timeout)
             except psycopg.OperationalError as exc:
                 # A broken connection: the next call opens a new one.
                 self._conn = None
                 await conn.close()
                 raise self._unavailable(exc) from None
+            except asyncio.TimeoutError:
+                # psycopg cancels the statement on the server when its task is cancelled; the connection may be
+                # mid-protocol, so the next call opens a new one.
+                self._conn = None
+                await conn.close()
+                raise TimeoutError(
+                    f"PostgreSQL at {self._config.url} did not finish a call on collection "
+                    f"{self.collection_name!r} within timeout={self._config.timeout} s"
+                ) from None
 
     async def _size_of(self, conn: Conn) -> int | None:
         cur = await conn.execute(
@@ -367,6 +383,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
             password=config.password if config.password_env is None else None,
             password_env=config.password_env,
             connect_timeout=config.connect_timeout,
+            timeout=config.timeout,
             hnsw_m=config.hnsw_m,
             hnsw_ef_construction=config.hnsw_ef_construction,
             hnsw_ef_search=config.hnsw_ef_search,
