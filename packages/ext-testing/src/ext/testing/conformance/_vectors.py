@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, ClassVar
 
 import pytest
@@ -118,15 +118,17 @@ class VectorStoreConformance:
         assert await empty.count() == 0
 
     async def test_unknown_collection_raises(self, empty: BaseVectorStore[Any]) -> None:
-        for call in (
-            empty.upsert(_records()[:1]),
-            empty.query(QUERY),
-            empty.get(["a"]),
-            empty.delete(["a"]),
-            empty.count(),
-        ):
+        calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: empty.upsert(_records()[:1]),
+            lambda: empty.query(QUERY),
+            lambda: empty.get(["a"]),
+            lambda: empty.delete(["a"]),
+            lambda: empty.delete_where({}),
+            lambda: empty.count(),
+        ]
+        for call in calls:
             with pytest.raises(CollectionNotFoundError, match=empty.collection_name):
-                await call
+                await call()
 
     async def test_open_with_other_size_raises(self, store: BaseVectorStore[Any]) -> None:
         other = await self.reopen_store(store, SIZE + 1)
