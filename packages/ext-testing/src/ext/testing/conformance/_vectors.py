@@ -214,9 +214,9 @@ class VectorStoreConformance:
         with pytest.raises(VectorSizeError, match=r"records\[1\]\.vector"):
             await store.upsert([good, VectorRecord(id="short", vector=[1.0, 0.0])])
         with pytest.raises(ValueError, match="finite"):
-            await store.upsert([good, {"id": "nan", "vector": [math.inf, 0, 0, 0]}])  # type: ignore[list-item]
+            await store.upsert([good, {"id": "nan", "vector": [math.inf, 0, 0, 0]}])
         with pytest.raises(ValueError, match="zeros"):
-            await store.upsert([good, {"id": "zero", "vector": [0, 0, 0, 0]}])  # type: ignore[list-item]
+            await store.upsert([good, {"id": "zero", "vector": [0, 0, 0, 0]}])
         with pytest.raises(ValueError, match="twice"):
             await store.upsert([good, good])
         assert await store.count() == 5
