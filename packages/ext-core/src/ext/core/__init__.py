@@ -63,6 +63,15 @@ from ._mapping import (
     split_system_messages,
     text_token_bound,
 )
+from ._memory import MemoryDocument, MemoryHit, TextChunk, VectorMemory, split_text
+from ._memory_context import (
+    MEMORY_CONTEXT_KEY,
+    MEMORY_HEADER,
+    MemoryMiddleware,
+    MemorySearchArgs,
+    MemorySearchTool,
+    format_memories,
+)
 from ._messages import (
     AssistantMessage,
     CreateResult,
@@ -136,6 +145,21 @@ from ._sse import sse_events
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tool_pairing import check_tool_pairing
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
+from ._vectors import (
+    BaseVectorStore,
+    CollectionNotFoundError,
+    MetadataFilter,
+    MetadataValue,
+    VectorMatch,
+    VectorQuery,
+    VectorRecord,
+    VectorSizeError,
+    VectorStore,
+    VectorStoreError,
+    VectorStoreUnavailableError,
+    matches_filter,
+    normalize_filter,
+)
 from ._workbench import (
     AudioResultContent,
     ImageResultContent,
@@ -308,4 +332,29 @@ __all__ = [
     "ToolLoop",
     "ToolLoopEvent",
     "ToolNext",
+    # vector stores and memory
+    "BaseVectorStore",
+    "CollectionNotFoundError",
+    "MetadataFilter",
+    "MetadataValue",
+    "VectorMatch",
+    "VectorQuery",
+    "VectorRecord",
+    "VectorSizeError",
+    "VectorStore",
+    "VectorStoreError",
+    "VectorStoreUnavailableError",
+    "matches_filter",
+    "normalize_filter",
+    "MEMORY_CONTEXT_KEY",
+    "MEMORY_HEADER",
+    "MemoryDocument",
+    "MemoryHit",
+    "MemoryMiddleware",
+    "MemorySearchArgs",
+    "MemorySearchTool",
+    "TextChunk",
+    "VectorMemory",
+    "format_memories",
+    "split_text",
 ]

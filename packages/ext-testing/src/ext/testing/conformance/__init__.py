@@ -1,5 +1,5 @@
-"""Conformance suites: base test classes that every `ChatCompletionClient`, `Workbench` and agent
-runtime implementation subclasses in its own tests. A new provider is done when its subclass passes."""
+"""Conformance suites: base test classes that every `ChatCompletionClient`, `Workbench`, `VectorStore` and
+agent runtime implementation subclasses in its own tests. A new provider is done when its subclass passes."""
 
 from ext.testing.conformance._anthropic import AnthropicMessagesConformance
 from ext.testing.conformance._cache import CacheStoreConformance
@@ -22,6 +22,7 @@ from ext.testing.conformance._runtime import (
     Slow,
     Unhandled,
 )
+from ext.testing.conformance._vectors import VectorStoreConformance
 from ext.testing.conformance._workbench import WorkbenchConformance
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "RuntimeConformance",
     "Slow",
     "Unhandled",
+    "VectorStoreConformance",
     "WorkbenchConformance",
     "assert_dump_round_trip",
     "plain_config",

@@ -1,0 +1,404 @@
+"""Vector stores: the `VectorStore` protocol, its record and query types, the metadata filter language, and
+`BaseVectorStore`, which validates every call once so each backend only moves data.
+
+Scores are cosine similarity, in [-1, 1], higher is closer, in every backend.
+
+Metadata filter language (small on purpose, so every backend can run it in its own query language):
+a mapping of metadata key to a condition; every condition must hold (AND).
+
+- `{"lang": "en"}`: the value equals `"en"`;
+- `{"lang": {"$in": ["en", "fr"]}}`: the value is one of the listed values.
+
+Values are JSON scalars (str, int, float, bool, None). A bool never equals a number (`True` is not `1`), and
+`None` matches a key that is null or absent. `{}` (or None) matches every record.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ._component import Component, ConfigT
+from ._errors import ExtError
+
+MetadataValue: TypeAlias = str | int | float | bool | None
+MetadataFilter: TypeAlias = Mapping[str, Any]
+"""See the module docstring: `{key: value}` or `{key: {"$in": [values]}}`."""
+
+
+class VectorStoreError(ExtError):
+    """A vector store cannot do what was asked (the message says why)."""
+
+
+class CollectionNotFoundError(VectorStoreError, LookupError):
+    """The collection does not exist: call `create_collection()` first."""
+
+
+class VectorSizeError(VectorStoreError, ValueError):
+    """A vector's length is not the collection's vector size."""
+
+
+class VectorStoreUnavailableError(VectorStoreError, ConnectionError):
+    """The store's backend cannot be reached (the message names where, without any secret)."""
+
+
+def _check_finite(vector: Sequence[float], field: str) -> list[float]:
+    out = [float(x) for x in vector]
+    for index, x in enumerate(out):
+        if not math.isfinite(x):
+            raise ValueError(f"{field}[{index}] must be a finite number, got {x!r}")
+    if not out:
+        raise ValueError(f"{field} must not be empty")
+    if not any(out):
+        # Cosine similarity is undefined for a zero vector: every backend would answer NaN or fail.
+        raise ValueError(f"{field} must not be all zeros (cosine similarity is undefined for it)")
+    return out
+
+
+class VectorRecord(BaseModel):
+    """One stored item: its id, vector, text and metadata (JSON scalars)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    id: str = Field(min_length=1, description="Unique within the collection; upserting an id again replaces it.")
+    vector: list[float] = Field(description="Finite floats, as many as the collection's vector size.")
+    text: str = Field(default="", description="The text the vector stands for.")
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict, description="JSON scalars, for filters.")
+
+    @field_validator("vector", mode="after")
+    @classmethod
+    def _finite(cls, value: list[float]) -> list[float]:
+        return _check_finite(value, "vector")
+
+
+class VectorMatch(BaseModel):
+    """One query result: the record (without its vector) and its cosine similarity to the query."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    id: str
+    score: float = Field(description="Cosine similarity in [-1, 1]; higher is closer.")
+    text: str = ""
+    metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+
+
+class VectorQuery(BaseModel):
+    """A validated query: the vector, how many results (`top_k`), a metadata `filter`, a `min_score`."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    vector: list[float]
+    top_k: int = Field(default=10, gt=0, le=10_000, description="How many results at most (1 to 10000).")
+    filter: dict[str, list[MetadataValue]] = Field(
+        default_factory=dict, description="Normalised filter: key -> accepted values (see `normalize_filter`)."
+    )
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0, description="Cosine similarity floor, -1 to 1.")
+
+    @field_validator("vector", mode="after")
+    @classmethod
+    def _finite(cls, value: list[float]) -> list[float]:
+        return _check_finite(value, "vector")
+
+    @field_validator("filter", mode="before")
+    @classmethod
+    def _filter(cls, value: Any) -> dict[str, list[MetadataValue]]:
+        return normalize_filter(value)
+
+
+def _check_scalar(value: Any, where: str) -> MetadataValue:
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where} must be finite, got {value!r}")
+        return value
+    raise ValueError(f"{where} must be a JSON scalar (str, int, float, bool or None), got {type(value).__name__}")
+
+
+def normalize_filter(value: MetadataFilter | None) -> dict[str, list[MetadataValue]]:
+    """The filter as key -> accepted values; `ValueError` naming the key and what was expected otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"filter must be a mapping of metadata key to a value or {{'$in': [...]}}, got {value!r}")
+    out: dict[str, list[MetadataValue]] = {}
+    for key, condition in value.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"filter keys must be non-empty strings, got {key!r}")
+        if key.startswith("$"):
+            raise ValueError(
+                f"filter key {key!r}: operators go inside a key's condition, e.g. {{'k': {{'$in': [...]}}}}"
+            )
+        if isinstance(condition, Mapping):
+            if set(condition) != {"$in"}:
+                raise ValueError(f"filter[{key!r}] supports only '$in' (or a plain value), got {sorted(condition)}")
+            values = condition["$in"]
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+                raise ValueError(f"filter[{key!r}]['$in'] must be a non-empty list of values")
+            out[key] = [_check_scalar(v, f"filter[{key!r}]['$in'] values") for v in values]
+        else:
+            out[key] = [_check_scalar(condition, f"filter[{key!r}]")]
+    return out
+
+
+def _same(a: MetadataValue, b: MetadataValue) -> bool:
+    # JSON semantics: a bool is not a number, 1 == 1.0.
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def matches_filter(metadata: Mapping[str, MetadataValue], normalized: Mapping[str, Sequence[MetadataValue]]) -> bool:
+    """Whether `metadata` passes a filter from `normalize_filter` (for backends that filter in Python)."""
+    return all(any(_same(metadata.get(key), v) for v in values) for key, values in normalized.items())
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """One collection of vectors of a fixed size: create or open it, upsert, query, get, delete, count.
+
+    Every call validates its input before touching the backend: a vector of the wrong length raises
+    `VectorSizeError`, a non-finite number or a bad filter `ValueError`, and a batch with one bad record writes
+    nothing. A collection that does not exist raises `CollectionNotFoundError`.
+    """
+
+    @property
+    def collection_name(self) -> str: ...
+
+    @property
+    def vector_size(self) -> int: ...
+
+    async def create_collection(self) -> None:
+        """Create the collection, or open it if it exists with the same vector size (else `VectorSizeError`)."""
+        ...
+
+    async def collection_exists(self) -> bool: ...
+
+    async def delete_collection(self) -> None:
+        """Drop the collection and every record in it (nothing happens if it does not exist)."""
+        ...
+
+    async def upsert(self, records: Sequence[VectorRecord]) -> None:
+        """Insert or replace `records`, all of them or none (one transaction)."""
+        ...
+
+    async def query(
+        self,
+        vector: Sequence[float],
+        *,
+        top_k: int = 10,
+        filter: MetadataFilter | None = None,
+        min_score: float | None = None,
+    ) -> list[VectorMatch]:
+        """The `top_k` closest records passing `filter` with a score of at least `min_score`, best first."""
+        ...
+
+    async def get(self, ids: Sequence[str]) -> list[VectorRecord]:
+        """The records with these ids (vectors included), in the order asked; missing ids are left out."""
+        ...
+
+    async def delete(self, ids: Sequence[str]) -> int:
+        """Delete these ids; returns how many existed."""
+        ...
+
+    async def delete_where(self, filter: MetadataFilter) -> int:
+        """Delete every record passing `filter` (`{}` deletes them all); returns how many."""
+        ...
+
+    async def count(self, filter: MetadataFilter | None = None) -> int: ...
+
+    async def close(self) -> None: ...
+
+    async def __aenter__(self) -> VectorStore: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+def _check_ids(ids: Sequence[str]) -> list[str]:
+    if isinstance(ids, str) or not isinstance(ids, Sequence):
+        raise ValueError(f"ids must be a list of strings, got {type(ids).__name__}")
+    for index, item in enumerate(ids):
+        if not isinstance(item, str) or not item:
+            raise ValueError(f"ids[{index}] must be a non-empty string, got {item!r}")
+    return list(ids)
+
+
+class BaseVectorStore(ABC, Component[ConfigT]):
+    """What every backend shares: validation of every call against the collection's vector size (before the
+    backend is reached), the async context manager, and a repr without secrets. A backend implements the
+    `_`-prefixed methods, which receive validated input."""
+
+    component_type = "vector_store"
+
+    def __init__(self, *, collection_name: str, vector_size: int) -> None:
+        if not isinstance(collection_name, str) or not collection_name:
+            raise ValueError(f"collection_name must be a non-empty string, got {collection_name!r}")
+        if isinstance(vector_size, bool) or not isinstance(vector_size, int) or vector_size <= 0:
+            raise ValueError(f"vector_size must be a positive integer, got {vector_size!r}")
+        self._collection_name = collection_name
+        self._vector_size = vector_size
+
+    @property
+    def collection_name(self) -> str:
+        return self._collection_name
+
+    @property
+    def vector_size(self) -> int:
+        return self._vector_size
+
+    def _check_size(self, vector: Sequence[float], where: str) -> None:
+        if len(vector) != self._vector_size:
+            raise VectorSizeError(
+                f"{where} has {len(vector)} dimensions; collection {self._collection_name!r} holds vectors of "
+                f"size {self._vector_size}"
+            )
+
+    def check_records(self, records: Sequence[VectorRecord | Mapping[str, Any]]) -> list[VectorRecord]:
+        """`records` validated for this collection (a mapping is accepted for each and validated)."""
+        given: object = records
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
+            raise ValueError(f"records must be a list of VectorRecord, got {type(given).__name__}")
+        out: list[VectorRecord] = []
+        seen: set[str] = set()
+        for index, item in enumerate(records):
+            if isinstance(item, VectorRecord):
+                record = item
+            else:
+                try:
+                    record = VectorRecord.model_validate(item)
+                except ValueError as exc:
+                    raise ValueError(f"records[{index}]: {exc}") from None
+            self._check_size(record.vector, f"records[{index}].vector")
+            if record.id in seen:
+                raise ValueError(f"records[{index}].id {record.id!r} appears twice in one batch")
+            seen.add(record.id)
+            out.append(record)
+        return out
+
+    def make_query(
+        self, vector: Sequence[float], top_k: int, filter: MetadataFilter | None, min_score: float | None
+    ) -> VectorQuery:
+        query = VectorQuery(vector=list(vector), top_k=top_k, filter=filter, min_score=min_score)  # type: ignore[arg-type]
+        self._check_size(query.vector, "query vector")
+        return query
+
+    def check_stored_size(self, size: int | None) -> None:
+        """For a backend: raise unless the collection exists (`size` is the vector size the backend recorded for
+        it, None when it has no such collection) with this store's vector size."""
+        if size is None:
+            raise self.not_found()
+        if size != self._vector_size:
+            raise VectorSizeError(
+                f"collection {self._collection_name!r} holds vectors of size {size}, this store was made for "
+                f"{self._vector_size}"
+            )
+
+    def not_found(self) -> CollectionNotFoundError:
+        return CollectionNotFoundError(
+            f"collection {self._collection_name!r} does not exist; call create_collection() first"
+        )
+
+    # --- the protocol, validated ------------------------------------------------------------------
+
+    async def upsert(self, records: Sequence[VectorRecord | Mapping[str, Any]]) -> None:
+        checked = self.check_records(records)
+        if checked:
+            await self._upsert(checked)
+
+    async def query(
+        self,
+        vector: Sequence[float],
+        *,
+        top_k: int = 10,
+        filter: MetadataFilter | None = None,
+        min_score: float | None = None,
+    ) -> list[VectorMatch]:
+        return await self._query(self.make_query(vector, top_k, filter, min_score))
+
+    async def get(self, ids: Sequence[str]) -> list[VectorRecord]:
+        return await self._get(_check_ids(ids))
+
+    async def delete(self, ids: Sequence[str]) -> int:
+        return await self._delete(_check_ids(ids))
+
+    async def delete_where(self, filter: MetadataFilter) -> int:
+        if filter is None:
+            raise ValueError("filter is required; pass {} to delete every record of the collection")
+        return await self._delete_where(normalize_filter(filter))
+
+    async def count(self, filter: MetadataFilter | None = None) -> int:
+        return await self._count(normalize_filter(filter))
+
+    async def __aenter__(self) -> BaseVectorStore[ConfigT]:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self._where()}, collection_name={self._collection_name!r}, "
+            f"vector_size={self._vector_size})"
+        )
+
+    # --- what a backend implements ----------------------------------------------------------------
+
+    def _where(self) -> str:
+        """Where the store lives, for repr and errors, without secrets."""
+        return ""
+
+    @abstractmethod
+    async def create_collection(self) -> None: ...
+
+    @abstractmethod
+    async def collection_exists(self) -> bool: ...
+
+    @abstractmethod
+    async def delete_collection(self) -> None: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    async def _upsert(self, records: list[VectorRecord]) -> None: ...
+
+    @abstractmethod
+    async def _query(self, query: VectorQuery) -> list[VectorMatch]: ...
+
+    @abstractmethod
+    async def _get(self, ids: list[str]) -> list[VectorRecord]: ...
+
+    @abstractmethod
+    async def _delete(self, ids: list[str]) -> int: ...
+
+    @abstractmethod
+    async def _delete_where(self, filter: dict[str, list[MetadataValue]]) -> int: ...
+
+    @abstractmethod
+    async def _count(self, filter: dict[str, list[MetadataValue]]) -> int: ...
+
+
+__all__ = [
+    "BaseVectorStore",
+    "CollectionNotFoundError",
+    "MetadataFilter",
+    "MetadataValue",
+    "VectorMatch",
+    "VectorQuery",
+    "VectorRecord",
+    "VectorSizeError",
+    "VectorStore",
+    "VectorStoreError",
+    "VectorStoreUnavailableError",
+    "matches_filter",
+    "normalize_filter",
+]

@@ -1,0 +1,313 @@
+"""`SqliteVectorStore`: ext-core's `VectorStore` in one SQLite file (or in memory), with the `sqlite-vec`
+extension loaded through apsw (which bundles its own SQLite, so it works on Python builds that cannot load
+SQLite extensions). Search is exact: a scan with `vec_distance_cosine`, filters in SQL (README: why)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from array import array
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import apsw
+import sqlite_vec
+from pydantic import BaseModel, ConfigDict, Field
+
+from ext.core import (
+    BaseVectorStore,
+    ClientClosedError,
+    ConfigurationError,
+    MetadataValue,
+    VectorMatch,
+    VectorQuery,
+    VectorRecord,
+    VectorStoreOptions,
+    VectorStoreUnavailableError,
+)
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ext_collections (name TEXT PRIMARY KEY, vector_size INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS ext_records (
+    collection TEXT NOT NULL REFERENCES ext_collections(name) ON DELETE CASCADE,
+    id TEXT NOT NULL,
+    embedding BLOB NOT NULL,
+    text TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    PRIMARY KEY (collection, id)
+);
+"""
+
+# SQLite JSON paths have no escape for a double quote: keys are limited to what `$."key"` can name.
+_PATH_KEY = re.compile(r'^[^"\\]+$')
+
+
+class SqliteVectorStoreConfig(BaseModel):
+    """`SqliteVectorStore` as plain data."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    path: str = Field(default=":memory:", min_length=1, description="Database file, or ':memory:'.")
+    collection_name: str = Field(min_length=1, description="The collection in that file.")
+    vector_size: int = Field(gt=0, description="Dimensions of each vector.")
+    busy_timeout: float = Field(default=5.0, ge=0, description="Seconds to wait for another writer's lock.")
+
+
+def _pack(vector: list[float]) -> bytes:
+    # sqlite-vec reads a BLOB as little-endian float32, the layout of array('f') on every platform we ship to.
+    return array("f", vector).tobytes()
+
+
+def _unpack(blob: bytes) -> list[float]:
+    values = array("f")
+    values.frombytes(blob)
+    return values.tolist()
+
+
+def _condition(key: str, values: list[MetadataValue], params: list[Any]) -> str:
+    if not _PATH_KEY.match(key):
+        raise ValueError(f"filter key {key!r}: SqliteVectorStore cannot filter on keys containing '\"' or '\\'")
+    path = f'$."{key}"'
+    options: list[str] = []
+    for value in values:
+        # json_type keeps JSON's kinds apart (true is not 1), which json_extract alone would not.
+        if value is None:
+            options.append("(json_type(metadata, ?) IS NULL OR json_type(metadata, ?) = 'null')")
+            params += [path, path]
+        elif isinstance(value, bool):
+            options.append("json_type(metadata, ?) = ?")
+            params += [path, "true" if value else "false"]
+        elif isinstance(value, (int, float)):
+            options.append("(json_type(metadata, ?) IN ('integer', 'real') AND json_extract(metadata, ?) = ?)")
+            params += [path, path, value]
+        else:
+            options.append("(json_type(metadata, ?) = 'text' AND json_extract(metadata, ?) = ?)")
+            params += [path, path, value]
+    return "(" + " OR ".join(options) + ")"
+
+
+def _where(filter: dict[str, list[MetadataValue]], params: list[Any]) -> str:
+    return "".join(f" AND {_condition(key, values, params)}" for key, values in filter.items())
+
+
+class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
+    """A collection of vectors in a SQLite file (`path`) or in memory (`":memory:"`, the default).
+
+    Several collections can share one file. Calls run on one worker thread per store, so the event loop never
+    blocks on disk; each batch is one transaction.
+    """
+
+    component_config_schema = SqliteVectorStoreConfig
+    component_provider_override = "ext.vectors.sqlite.SqliteVectorStore"
+
+    def __init__(
+        self, path: str = ":memory:", *, collection_name: str, vector_size: int, busy_timeout: float = 5.0
+    ) -> None:
+        super().__init__(collection_name=collection_name, vector_size=vector_size)
+        if not isinstance(path, str) or not path:
+            raise ConfigurationError(f"SqliteVectorStore: path must be a file path or ':memory:', got {path!r}")
+        self._path = path
+        self._busy_timeout = busy_timeout
+        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="ext-vectors-sqlite")
+        self._conn: apsw.Connection | None = None
+
+    @classmethod
+    def from_options(cls, options: VectorStoreOptions) -> SqliteVectorStore:
+        """The store `options` describe: `endpoint` is the file path (or ':memory:'); no `api_key` is used."""
+        if options.api_key is not None:
+            raise ConfigurationError("SqliteVectorStore: api_key is not used by a local file store; leave it unset")
+        return cls(options.endpoint, collection_name=options.collection_name, vector_size=options.vector_size)
+
+    def _where(self) -> str:
+        return f"path={self._path!r}"
+
+    # --- the worker thread ------------------------------------------------------------------------
+
+    async def _run(self, work: Callable[[apsw.Connection], T]) -> T:
+        if self._executor is None:
+            raise ClientClosedError(f"{self!r} is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, work)
+
+    def _call(self, work: Callable[[apsw.Connection], T]) -> T:
+        if self._conn is None:
+            self._conn = self._connect()
+        try:
+            return work(self._conn)
+        except (apsw.CantOpenError, apsw.IOError, apsw.PermissionsError, apsw.NotADBError) as exc:
+            raise VectorStoreUnavailableError(f"SQLite database {self._path!r} cannot be used: {exc}") from exc
+
+    def _connect(self) -> apsw.Connection:
+        try:
+            conn = apsw.Connection(self._path)
+            conn.enable_load_extension(True)
+            conn.load_extension(sqlite_vec.loadable_path())
+            conn.enable_load_extension(False)
+            conn.set_busy_timeout(int(self._busy_timeout * 1000))
+            conn.execute("PRAGMA foreign_keys = ON")
+            with conn:
+                conn.execute(_SCHEMA)
+        except (apsw.CantOpenError, apsw.IOError, apsw.PermissionsError, apsw.NotADBError) as exc:
+            raise VectorStoreUnavailableError(f"SQLite database {self._path!r} cannot be opened: {exc}") from exc
+        return conn
+
+    def _size_of(self, conn: apsw.Connection) -> int | None:
+        row = conn.execute("SELECT vector_size FROM ext_collections WHERE name = ?", (self.collection_name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _require(self, conn: apsw.Connection) -> None:
+        self.check_stored_size(self._size_of(conn))
+
+    # --- collections --------------------------------------------------------------------------------
+
+    async def create_collection(self) -> None:
+        def work(conn: apsw.Connection) -> None:
+            with conn:
+                conn.execute(
+                    "INSERT OR IGNORE INTO ext_collections(name, vector_size) VALUES (?, ?)",
+                    (self.collection_name, self.vector_size),
+                )
+                self._require(conn)
+
+        await self._run(work)
+
+    async def collection_exists(self) -> bool:
+        return await self._run(lambda conn: self._size_of(conn) is not None)
+
+    async def delete_collection(self) -> None:
+        def work(conn: apsw.Connection) -> None:
+            with conn:
+                conn.execute("DELETE FROM ext_records WHERE collection = ?", (self.collection_name,))
+                conn.execute("DELETE FROM ext_collections WHERE name = ?", (self.collection_name,))
+
+        await self._run(work)
+
+    # --- records ------------------------------------------------------------------------------------
+
+    async def _upsert(self, records: list[VectorRecord]) -> None:
+        rows = [
+            (self.collection_name, r.id, _pack(r.vector), r.text, json.dumps(r.metadata, ensure_ascii=False))
+            for r in records
+        ]
+
+        def work(conn: apsw.Connection) -> None:
+            with conn:  # one transaction: a failure rolls the whole batch back
+                self._require(conn)
+                conn.executemany(
+                    "INSERT OR REPLACE INTO ext_records(collection, id, embedding, text, metadata) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
+
+        await self._run(work)
+
+    async def _query(self, query: VectorQuery) -> list[VectorMatch]:
+        params: list[Any] = [_pack(query.vector), self.collection_name]
+        where = _where(query.filter, params)
+        floor = ""
+        if query.min_score is not None:
+            floor = " WHERE score >= ?"
+            params.append(query.min_score)
+        params.append(query.top_k)
+        sql = (
+            "SELECT id, score, text, metadata FROM ("
+            "SELECT id, 1.0 - vec_distance_cosine(embedding, ?) AS score, text, metadata FROM ext_records "
+            f"WHERE collection = ?{where}){floor} ORDER BY score DESC, id LIMIT ?"
+        )
+
+        def work(conn: apsw.Connection) -> list[VectorMatch]:
+            self._require(conn)
+            return [
+                VectorMatch(id=row[0], score=float(row[1]), text=row[2], metadata=json.loads(row[3]))
+                for row in conn.execute(sql, params)
+            ]
+
+        return await self._run(work)
+
+    async def _get(self, ids: list[str]) -> list[VectorRecord]:
+        def work(conn: apsw.Connection) -> list[VectorRecord]:
+            self._require(conn)
+            found: dict[str, VectorRecord] = {}
+            for row in conn.execute(
+                "SELECT id, embedding, text, metadata FROM ext_records WHERE collection = ? "
+                "AND id IN (SELECT value FROM json_each(?))",
+                (self.collection_name, json.dumps(ids)),
+            ):
+                found[row[0]] = VectorRecord(
+                    id=row[0], vector=_unpack(row[1]), text=row[2], metadata=json.loads(row[3])
+                )
+            return [found[i] for i in ids if i in found]
+
+        return await self._run(work)
+
+    async def _delete(self, ids: list[str]) -> int:
+        def work(conn: apsw.Connection) -> int:
+            with conn:
+                self._require(conn)
+                conn.execute(
+                    "DELETE FROM ext_records WHERE collection = ? AND id IN (SELECT value FROM json_each(?))",
+                    (self.collection_name, json.dumps(ids)),
+                )
+                deleted = conn.changes()
+            return deleted
+
+        return await self._run(work)
+
+    async def _delete_where(self, filter: dict[str, list[MetadataValue]]) -> int:
+        params: list[Any] = [self.collection_name]
+        sql = "DELETE FROM ext_records WHERE collection = ?" + _where(filter, params)
+
+        def work(conn: apsw.Connection) -> int:
+            with conn:
+                self._require(conn)
+                conn.execute(sql, params)
+                deleted = conn.changes()
+            return deleted
+
+        return await self._run(work)
+
+    async def _count(self, filter: dict[str, list[MetadataValue]]) -> int:
+        params: list[Any] = [self.collection_name]
+        sql = "SELECT count(*) FROM ext_records WHERE collection = ?" + _where(filter, params)
+
+        def work(conn: apsw.Connection) -> int:
+            self._require(conn)
+            row = conn.execute(sql, params).fetchone()
+            return 0 if row is None else int(row[0])
+
+        return await self._run(work)
+
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+
+        def shut() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await asyncio.get_running_loop().run_in_executor(executor, shut)
+        executor.shutdown(wait=False)
+
+    # --- components ----------------------------------------------------------------------------------
+
+    def _to_config(self) -> SqliteVectorStoreConfig:
+        return SqliteVectorStoreConfig(
+            path=self._path,
+            collection_name=self.collection_name,
+            vector_size=self.vector_size,
+            busy_timeout=self._busy_timeout,
+        )
+
+    @classmethod
+    def _from_config(cls, config: SqliteVectorStoreConfig) -> SqliteVectorStore:
+        return cls(
+            config.path,
+            collection_name=config.collection_name,
+            vector_size=config.vector_size,
+            busy_timeout=config.busy_timeout,
+        )

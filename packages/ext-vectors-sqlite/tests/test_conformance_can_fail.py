@@ -1,0 +1,74 @@
+"""The vector-store conformance suite fails exactly the cases a broken store breaks: three deliberately broken
+variants of the embedded store run the same suite, and each must fail precisely where it is broken."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+BROKEN = textwrap.dedent(
+    """
+    from ext.testing.conformance import VectorStoreConformance
+    from ext.vectors.sqlite import SqliteVectorStore
+
+
+    class IgnoresMinScore(SqliteVectorStore):
+        async def _query(self, query):
+            return await super()._query(query.model_copy(update={"min_score": None}))
+
+
+    class IgnoresFilterInQueries(SqliteVectorStore):
+        async def _query(self, query):
+            return await super()._query(query.model_copy(update={"filter": {}}))
+
+
+    class WritesBeforeChecking(SqliteVectorStore):
+        # Writes each record as it goes, checking sizes only per record: a bad batch is half written.
+        def check_records(self, records):
+            return list(records)
+
+        async def _upsert(self, records):
+            for record in records:
+                self._check_size(record.vector, "record")
+                await super()._upsert([record])
+
+
+    class _Base(VectorStoreConformance):
+        store_class = SqliteVectorStore
+
+        async def make_store(self, collection_name, vector_size):
+            return self.store_class(collection_name=collection_name, vector_size=vector_size)
+
+        def make_unreachable_store(self):
+            return self.store_class("/proc/none/v.db", collection_name="c", vector_size=4)
+
+
+    class TestIgnoresMinScore(_Base):
+        store_class = IgnoresMinScore
+
+
+    class TestIgnoresFilterInQueries(_Base):
+        store_class = IgnoresFilterInQueries
+
+
+    class TestWritesBeforeChecking(_Base):
+        store_class = WritesBeforeChecking
+    """
+)
+
+
+def test_suite_fails_exactly_what_is_broken(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_broken_stores=BROKEN)
+    reprec = pytester.inline_run(
+        "-p", "no:randomly", "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function"
+    )
+    reports = [r for r in reprec.getreports("pytest_runtest_logreport") if r.when == "call"]
+    failed = sorted(r.nodeid.split("::", 1)[1] for r in reports if r.failed)
+    assert failed == [
+        "TestIgnoresFilterInQueries::test_filter_equality_and_in",
+        "TestIgnoresFilterInQueries::test_filter_json_kinds",
+        "TestIgnoresMinScore::test_min_score",
+        "TestWritesBeforeChecking::test_size_mismatch_and_non_finite_write_nothing",
+    ]
+    assert len([r for r in reports if r.passed]) == 3 * 21 - 4
