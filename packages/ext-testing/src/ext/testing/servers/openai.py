@@ -30,6 +30,8 @@ from ext.testing.servers._base import (
     json_response,
     sse_frame,
 )
+from ext.testing.servers._embeddings import EmbeddingScript
+from ext.testing.servers.embeddings import OPENAI_EMBEDDING_SIZES, openai_embedding_routes
 
 __all__ = ["OpenAIServer"]
 
@@ -130,6 +132,7 @@ class OpenAIServer(LoopbackServer):
         self.tools_ignored = 0
         self.azure_ad_token = azure_ad_token
         self.models = list(models)
+        self.embeddings = EmbeddingScript(OPENAI_EMBEDDING_SIZES)
         self._ids = itertools.count(1)
         self._id_prefix = secrets.token_hex(4)
         super().__init__(default=default, record=record)
@@ -142,6 +145,7 @@ class OpenAIServer(LoopbackServer):
             Route("GET", "/v1/models", "models", self._list_models),
             Route("GET", "/models", "models", self._list_models),
             Route("GET", "/v1/models/{model}", "model", self._get_model),
+            *openai_embedding_routes(self),
         )
 
     # -- helpers -------------------------------------------------------------------------------------------------
