@@ -29,7 +29,11 @@ class TestKeyEmbeddingConformance(EmbeddingClientConformance):
 
     def make_client(self, server: LoopbackServer, **kwargs: Any) -> EmbeddingClient:
         return AzureAIEmbeddingClient(
-            endpoint=server.base_url + "/models", model="text-embedding-3-small", credential=SECRET, dimensions=12, **kwargs
+            endpoint=server.base_url + "/models",
+            model="text-embedding-3-small",
+            credential=SECRET,
+            dimensions=12,
+            **kwargs,
         )
 
     def dump_environment(self, client: EmbeddingClient) -> dict[str, str]:
@@ -68,7 +72,9 @@ async def test_wire_request() -> None:
 
 
 async def test_a_token_credential_cannot_be_dumped() -> None:
-    client = AzureAIEmbeddingClient(endpoint="https://x.services.ai.azure.com/models", model="m", credential=StaticTokenCredential(SECRET))
+    client = AzureAIEmbeddingClient(
+        endpoint="https://x.services.ai.azure.com/models", model="m", credential=StaticTokenCredential(SECRET)
+    )
     try:
         with pytest.raises(Exception, match="credential: a token credential object") as info:
             client.dump_component()
@@ -106,10 +112,14 @@ def test_bad_settings_name_the_field(kwargs: dict[str, Any], match: str) -> None
         (API_VERSION, {"input": ["a"] * 2049}, 400, "Too many inputs"),
     ],
 )
-async def test_server_rejects_what_the_service_rejects(query: str, body: dict[str, Any], status: int, text: str) -> None:
+async def test_server_rejects_what_the_service_rejects(
+    query: str, body: dict[str, Any], status: int, text: str
+) -> None:
     async with AzureAIServer() as server:
         params = {"api-version": query} if query else {}
-        async with aiohttp.ClientSession() as http:
-            async with http.post(server.base_url + "/embeddings", params=params, json=body) as response:
-                answer = await response.json()
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(server.base_url + "/embeddings", params=params, json=body) as response,
+        ):
+            answer = await response.json()
         assert response.status == status and text in answer["error"]["message"]

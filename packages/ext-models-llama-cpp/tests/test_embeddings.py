@@ -54,7 +54,7 @@ async def test_offline_default_ranks_related_sentences_first(default_client: Lla
     assert all(math.isclose(math.fsum(x * x for x in v), 1.0, rel_tol=1e-4) for v in vectors)  # normalised
 
     def cosine(i: int, j: int) -> float:
-        return math.fsum(a * b for a, b in zip(vectors[i], vectors[j]))
+        return math.fsum(a * b for a, b in zip(vectors[i], vectors[j], strict=True))
 
     for i in range(len(sentences)):
         partner = i ^ 1
@@ -66,7 +66,7 @@ async def test_offline_default_ranks_related_sentences_first(default_client: Lla
 async def test_offline_default_is_deterministic_and_batch_independent(default_client: LlamaCppEmbeddingClient) -> None:
     together = (await default_client.embed(TEXTS[:4])).vectors
     alone = (await default_client.embed([TEXTS[2]])).vectors[0]
-    assert max(abs(a - b) for a, b in zip(together[2], alone)) < 1e-5
+    assert max(abs(a - b) for a, b in zip(together[2], alone, strict=True)) < 1e-5
 
 
 async def test_cancel_returns_at_once_and_the_client_stays_usable(tiny_gguf: Path) -> None:
@@ -84,7 +84,7 @@ async def test_cancel_returns_at_once_and_the_client_stays_usable(tiny_gguf: Pat
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match="model_path .* is not a file"):
+    with pytest.raises(ConfigurationError, match=r"model_path .* is not a file"):
         LlamaCppEmbeddingClient(tmp_path / "nothing.gguf")
 
 

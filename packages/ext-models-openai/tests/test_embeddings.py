@@ -89,7 +89,8 @@ async def test_native_size_without_dimensions() -> None:
         async with OpenAIEmbeddingClient("text-embedding-ada-002", base_url=server.base_url, api_key=SECRET) as client:
             assert client.vector_size == 1536
             result = await client.embed(["one"])
-        assert len(result.vectors[0]) == 1536 and "dimensions" not in server.embeddings.requests[0].json
+        body = server.embeddings.requests[0].json
+        assert len(result.vectors[0]) == 1536 and isinstance(body, dict) and "dimensions" not in body
 
 
 def test_dimensions_refused_for_ada_before_any_request() -> None:
@@ -113,7 +114,7 @@ def test_bad_settings_name_the_field(kwargs: dict[str, Any], match: str) -> None
 
 def test_missing_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(ConfigurationError, match="no API key.*OPENAI_API_KEY"):
+    with pytest.raises(ConfigurationError, match=r"no API key.*OPENAI_API_KEY"):
         OpenAIEmbeddingClient("text-embedding-3-small")
 
 
@@ -125,7 +126,6 @@ async def test_loaded_by_its_registered_name(monkeypatch: pytest.MonkeyPatch) ->
         assert client.vector_size == 32 and client.dump_component().config["dimensions"] == 32
     finally:
         await client.close()
-
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ async def test_server_float_and_base64_formats_carry_the_same_values() -> None:
             )
         finally:
             await sdk.close()
-        raw = packed.data[1].embedding
+        raw: object = packed.data[1].embedding  # typed list[float]; a str when base64 was asked for explicitly
         assert isinstance(raw, str)
         assert list(struct.unpack("<6f", base64.b64decode(raw))) == plain.data[1].embedding
         assert plain.data[1].embedding == embedding_vector(TEXTS[1], 6)

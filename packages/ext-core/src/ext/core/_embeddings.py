@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 import math
-from functools import partial
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
@@ -72,8 +72,6 @@ class EmbeddingClient(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
-
-
 
 
 class EmbeddingResponseError(ExtError):

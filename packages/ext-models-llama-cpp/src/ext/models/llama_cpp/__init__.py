@@ -8,8 +8,8 @@ client = LlamaCppChatCompletionClient(default_model_path(), temperature=0.0)
 from .__about__ import __version__
 from ._client import LlamaCppChatCompletionClient
 from ._config import LlamaCppClientConfig
-from ._embeddings import LlamaCppEmbeddingClient, LlamaCppEmbeddingConfig, Pooling
 from ._default_model import DEFAULT_MODEL_DISTRIBUTION, DEFAULT_MODEL_FILE, default_model_path
+from ._embeddings import LlamaCppEmbeddingClient, LlamaCppEmbeddingConfig, Pooling
 from ._mapping import TOOL_PREAMBLE, calls_schema, map_messages, parse_output, tool_system_text
 
 __all__ = [

@@ -48,7 +48,9 @@ class LlamaCppEmbeddingConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
 
-    model_path: Optional[str] = Field(None, description=f"GGUF file; None: the embedded default ({DEFAULT_MODEL_FILE}).")
+    model_path: Optional[str] = Field(
+        None, description=f"GGUF file; None: the embedded default ({DEFAULT_MODEL_FILE})."
+    )
     model: Optional[str] = Field(None, min_length=1, description="Name reported in results (default: the file's).")
     n_ctx: int = Field(512, gt=0, description="Tokens per text; longer texts are cut to this (truncate).")
     n_threads: Optional[int] = Field(None, gt=0, description="CPU threads (default: llama.cpp's choice).")

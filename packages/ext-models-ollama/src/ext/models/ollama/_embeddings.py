@@ -38,7 +38,9 @@ class OllamaEmbeddingConfig(BaseModel):
     keep_alive: Optional[Union[float, str]] = Field(None, description="How long Ollama keeps the model loaded.")
     options: Optional[dict[str, Any]] = Field(None, description="Ollama options (num_ctx, num_thread, ...).")
     batch_size: Optional[int] = Field(None, gt=0, le=2048, description="Most texts per request (default 256).")
-    headers: Optional[dict[str, SecretStr]] = Field(None, description="Headers as values (such a client cannot be dumped).")
+    headers: Optional[dict[str, SecretStr]] = Field(
+        None, description="Headers as values (such a client cannot be dumped)."
+    )
     headers_env: Optional[dict[str, str]] = Field(None, description="Headers read from environment variables.")
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds before one HTTP phase fails.")
     max_retries: int = Field(3, ge=0, description="Retries of 429, 5xx, timeouts and connection errors.")
@@ -118,7 +120,7 @@ class OllamaEmbeddingClient(BaseEmbeddingClient):
         return EmbeddingResult.model_construct(vectors=vectors, usage=usage, model=response.model or self.model)
 
     async def _close(self) -> None:
-        await self._sdk.close()
+        await self._sdk.close()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
 
     def _to_config(self) -> BaseModel:
         return self._config

@@ -39,7 +39,11 @@ __all__ = [
 
 TokenProvider = Callable[[], Union[str, Awaitable[str]]]
 
-OPENAI_EMBEDDING_SIZES = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+OPENAI_EMBEDDING_SIZES = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
 """Native vector sizes (OpenAI embeddings guide); other names learn theirs from the first call."""
 _NO_DIMENSIONS = frozenset({"text-embedding-ada-002"})  # `dimensions` is for text-embedding-3 and later only
 
@@ -163,7 +167,9 @@ class _OpenAIEmbeddings(BaseEmbeddingClient):
         return settings
 
     def _to_config(self) -> BaseModel:
-        secrets = {name: None for name in ("api_key", "azure_ad_token") if name in type(self._config).model_fields}
+        secrets: dict[str, Any] = {
+            name: None for name in ("api_key", "azure_ad_token") if name in type(self._config).model_fields
+        }
         return self._config.model_copy(update=secrets)
 
 

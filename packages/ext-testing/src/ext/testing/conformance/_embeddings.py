@@ -131,7 +131,7 @@ class EmbeddingClientConformance:
                 assert result.vectors == [self.expected_vector(text, client) for text in TEXTS]
             else:
                 alone = (await client.embed([TEXTS[4]])).vectors[0]
-                assert max(abs(a - b) for a, b in zip(alone, result.vectors[4])) < self.close_tolerance
+                assert max(abs(a - b) for a, b in zip(alone, result.vectors[4], strict=True)) < self.close_tolerance
                 assert len({tuple(v) for v in result.vectors}) == len(TEXTS)
         finally:
             await client.close()
@@ -257,7 +257,9 @@ class EmbeddingClientConformance:
 
     # --- secrets, components, lifecycle ------------------------------------------------------------
 
-    async def test_no_secret_in_repr_errors_or_dump(self, server: LoopbackServer | None, client: EmbeddingClient) -> None:
+    async def test_no_secret_in_repr_errors_or_dump(
+        self, server: LoopbackServer | None, client: EmbeddingClient
+    ) -> None:
         assert self.secret not in repr(client)
         if server is not None:
             server.embeddings.enqueue(Fault("auth"))  # type: ignore[attr-defined]
@@ -286,8 +288,9 @@ class EmbeddingClientConformance:
         try:
             environment = self.dump_environment(client)
         except ComponentError as exc:
+            refusal = str(exc)
             # Refusing is right for a client built with objects a config cannot hold; it must say why.
-            assert "cannot be dumped" in str(exc) and self.secret not in str(exc)
+            assert "cannot be dumped" in refusal and self.secret not in refusal
             return
         for name, value in environment.items():
             monkeypatch.setenv(name, value)
@@ -297,7 +300,10 @@ class EmbeddingClientConformance:
             original = await client.embed(TEXTS[:2])
             again = await loaded.embed(TEXTS[:2])
             assert len(again.vectors) == 2
-            assert max(abs(a - b) for a, b in zip(original.vectors[1], again.vectors[1])) < self.close_tolerance
+            assert (
+                max(abs(a - b) for a, b in zip(original.vectors[1], again.vectors[1], strict=True))
+                < self.close_tolerance
+            )
         finally:
             await loaded.close()
 

@@ -35,7 +35,11 @@ __all__ = [
     "openai_embedding_routes",
 ]
 
-OPENAI_EMBEDDING_SIZES = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+OPENAI_EMBEDDING_SIZES = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
 """Native vector sizes (OpenAI embeddings guide, "Embedding models")."""
 OLLAMA_EMBEDDING_SIZES = {"nomic-embed-text": 768, "all-minilm": 384, "mxbai-embed-large": 1024}
 """Native vector sizes of Ollama's library embedding models (ollama.com/library)."""
@@ -274,12 +278,16 @@ async def _azure_ai_embeddings(server: AzureAIServer, request: RecordedRequest) 
     extra = [key for key in body if key not in AZURE_AI_EMBEDDING_PARAMETERS]
     mode = request.headers.get("extra-parameters", "error").lower()
     if extra and mode not in ("pass-through", "drop"):
-        details = [{"loc": ["body", k], "msg": "Extra inputs are not permitted", "type": "extra_forbidden"} for k in extra]
+        details = [
+            {"loc": ["body", k], "msg": "Extra inputs are not permitted", "type": "extra_forbidden"} for k in extra
+        ]
         message = f"Extra parameters {extra} are not allowed when extra-parameters is not set or set to be 'error'."
         return _azure_ai_error("Invalid input", message, 422, details)
     raw_input = body.get("input")
     if not isinstance(raw_input, list) or not raw_input or not all(isinstance(t, str) for t in raw_input):
-        details = [{"loc": ["body", "input"], "msg": "Input should be a non-empty list of strings", "type": "list_type"}]
+        details = [
+            {"loc": ["body", "input"], "msg": "Input should be a non-empty list of strings", "type": "list_type"}
+        ]
         return _azure_ai_error("Invalid input", "Input validation error", 422, details)
     texts: list[str] = raw_input
     if len(texts) > server.max_embedding_inputs:
