@@ -33,9 +33,11 @@ class Recorder(BaseEmbeddingClient):
         self.batches: list[list[str]] = []
         self.script: list[Any] = []
         self.closed_count = 0
+        self.entered = asyncio.Event()
 
     async def _embed_batch(self, texts: list[str]) -> EmbeddingResult:
         self.batches.append(texts)
+        self.entered.set()
         if self.script:
             item = self.script.pop(0)
             if isinstance(item, BaseException):
@@ -160,8 +162,7 @@ async def test_cancel_aborts_the_call_in_flight() -> None:
     client.script.append(never)
     token = CancellationToken()
     task = asyncio.ensure_future(client.embed(["a", "b", "c", "d", "e"], token))
-    while not client.batches:  # until the first batch is in flight
-        await asyncio.sleep(0)
+    await asyncio.wait_for(client.entered.wait(), 5)  # the first batch is in flight
     token.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
