@@ -75,8 +75,8 @@ async def test_cancel_returns_at_once_and_the_client_stays_usable(tiny_gguf: Pat
     async with LlamaCppEmbeddingClient(tiny_gguf, batch_size=1) as client:
         token = CancellationToken()
         task = asyncio.ensure_future(client.embed([f"text {i}" for i in range(64)], token))
-        await asyncio.sleep(0)  # let the call start its first batch on the worker thread
-        token.cancel()
+        # Callbacks run in order: the call starts (its first batch goes to the worker thread), then the cancel.
+        asyncio.get_running_loop().call_soon(token.cancel)
         with pytest.raises(asyncio.CancelledError):
             await task
         assert client.total_usage().prompt_tokens == 0  # the cancelled call accounted nothing
