@@ -3,6 +3,8 @@ token credential, plus the wire request and the server's strictness."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -13,10 +15,13 @@ from ext.core import ConfigurationError, EmbeddingClient
 from ext.models.azure_ai import AzureAIEmbeddingClient
 from ext.testing.conformance import TEXTS, EmbeddingClientConformance
 from ext.testing.credentials import StaticTokenCredential
+from ext.testing.readme import python_example
 from ext.testing.servers import AzureAIServer, LoopbackServer, embedding_vector
 
 SECRET = "azure-ai-embeddings-secret-0000"
 API_VERSION = "2024-05-01-preview"
+
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 class TestKeyEmbeddingConformance(EmbeddingClientConformance):
@@ -123,3 +128,12 @@ async def test_server_rejects_what_the_service_rejects(
         ):
             answer = await response.json()
         assert response.status == status and text in answer["error"]["message"]
+
+
+async def test_readme_example_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code = python_example(README, "AzureAIEmbeddingClient")
+    async with AzureAIServer(api_key=SECRET) as server:
+        monkeypatch.setenv("AZURE_AI_ENDPOINT", server.base_url + "/models")
+        monkeypatch.setenv("AZURE_AI_API_KEY", SECRET)
+        await asyncio.to_thread(exec, compile(code, "README.md", "exec"), {"__name__": "__main__"})
+        assert capsys.readouterr().out.split() == ["2", "1024", "13"]

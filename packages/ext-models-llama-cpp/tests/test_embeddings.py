@@ -15,6 +15,9 @@ import pytest_asyncio
 from ext.core import ConfigurationError, EmbeddingClient, load_component
 from ext.models.llama_cpp import DEFAULT_MODEL_FILE, LlamaCppEmbeddingClient
 from ext.testing.conformance import TEXTS, EmbeddingClientConformance
+from ext.testing.readme import python_example
+
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 class TestLlamaCppEmbeddingConformance(EmbeddingClientConformance):
@@ -103,3 +106,10 @@ async def test_loaded_by_its_registered_name(tiny_gguf: Path) -> None:
         assert len((await client.embed(["x"])).vectors[0]) == client.vector_size
     finally:
         await client.close()
+
+
+async def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    code = python_example(README, "LlamaCppEmbeddingClient")
+    await asyncio.to_thread(exec, compile(code, "README.md", "exec"), {"__name__": "__main__"})
+    size, cosine = capsys.readouterr().out.split()
+    assert size == "576" and 0.8 < float(cosine) < 1.0

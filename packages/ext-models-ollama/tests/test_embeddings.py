@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,7 +15,10 @@ import pytest
 from ext.core import EmbeddingClient
 from ext.models.ollama import OllamaEmbeddingClient, OllamaModelNotFoundError
 from ext.testing.conformance import TEXTS, EmbeddingClientConformance
+from ext.testing.readme import python_example
 from ext.testing.servers import LoopbackServer, OllamaServer, embedding_tokens, embedding_vector
+
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 class TestOllamaEmbeddingConformance(EmbeddingClientConformance):
@@ -93,3 +98,11 @@ async def test_server_answers_an_empty_input_with_no_embeddings() -> None:
         async with ollama.AsyncClient(host=server.base_url) as sdk:
             response = await sdk.embed(model="all-minilm", input="")
         assert response.embeddings == [] and server.embeddings.inputs == []
+
+
+async def test_readme_example_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code = python_example(README, "OllamaEmbeddingClient")
+    async with OllamaServer(models=["nomic-embed-text"]) as server:
+        monkeypatch.setenv("OLLAMA_HOST", server.base_url)
+        await asyncio.to_thread(exec, compile(code, "README.md", "exec"), {"__name__": "__main__"})
+        assert capsys.readouterr().out.split() == ["2", "768", "13"]

@@ -3,8 +3,10 @@ what is particular to the embeddings API (dimensions, the 2048-input limit, the 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import struct
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -13,9 +15,12 @@ import pytest
 from ext.core import ConfigurationError, EmbeddingClient, load_component
 from ext.models.openai import AzureOpenAIEmbeddingClient, OpenAIEmbeddingClient
 from ext.testing.conformance import TEXTS, EmbeddingClientConformance
+from ext.testing.readme import python_example
 from ext.testing.servers import LoopbackServer, OpenAIServer, embedding_vector
 
 SECRET = "sk-embeddings-secret-0000"
+
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 class TestOpenAIEmbeddingConformance(EmbeddingClientConformance):
@@ -169,3 +174,13 @@ async def test_server_float_and_base64_formats_carry_the_same_values() -> None:
         assert isinstance(raw, str)
         assert list(struct.unpack("<6f", base64.b64decode(raw))) == plain.data[1].embedding
         assert plain.data[1].embedding == embedding_vector(TEXTS[1], 6)
+
+
+async def test_readme_example_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    code = python_example(README, "OpenAIEmbeddingClient")
+    async with OpenAIServer(api_key=SECRET) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        # The example calls asyncio.run itself: it runs in a thread (own loop) while the server serves here.
+        await asyncio.to_thread(exec, compile(code, "README.md", "exec"), {"__name__": "__main__"})
+        assert capsys.readouterr().out.split() == ["2", "256", "13"]
