@@ -16,19 +16,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from functools import partial
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._cancellation import CancellationToken, CancelScope
-from ._component import Component
 from ._errors import ClientClosedError, ConfigurationError, ExtError
+from ._lifecycle import ClientLifecycle
 from ._messages import RequestUsage, UsageTally
 from ._retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
-
-_EmbeddingClientT = TypeVar("_EmbeddingClientT", bound="BaseEmbeddingClient")
 
 
 class EmbeddingResult(BaseModel):
@@ -79,7 +77,7 @@ class EmbeddingResponseError(ExtError):
     that is not finite (NaN, infinity). Nothing is returned or stored when this is raised."""
 
 
-class BaseEmbeddingClient(ABC, Component[BaseModel]):
+class BaseEmbeddingClient(ABC, ClientLifecycle):
     """Shared behaviour of every embedding client. A provider sets `provider_name` and `max_batch_size` and
     implements `_embed_batch` (and optionally `_close`, `_known_vector_size`).
 
@@ -140,9 +138,6 @@ class BaseEmbeddingClient(ABC, Component[BaseModel]):
     def _known_vector_size(self) -> int | None:
         """The vector size of the model, when the provider knows it before a call (else None)."""
         return None
-
-    async def _close(self) -> None:
-        """Release the provider's connections or model."""
 
     # --- public API ------------------------------------------------------------------------------
 
@@ -226,38 +221,6 @@ class BaseEmbeddingClient(ABC, Component[BaseModel]):
                     )
         if self._learned_size is None and size is not None:
             self._learned_size = size
-
-    def actual_usage(self) -> RequestUsage:
-        """Usage of the last completed `embed` call."""
-        return self._usage.actual
-
-    def total_usage(self) -> RequestUsage:
-        """Usage of every completed call since the client was made."""
-        return self._usage.total()
-
-    async def close(self) -> None:
-        """Release connections (or the model). Idempotent; the client cannot be used afterwards."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._close()
-
-    async def __aenter__(self: _EmbeddingClientT) -> _EmbeddingClientT:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    def _undumpable_settings(self) -> dict[str, str]:
-        settings = super()._undumpable_settings()
-        if self._custom_retry_policy:
-            settings["retry_policy"] = "a RetryPolicy object (a config holds max_retries only)"
-        return settings
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self._model!r})"
 
 
 def _is_int(value: Any) -> bool:
