@@ -59,6 +59,27 @@ class TestAzureOpenAIEmbeddingConformance(EmbeddingClientConformance):
         return {"AZURE_OPENAI_API_KEY": SECRET}
 
 
+class TestAzureTokenProviderEmbeddingConformance(EmbeddingClientConformance):
+    rate_limit_error = openai.RateLimitError
+    secret = SECRET
+    batch_limit = 2048
+
+    def make_server(self) -> LoopbackServer:
+        return OpenAIServer(azure_ad_token=SECRET)
+
+    def make_client(self, server: LoopbackServer, **kwargs: Any) -> EmbeddingClient:
+        async def token() -> str:
+            return SECRET
+
+        return AzureOpenAIEmbeddingClient(
+            azure_endpoint=server.base_url,
+            azure_deployment="text-embedding-3-large",
+            api_version="2024-10-21",
+            azure_ad_token_provider=token,
+            **kwargs,
+        )
+
+
 async def test_more_than_2048_texts_go_in_two_requests_in_order() -> None:
     texts = [f"text number {i}" for i in range(2049)]
     async with OpenAIServer(api_key=SECRET) as server:
