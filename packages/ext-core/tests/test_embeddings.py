@@ -65,6 +65,13 @@ async def test_batches_of_the_limit_in_order_and_usage_summed() -> None:
     assert client.vector_size == 2 and isinstance(client, EmbeddingClient)
 
 
+def test_default_batch_size_below_the_limit() -> None:
+    class Smaller(Recorder):
+        default_batch_size = 2
+
+    assert Recorder().batch_size == 4 and Smaller().batch_size == 2 and Smaller(batch_size=4).batch_size == 4
+
+
 async def test_batch_size_smaller_than_the_limit() -> None:
     client = Recorder(batch_size=3)
     await client.embed(list("abcdefg"))

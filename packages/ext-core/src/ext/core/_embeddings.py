@@ -94,6 +94,8 @@ class BaseEmbeddingClient(ABC, ClientLifecycle):
     provider_name: ClassVar[str] = "provider"
     max_batch_size: ClassVar[int] = 2048
     """The most texts one request may carry (the provider's documented limit, or the one its class chose)."""
+    default_batch_size: ClassVar[int | None] = None
+    """`batch_size` when none is given (None: `max_batch_size`)."""
 
     def __init__(
         self,
@@ -110,7 +112,7 @@ class BaseEmbeddingClient(ABC, ClientLifecycle):
         if dimensions is not None and (not _is_int(dimensions) or dimensions <= 0):
             raise ConfigurationError(f"{owner}: dimensions must be a positive int, got {dimensions!r}")
         if batch_size is None:
-            batch_size = self.max_batch_size
+            batch_size = self.default_batch_size or self.max_batch_size
         if not _is_int(batch_size) or not 1 <= batch_size <= self.max_batch_size:
             raise ConfigurationError(
                 f"{owner}: batch_size must be an int from 1 to {self.max_batch_size} (the provider's limit per "

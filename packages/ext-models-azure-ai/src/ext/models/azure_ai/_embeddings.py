@@ -75,7 +75,7 @@ class AzureAIEmbeddingClient(BaseEmbeddingClient):
 
     provider_name: ClassVar[str] = "azure_ai"
     max_batch_size: ClassVar[int] = 2048
-    default_batch_size: ClassVar[int] = 96
+    default_batch_size: ClassVar[int | None] = 96
     component_config_schema: ClassVar[type[BaseModel]] = AzureAIEmbeddingConfig
     component_provider_override: ClassVar[str | None] = "ext.models.azure_ai.AzureAIEmbeddingClient"
 
@@ -105,7 +105,7 @@ class AzureAIEmbeddingClient(BaseEmbeddingClient):
         super().__init__(
             model=config.model,
             dimensions=config.dimensions,
-            batch_size=config.batch_size or self.default_batch_size,
+            batch_size=config.batch_size,
             max_retries=config.max_retries,
             retry_policy=retry_policy,
         )

@@ -66,7 +66,7 @@ class LlamaCppEmbeddingClient(BaseEmbeddingClient):
 
     provider_name: ClassVar[str] = "llama_cpp"
     max_batch_size: ClassVar[int] = 512
-    default_batch_size: ClassVar[int] = 16
+    default_batch_size: ClassVar[int | None] = 16
     component_config_schema: ClassVar[type[BaseModel]] = LlamaCppEmbeddingConfig
     component_provider_override: ClassVar[str | None] = "ext.models.llama_cpp.LlamaCppEmbeddingClient"
 
@@ -89,9 +89,7 @@ class LlamaCppEmbeddingClient(BaseEmbeddingClient):
         if not path.is_file():
             raise ConfigurationError(f"{owner}: model_path {str(path)!r} is not a file (expected a GGUF model file)")
         name = config.model or path.name.removesuffix(".gguf")
-        super().__init__(
-            model=name, batch_size=config.batch_size or self.default_batch_size, max_retries=config.max_retries
-        )
+        super().__init__(model=name, batch_size=config.batch_size, max_retries=config.max_retries)
         self._config = config
         from llama_cpp import Llama  # deferred: importing ext.models.llama_cpp does not load llama.cpp
 

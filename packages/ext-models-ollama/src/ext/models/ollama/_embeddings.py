@@ -58,7 +58,7 @@ class OllamaEmbeddingClient(BaseEmbeddingClient):
 
     provider_name: ClassVar[str] = "ollama"
     max_batch_size: ClassVar[int] = 2048
-    default_batch_size: ClassVar[int] = 256
+    default_batch_size: ClassVar[int | None] = 256
     component_config_schema: ClassVar[type[BaseModel]] = OllamaEmbeddingConfig
     component_provider_override: ClassVar[str | None] = "ext.models.ollama.OllamaEmbeddingClient"
 
@@ -87,7 +87,7 @@ class OllamaEmbeddingClient(BaseEmbeddingClient):
         super().__init__(
             model=config.model,
             dimensions=config.dimensions,
-            batch_size=config.batch_size or self.default_batch_size,
+            batch_size=config.batch_size,
             max_retries=config.max_retries,
             retry_policy=retry_policy,
         )

@@ -118,7 +118,7 @@ class EmbeddingClientConformance:
     async def test_is_an_embedding_client(self, client: EmbeddingClient) -> None:
         assert isinstance(client, EmbeddingClient)
 
-    async def test_default_batch_size_is_the_provider_limit(self, client: EmbeddingClient) -> None:
+    async def test_default_batch_size(self, client: EmbeddingClient) -> None:
         assert client.batch_size == self.batch_limit  # type: ignore[attr-defined]
 
     async def test_order_is_kept_across_batches(self, server: LoopbackServer | None) -> None:
