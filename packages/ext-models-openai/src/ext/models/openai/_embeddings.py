@@ -7,9 +7,7 @@ them (`openai.lib._parsing._embeddings`); the values are the same as the float f
 
 from __future__ import annotations
 
-import os
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -24,6 +22,7 @@ from ext.core import (
     resolve_secret,
 )
 
+from ._azure import TokenProvider, azure_credentials, azure_target, check_credential_arguments
 from ._retry import classify_openai_error
 
 if TYPE_CHECKING:
@@ -36,8 +35,6 @@ __all__ = [
     "OpenAIEmbeddingClient",
     "OpenAIEmbeddingConfig",
 ]
-
-TokenProvider = Callable[[], Union[str, Awaitable[str]]]
 
 OPENAI_EMBEDDING_SIZES = {
     "text-embedding-3-small": 1536,
@@ -261,23 +258,10 @@ class AzureOpenAIEmbeddingClient(_OpenAIEmbeddings):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         owner = type(self).__name__
-        api_version = api_version or os.environ.get("OPENAI_API_VERSION") or None
-        azure_endpoint = azure_endpoint or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
-        for name, value, hint in (
-            ("api_version", api_version, "YYYY-MM-DD, or set OPENAI_API_VERSION"),
-            ("azure_endpoint", azure_endpoint, "https://<resource>.openai.azure.com, or set AZURE_OPENAI_ENDPOINT"),
-        ):
-            if value is None:
-                raise ConfigurationError(f"{owner}: {name} is required ({hint})")
-        given = [n for n, v in (("api_key", api_key), ("azure_ad_token", azure_ad_token)) if v is not None]
-        if azure_ad_token_provider is not None:
-            given.append("azure_ad_token_provider")
-            if not callable(azure_ad_token_provider):
-                raise ConfigurationError(f"{owner}: azure_ad_token_provider must be a callable returning a token")
-        if len(given) > 1:
-            raise ConfigurationError(f"{owner}: pass only one of api_key, azure_ad_token, azure_ad_token_provider")
+        api_version, azure_endpoint = azure_target(api_version, azure_endpoint, owner)
+        check_credential_arguments(api_key, azure_ad_token, azure_ad_token_provider, owner)
         config = config_from_arguments(AzureOpenAIEmbeddingConfig, locals(), owner)
-        credentials = _azure_credentials(config, azure_ad_token_provider, owner)
+        credentials = azure_credentials(config, azure_ad_token_provider, owner)
         import openai
 
         sdk = openai.AsyncAzureOpenAI(
@@ -309,24 +293,3 @@ class AzureOpenAIEmbeddingClient(_OpenAIEmbeddings):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(azure_deployment={self.azure_deployment!r}, model={self.model!r})"
-
-
-def _azure_credentials(
-    config: AzureOpenAIEmbeddingConfig, provider: TokenProvider | None, owner: str
-) -> dict[str, Any]:
-    """The SDK's credential argument: the provider, else the token or key given, else the environment's."""
-    if provider is not None:
-        return {"azure_ad_token_provider": provider}
-    if config.azure_ad_token is not None:
-        return {"azure_ad_token": config.azure_ad_token.get_secret_value()}
-    key, _ = resolve_secret(config.api_key, config.api_key_env)
-    if key is not None:
-        return {"api_key": key.get_secret_value()}
-    token, _ = resolve_secret(None, config.azure_ad_token_env)
-    if token is not None:
-        return {"azure_ad_token": token.get_secret_value()}
-    envs = " or ".join(e for e in (config.api_key_env, config.azure_ad_token_env) if e)
-    where = f", or set {envs}" if envs else ""
-    raise ConfigurationError(
-        f"{owner}: no credentials: pass api_key=..., azure_ad_token=... or azure_ad_token_provider=...{where}"
-    )
