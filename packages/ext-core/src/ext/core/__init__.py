@@ -39,7 +39,7 @@ from ._component import (
     resolve_secret_map,
     validate_config,
 )
-from ._embeddings import EmbeddingClient, EmbeddingResult
+from ._embeddings import BaseEmbeddingClient, EmbeddingClient, EmbeddingResponseError, EmbeddingResult
 from ._errors import (
     ClientClosedError,
     ComponentError,
@@ -175,6 +175,8 @@ from ._workbench import (
 )
 
 __all__ = [
+    "BaseEmbeddingClient",
+    "EmbeddingResponseError",
     "EmbeddingClient",
     "EmbeddingResult",
     "check_api_version",

@@ -11,15 +11,15 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import TracebackType
-from typing import Any, ClassVar, Literal, NoReturn, Protocol, TypeVar, Union, runtime_checkable
+from typing import Any, ClassVar, Literal, NoReturn, Protocol, Union, runtime_checkable
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ._cancellation import CancellationToken, CancelScope
-from ._component import Component, ConfigT, validate_config
+from ._component import ConfigT, validate_config
 from ._errors import ClientClosedError, ConfigurationError, ExtError, UnsupportedOptionError
 from ._image import Image
+from ._lifecycle import ClientLifecycle
 from ._mapping import check_tool_name, estimate_tokens, normalize_parameters, parse_json_output
 from ._messages import (
     LLM_MESSAGE_TYPES,
@@ -37,8 +37,6 @@ from ._tool_pairing import check_tool_pairing
 from ._tools import Tool, ToolSchema
 
 logger = logging.getLogger(__name__)
-
-_ClientT = TypeVar("_ClientT", bound="BaseChatCompletionClient")
 
 ToolChoice = Union[Literal["auto", "none", "required"], str, Tool]
 """`auto`, `none`, `required`, or one tool (by name or the tool itself) the model must call."""
@@ -267,7 +265,7 @@ def _has_images(messages: Sequence[LLMMessage]) -> bool:
     )
 
 
-class BaseChatCompletionClient(ABC, Component[BaseModel]):
+class BaseChatCompletionClient(ABC, ClientLifecycle):
     """Shared behaviour of every model client. See the module docstring for the split of work."""
 
     component_type = "model"
@@ -623,38 +621,6 @@ class BaseChatCompletionClient(ABC, Component[BaseModel]):
             logger.debug("count_tokens failed; using the estimate", exc_info=True)
             used = estimate_tokens(_coerce_messages(messages), [tool_schema_of(t) for t in tools])
         return self._model_info.context_window - used
-
-    def actual_usage(self) -> RequestUsage:
-        """Usage of the last completed call."""
-        return self._usage.actual
-
-    def total_usage(self) -> RequestUsage:
-        """Usage of every completed call since the client was made."""
-        return self._usage.total()
-
-    async def close(self) -> None:
-        """Close connections. Idempotent; the client cannot be used afterwards."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._close()
-
-    async def __aenter__(self: _ClientT) -> _ClientT:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    def _undumpable_settings(self) -> dict[str, str]:
-        settings = super()._undumpable_settings()
-        if self._custom_retry_policy:
-            settings["retry_policy"] = "a RetryPolicy object (a config holds max_retries only)"
-        return settings
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self._model!r})"
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:

@@ -10,6 +10,7 @@ from ext.core import check_api_version
 from .__about__ import __version__
 from ._client import SDK_DEFAULT_API_VERSION, AzureAIChatCompletionClient, Credential
 from ._config import AzureAIClientConfig
+from ._embeddings import AzureAIEmbeddingClient, AzureAIEmbeddingConfig, InputType
 from ._mapping import (
     API_FIELDS,
     StreamState,
@@ -28,6 +29,9 @@ __all__ = [
     "SDK_DEFAULT_API_VERSION",
     "AzureAIChatCompletionClient",
     "AzureAIClientConfig",
+    "AzureAIEmbeddingClient",
+    "AzureAIEmbeddingConfig",
+    "InputType",
     "Credential",
     "StreamState",
     "ThinkTagSplitter",

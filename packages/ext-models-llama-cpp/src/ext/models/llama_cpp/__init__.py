@@ -9,6 +9,7 @@ from .__about__ import __version__
 from ._client import LlamaCppChatCompletionClient
 from ._config import LlamaCppClientConfig
 from ._default_model import DEFAULT_MODEL_DISTRIBUTION, DEFAULT_MODEL_FILE, default_model_path
+from ._embeddings import LlamaCppEmbeddingClient, LlamaCppEmbeddingConfig, Pooling
 from ._mapping import TOOL_PREAMBLE, calls_schema, map_messages, parse_output, tool_system_text
 
 __all__ = [
@@ -17,6 +18,9 @@ __all__ = [
     "TOOL_PREAMBLE",
     "LlamaCppChatCompletionClient",
     "LlamaCppClientConfig",
+    "LlamaCppEmbeddingClient",
+    "LlamaCppEmbeddingConfig",
+    "Pooling",
     "__version__",
     "calls_schema",
     "default_model_path",

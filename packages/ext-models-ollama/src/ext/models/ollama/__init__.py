@@ -10,6 +10,7 @@ from __future__ import annotations
 from .__about__ import __version__
 from ._client import OllamaChatCompletionClient, parse_host
 from ._config import DEFAULT_HOST, DEFAULT_TIMEOUT, OllamaClientConfig, ThinkSetting
+from ._embeddings import OllamaEmbeddingClient, OllamaEmbeddingConfig
 from ._errors import OllamaConnectionError, OllamaModelNotFoundError, OllamaResponseError, OllamaTimeoutError
 from ._mapping import (
     OLLAMA_MODELS,
@@ -29,6 +30,8 @@ __all__ = [
     "OLLAMA_MODELS",
     "OllamaChatCompletionClient",
     "OllamaClientConfig",
+    "OllamaEmbeddingClient",
+    "OllamaEmbeddingConfig",
     "OllamaConnectionError",
     "OllamaModelNotFoundError",
     "OllamaResponseError",

@@ -10,12 +10,24 @@ from ext.core import check_api_version
 from .__about__ import __version__
 from ._client import AzureOpenAIChatCompletionClient, BaseOpenAIChatCompletionClient, OpenAIChatCompletionClient
 from ._config import AzureOpenAIClientConfig, OpenAIClientConfig
+from ._embeddings import (
+    OPENAI_EMBEDDING_SIZES,
+    AzureOpenAIEmbeddingClient,
+    AzureOpenAIEmbeddingConfig,
+    OpenAIEmbeddingClient,
+    OpenAIEmbeddingConfig,
+)
 from ._mapping import TOOL_ERROR_PREFIX, WireSettings
 from ._models import OPENAI_MODELS, OPENAI_REASONING_FAMILIES
 from ._retry import classify_openai_error
 from ._tokens import ENCODINGS, encoding_name_for_model, export_encodings, find_encoding_file, load_encoding
 
 __all__ = [
+    "OPENAI_EMBEDDING_SIZES",
+    "AzureOpenAIEmbeddingClient",
+    "AzureOpenAIEmbeddingConfig",
+    "OpenAIEmbeddingClient",
+    "OpenAIEmbeddingConfig",
     "ENCODINGS",
     "OPENAI_MODELS",
     "OPENAI_REASONING_FAMILIES",

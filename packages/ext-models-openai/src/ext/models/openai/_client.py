@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Union
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
@@ -35,6 +35,7 @@ from ext.core import (
     tool_schema_of,
 )
 
+from ._azure import TokenProvider, azure_credentials, azure_target, check_credential_arguments
 from ._config import AzureOpenAIClientConfig, OpenAIClientConfig, ReasoningEffort, _CommonConfig
 from ._mapping import StreamState, WireSettings, map_request, map_response, map_stream_chunk, split_extra_args
 from ._models import OPENAI_MODELS, SystemRole, is_openai_reasoning, system_role_for
@@ -48,7 +49,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["AzureOpenAIChatCompletionClient", "BaseOpenAIChatCompletionClient", "OpenAIChatCompletionClient"]
 
-TokenProvider = Callable[[], Union[str, Awaitable[str]]]
 """Returns an Entra ID bearer token (sync or async); called by the SDK before each request."""
 
 _NEUTRAL_SAMPLING = (("temperature", 1.0), ("top_p", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
@@ -371,58 +371,11 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         owner = type(self).__name__
-        if api_version is None:
-            api_version = os.environ.get("OPENAI_API_VERSION") or None
-            if api_version is None:
-                raise ConfigurationError(
-                    f"{owner}: api_version is required (YYYY-MM-DD, e.g. 2024-10-21); pass api_version=... or set "
-                    "the OPENAI_API_VERSION environment variable"
-                )
-        if azure_endpoint is None:
-            azure_endpoint = os.environ.get("AZURE_OPENAI_ENDPOINT") or None
-            if azure_endpoint is None:
-                raise ConfigurationError(
-                    f"{owner}: azure_endpoint is required: pass azure_endpoint='https://<resource>.openai.azure.com' "
-                    "or set the AZURE_OPENAI_ENDPOINT environment variable"
-                )
-        explicit = [
-            name
-            for name, value in (
-                ("api_key", api_key),
-                ("azure_ad_token", azure_ad_token),
-                ("azure_ad_token_provider", azure_ad_token_provider),
-            )
-            if value is not None
-        ]
-        if len(explicit) > 1:
-            raise ConfigurationError(f"{owner}: pass only one of api_key, azure_ad_token, azure_ad_token_provider")
-        if azure_ad_token_provider is not None and not callable(azure_ad_token_provider):
-            raise ConfigurationError(f"{owner}: azure_ad_token_provider must be a callable returning a token")
+        api_version, azure_endpoint = azure_target(api_version, azure_endpoint, owner)
+        check_credential_arguments(api_key, azure_ad_token, azure_ad_token_provider, owner)
         config = config_from_arguments(AzureOpenAIClientConfig, locals(), owner)
-
-        credentials: dict[str, Any] = {}
-        if azure_ad_token_provider is not None:
-            credentials["azure_ad_token_provider"] = azure_ad_token_provider
-            self._auth = "azure_ad_token_provider"
-        elif config.azure_ad_token is not None:
-            credentials["azure_ad_token"] = config.azure_ad_token.get_secret_value()
-            self._auth = "azure_ad_token"
-        else:
-            key, _ = resolve_secret(config.api_key, config.api_key_env)
-            token, _ = resolve_secret(None, config.azure_ad_token_env)
-            if key is not None:
-                credentials["api_key"] = key.get_secret_value()
-                self._auth = "api_key"
-            elif token is not None:
-                credentials["azure_ad_token"] = token.get_secret_value()
-                self._auth = "azure_ad_token"
-            else:
-                envs = " or ".join(e for e in (config.api_key_env, config.azure_ad_token_env) if e)
-                where = f", or set {envs}" if envs else ""
-                raise ConfigurationError(
-                    f"{owner}: no credentials: pass api_key=..., azure_ad_token=... or "
-                    f"azure_ad_token_provider=...{where}"
-                )
+        credentials = azure_credentials(config, azure_ad_token_provider, owner)
+        self._auth = next(iter(credentials))  # the SDK's name of the credential: how requests authenticate
         import openai
 
         sdk = openai.AsyncAzureOpenAI(

@@ -6,6 +6,7 @@ from ext.testing.conformance._cache import CacheStoreConformance
 from ext.testing.conformance._chat import ADD, FEATURES, MULTIPLY, PNG_1PX, ChatClientConformance
 from ext.testing.conformance._chat_completions import ChatCompletionsConformance
 from ext.testing.conformance._component import assert_dump_round_trip, plain_config
+from ext.testing.conformance._embeddings import TEXTS, EmbeddingClientConformance
 from ext.testing.conformance._real_server import REAL_SERVER_FEATURES, RealServerConformance
 from ext.testing.conformance._runtime import (
     MESSAGE_TYPES,
@@ -36,6 +37,8 @@ __all__ = [
     "CacheStoreConformance",
     "ChatClientConformance",
     "ChatCompletionsConformance",
+    "EmbeddingClientConformance",
+    "TEXTS",
     "EchoAgent",
     "Fail",
     "GetNotes",

@@ -22,6 +22,7 @@ from ext.testing.servers._base import (
     ndjson_frame,
     sse_frame,
 )
+from ext.testing.servers._embeddings import EmbeddingScript, embedding_tokens, embedding_vector
 from ext.testing.servers.anthropic import AnthropicServer
 from ext.testing.servers.azure_ai import AzureAIServer
 from ext.testing.servers.bedrock import BedrockServer
@@ -32,6 +33,9 @@ __all__ = [
     "AzureAIServer",
     "AnthropicServer",
     "BedrockServer",
+    "EmbeddingScript",
+    "embedding_tokens",
+    "embedding_vector",
     "Fault",
     "Headers",
     "LoopbackServer",

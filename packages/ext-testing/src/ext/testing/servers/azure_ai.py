@@ -24,6 +24,7 @@ from ext.testing.servers._base import (
     json_response,
 )
 from ext.testing.servers._rules import Violation, chat_violation, openai_violation
+from ext.testing.servers.embeddings import azure_ai_embedding_routes
 from ext.testing.servers.openai import OpenAIServer
 
 __all__ = ["AZURE_AI_CHAT_PARAMETERS", "AzureAIServer"]
@@ -129,6 +130,7 @@ class AzureAIServer(OpenAIServer):
         self.model_provider = model_provider
         self.api_versions = None if api_versions is None else frozenset(api_versions)
         self.reasoning = reasoning
+        self.max_embedding_inputs = 2048  # the OpenAI models' limit; Cohere Embed v3 deployments take 96
         super().__init__(api_key=api_key, models=(model_name,), default=default, record=record, strict=strict)
 
     def routes(self) -> Sequence[Route]:
@@ -137,6 +139,7 @@ class AzureAIServer(OpenAIServer):
             Route("POST", "/models/chat/completions", "chat"),
             Route("GET", "/info", "info", self._info),
             Route("GET", "/models/info", "info", self._info),
+            *azure_ai_embedding_routes(self),
         )
 
     # -- checks --------------------------------------------------------------------------------------------------

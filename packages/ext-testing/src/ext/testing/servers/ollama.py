@@ -26,6 +26,8 @@ from ext.testing.servers._base import (
     json_response,
     ndjson_frame,
 )
+from ext.testing.servers._embeddings import EmbeddingScript
+from ext.testing.servers.embeddings import OLLAMA_EMBEDDING_SIZES, ollama_embedding_routes
 
 __all__ = ["OllamaServer", "body_type_error", "model_not_found_message", "pair_tool_results"]
 
@@ -191,11 +193,13 @@ class OllamaServer(LoopbackServer):
         self.capabilities = {_full_name(k): list(v) for k, v in (capabilities or {}).items()}
         self.context_length = context_length
         self.require_headers = dict(require_headers or {})
+        self.embeddings = EmbeddingScript(OLLAMA_EMBEDDING_SIZES)
         super().__init__(default=default, record=record)
 
     def routes(self) -> Sequence[Route]:
         return (
             Route("POST", "/api/chat", "chat"),
+            *ollama_embedding_routes(self),
             Route("GET", "/api/tags", "tags", self._tags),
             Route("POST", "/api/show", "show", self._show),
             Route("GET", "/api/version", "version", lambda _r: json_response({"version": "0.12.6"})),

@@ -30,7 +30,9 @@ from ext.testing.servers._base import (
     json_response,
     sse_frame,
 )
+from ext.testing.servers._embeddings import EmbeddingScript
 from ext.testing.servers._rules import OPENAI_RANGES, Violation, chat_violation, openai_error_body, openai_violation
+from ext.testing.servers.embeddings import OPENAI_EMBEDDING_SIZES, openai_embedding_routes
 
 __all__ = ["OpenAIServer", "chat_violation", "openai_violation"]
 
@@ -138,6 +140,7 @@ class OpenAIServer(LoopbackServer):
         self.tools_ignored = 0
         self.azure_ad_token = azure_ad_token
         self.models = list(models)
+        self.embeddings = EmbeddingScript(OPENAI_EMBEDDING_SIZES)
         self._ids = itertools.count(1)
         self._id_prefix = secrets.token_hex(4)
         super().__init__(default=default, record=record)
@@ -150,6 +153,7 @@ class OpenAIServer(LoopbackServer):
             Route("GET", "/v1/models", "models", self._list_models),
             Route("GET", "/models", "models", self._list_models),
             Route("GET", "/v1/models/{model}", "model", self._get_model),
+            *openai_embedding_routes(self),
         )
 
     # -- helpers -------------------------------------------------------------------------------------------------

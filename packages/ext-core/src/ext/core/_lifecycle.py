@@ -1,0 +1,60 @@
+"""`ClientLifecycle`: what every client base shares around its calls (chat in `_client`, embeddings in
+`_embeddings`): usage bookkeeping, an idempotent `close` and `async with`, and a dump that refuses to drop a
+`RetryPolicy` object given in code."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from ._component import Component
+from ._messages import RequestUsage, UsageTally
+
+_LifecycleT = TypeVar("_LifecycleT", bound="ClientLifecycle")
+
+
+class ClientLifecycle(Component[BaseModel]):
+    """A subclass sets `_model`, `_usage`, `_closed` and `_custom_retry_policy` in its constructor and releases its
+    resources in `_close`."""
+
+    _model: str
+    _usage: UsageTally
+    _closed: bool
+    _custom_retry_policy: bool
+
+    async def _close(self) -> None:
+        """Release the provider's connections (or model)."""
+
+    def actual_usage(self) -> RequestUsage:
+        """Usage of the last completed call."""
+        return self._usage.actual
+
+    def total_usage(self) -> RequestUsage:
+        """Usage of every completed call since the client was made."""
+        return self._usage.total()
+
+    async def close(self) -> None:
+        """Close connections. Idempotent; the client cannot be used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._close()
+
+    async def __aenter__(self: _LifecycleT) -> _LifecycleT:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def _undumpable_settings(self) -> dict[str, str]:
+        settings = super()._undumpable_settings()
+        if self._custom_retry_policy:
+            settings["retry_policy"] = "a RetryPolicy object (a config holds max_retries only)"
+        return settings
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self._model!r})"

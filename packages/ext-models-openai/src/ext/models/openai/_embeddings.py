@@ -1,0 +1,295 @@
+"""OpenAI and Azure OpenAI embedding clients: ext-core's `BaseEmbeddingClient` over the SDK's embeddings API.
+
+The base does the batching (2048 inputs per request, the API's limit), retries, cancellation and checks; this
+module maps one batch to `embeddings.create` and back. The SDK asks for base64-encoded float32 vectors and decodes
+them (`openai.lib._parsing._embeddings`); the values are the same as the float format's, in a quarter of the bytes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from ext.core import (
+    BaseEmbeddingClient,
+    ConfigurationError,
+    EmbeddingResult,
+    RequestUsage,
+    RetryPolicy,
+    check_api_version,
+    config_from_arguments,
+    resolve_secret,
+)
+
+from ._azure import TokenProvider, azure_credentials, azure_target, check_credential_arguments
+from ._retry import classify_openai_error
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "OPENAI_EMBEDDING_SIZES",
+    "AzureOpenAIEmbeddingClient",
+    "AzureOpenAIEmbeddingConfig",
+    "OpenAIEmbeddingClient",
+    "OpenAIEmbeddingConfig",
+]
+
+OPENAI_EMBEDDING_SIZES = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+"""Native vector sizes (OpenAI embeddings guide); other names learn theirs from the first call."""
+_NO_DIMENSIONS = frozenset({"text-embedding-ada-002"})  # `dimensions` is for text-embedding-3 and later only
+
+
+class _EmbeddingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
+
+    dimensions: Optional[int] = Field(None, gt=0, description="Vector size to ask for (text-embedding-3 and later).")
+    batch_size: Optional[int] = Field(None, gt=0, le=2048, description="Most texts per request (default 2048).")
+    user: Optional[str] = Field(None, description="End-user id sent as `user`.")
+    timeout: float = Field(60.0, gt=0, description="Seconds before one HTTP attempt fails.")
+    max_retries: int = Field(3, ge=0, description="Retries of rate limits and transient errors.")
+
+
+def _check_url(value: str | None, field: str) -> str | None:
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError(f"{field} must be an http:// or https:// URL")
+    return value
+
+
+class OpenAIEmbeddingConfig(_EmbeddingConfig):
+    """`OpenAIEmbeddingClient` configuration."""
+
+    model: str = Field(min_length=1, description="e.g. text-embedding-3-small, or any name the server knows.")
+    api_key: Optional[SecretStr] = Field(None, description="API key; default from the api_key_env variable.")
+    api_key_env: Optional[str] = Field("OPENAI_API_KEY", description="Environment variable holding the key.")
+    organization: Optional[str] = None
+    project: Optional[str] = None
+    base_url: Optional[str] = Field(None, description="Any OpenAI-compatible endpoint, e.g. http://host:8000/v1.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return _check_url(value, "base_url")
+
+
+class AzureOpenAIEmbeddingConfig(_EmbeddingConfig):
+    """`AzureOpenAIEmbeddingClient` configuration."""
+
+    azure_deployment: str = Field(min_length=1, description="Deployment name (the URL's /deployments/<name>).")
+    api_version: str = Field(description="API version, YYYY-MM-DD (optionally -preview).")
+    azure_endpoint: str = Field(description="https://<resource>.openai.azure.com")
+    model: Optional[str] = Field(None, min_length=1, description="The deployed model (default: the deployment).")
+    api_key: Optional[SecretStr] = Field(None, description="API key (api-key header).")
+    api_key_env: Optional[str] = Field("AZURE_OPENAI_API_KEY", description="Environment variable holding the key.")
+    azure_ad_token: Optional[SecretStr] = Field(None, description="Entra ID token (Authorization: Bearer).")
+    azure_ad_token_env: Optional[str] = Field("AZURE_OPENAI_AD_TOKEN", description="Variable holding a token.")
+
+    @field_validator("api_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        return check_api_version(value)
+
+    @field_validator("azure_endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return _check_url(value, "azure_endpoint") or value
+
+
+class _OpenAIEmbeddings(BaseEmbeddingClient):
+    """What both clients share: the request, the response mapping, connections and dumps."""
+
+    provider_name: ClassVar[str] = "openai"
+    max_batch_size: ClassVar[int] = 2048  # OpenAI API reference: "any array must be 2048 dimensions or less"
+
+    _config: _EmbeddingConfig
+
+    def _setup(
+        self, config: _EmbeddingConfig, model: str, sdk: openai.AsyncOpenAI, retry_policy: RetryPolicy | None
+    ) -> None:
+        if config.dimensions is not None and model in _NO_DIMENSIONS:
+            raise ConfigurationError(
+                f"{type(self).__name__}: dimensions: {model} does not take a vector size (text-embedding-3 and "
+                "later models do)"
+            )
+        super().__init__(
+            model=model,
+            dimensions=config.dimensions,
+            batch_size=config.batch_size,
+            max_retries=config.max_retries,
+            retry_policy=retry_policy,
+        )
+        self._retry = self._retry.with_classifiers([classify_openai_error])
+        self._config = config
+        self._sdk = sdk
+        self._owns_http_client = True
+        args: dict[str, Any] = {}
+        if config.dimensions is not None:
+            args["dimensions"] = config.dimensions
+        if config.user is not None:
+            args["user"] = config.user
+        self._create_args = args
+
+    async def _embed_batch(self, texts: list[str]) -> EmbeddingResult:
+        response = await self._sdk.embeddings.create(input=texts, model=self.model, **self._create_args)
+        data = response.data
+        if any(item.index != i for i, item in enumerate(data)):  # the API numbers them; keep input order
+            data = sorted(data, key=lambda item: item.index)
+        usage = RequestUsage(prompt_tokens=response.usage.prompt_tokens)
+        # The SDK built the floats already: no second validation of a few million of them.
+        return EmbeddingResult.model_construct(
+            vectors=[item.embedding for item in data], usage=usage, model=response.model
+        )
+
+    def _known_vector_size(self) -> int | None:
+        return OPENAI_EMBEDDING_SIZES.get(self.model)
+
+    async def _close(self) -> None:
+        if self._owns_http_client:
+            await self._sdk.close()
+
+    @property
+    def base_url(self) -> str:
+        """Where requests go (the SDK's base URL)."""
+        return str(self._sdk.base_url)
+
+    def _undumpable_settings(self) -> dict[str, str]:
+        settings = super()._undumpable_settings()
+        if not self._owns_http_client:
+            settings["http_client"] = "an HTTP client object"
+        return settings
+
+    def _to_config(self) -> BaseModel:
+        secrets: dict[str, Any] = {
+            name: None for name in ("api_key", "azure_ad_token") if name in type(self._config).model_fields
+        }
+        return self._config.model_copy(update=secrets)
+
+
+class OpenAIEmbeddingClient(_OpenAIEmbeddings):
+    """Embeddings from OpenAI or any OpenAI-compatible server (`base_url`).
+
+    The key comes from `api_key` or the environment variable named by `api_key_env` (OPENAI_API_KEY).
+    `dimensions` shortens text-embedding-3 vectors on the server.
+    """
+
+    component_config_schema: ClassVar[type[BaseModel]] = OpenAIEmbeddingConfig
+    component_provider_override: ClassVar[str | None] = "ext.models.openai.OpenAIEmbeddingClient"
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        api_key: str | SecretStr | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        organization: str | None = None,
+        project: str | None = None,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int | None = None,
+        user: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        http_client: Any = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        config = config_from_arguments(OpenAIEmbeddingConfig, locals(), owner)
+        key, _ = resolve_secret(config.api_key, config.api_key_env)
+        if key is None or not key.get_secret_value():
+            where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
+            raise ConfigurationError(f"{owner}: no API key: pass api_key=...{where}")
+        import openai  # deferred: importing the package stays cheap for config loading
+
+        sdk = openai.AsyncOpenAI(
+            api_key=key.get_secret_value(),
+            organization=config.organization,
+            project=config.project,
+            base_url=config.base_url,
+            timeout=config.timeout,
+            max_retries=0,  # one retry owner: core's policy
+            http_client=http_client,
+        )
+        self._setup(config, config.model, sdk, retry_policy)
+        self._owns_http_client = http_client is None
+
+    @classmethod
+    def _from_config(cls, config: OpenAIEmbeddingConfig) -> OpenAIEmbeddingClient:
+        return cls(**config.model_dump())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+
+class AzureOpenAIEmbeddingClient(_OpenAIEmbeddings):
+    """Embeddings from an Azure OpenAI deployment: `{azure_endpoint}/openai/deployments/{azure_deployment}/embeddings`.
+
+    Authenticate with one of `api_key` (the `api-key` header), `azure_ad_token` or `azure_ad_token_provider`
+    (`Authorization: Bearer`); without any, the key is read from AZURE_OPENAI_API_KEY, then a token from
+    AZURE_OPENAI_AD_TOKEN. `azure_endpoint` and `api_version` default to AZURE_OPENAI_ENDPOINT and
+    OPENAI_API_VERSION.
+    """
+
+    component_config_schema: ClassVar[type[BaseModel]] = AzureOpenAIEmbeddingConfig
+    component_provider_override: ClassVar[str | None] = "ext.models.openai.AzureOpenAIEmbeddingClient"
+
+    def __init__(
+        self,
+        *,
+        azure_deployment: str,
+        api_version: str | None = None,
+        azure_endpoint: str | None = None,
+        model: str | None = None,
+        api_key: str | SecretStr | None = None,
+        api_key_env: str | None = "AZURE_OPENAI_API_KEY",
+        azure_ad_token: str | SecretStr | None = None,
+        azure_ad_token_env: str | None = "AZURE_OPENAI_AD_TOKEN",
+        azure_ad_token_provider: TokenProvider | None = None,
+        dimensions: int | None = None,
+        batch_size: int | None = None,
+        user: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        http_client: Any = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        owner = type(self).__name__
+        api_version, azure_endpoint = azure_target(api_version, azure_endpoint, owner)
+        check_credential_arguments(api_key, azure_ad_token, azure_ad_token_provider, owner)
+        config = config_from_arguments(AzureOpenAIEmbeddingConfig, locals(), owner)
+        credentials = azure_credentials(config, azure_ad_token_provider, owner)
+        import openai
+
+        sdk = openai.AsyncAzureOpenAI(
+            azure_endpoint=config.azure_endpoint,
+            azure_deployment=config.azure_deployment,
+            api_version=config.api_version,
+            timeout=config.timeout,
+            max_retries=0,
+            http_client=http_client,
+            **credentials,
+        )
+        self._setup(config, config.model or config.azure_deployment, sdk, retry_policy)
+        self._owns_http_client = http_client is None
+        self._has_token_provider = azure_ad_token_provider is not None
+
+    @property
+    def azure_deployment(self) -> str:
+        return self._config.azure_deployment  # type: ignore[attr-defined, no-any-return]
+
+    def _undumpable_settings(self) -> dict[str, str]:
+        settings = super()._undumpable_settings()
+        if self._has_token_provider:
+            settings["azure_ad_token_provider"] = "a callable (use azure_ad_token_env for a token from the environment)"
+        return settings
+
+    @classmethod
+    def _from_config(cls, config: AzureOpenAIEmbeddingConfig) -> AzureOpenAIEmbeddingClient:
+        return cls(**config.model_dump())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(azure_deployment={self.azure_deployment!r}, model={self.model!r})"
