@@ -124,7 +124,10 @@ async def test_config_check_does_not_build_the_client(tmp_path: Path) -> None:
     path.write_text(json.dumps({"client": {"provider": "azure_ai", "args": {"model": "m", "endpoint": "https://x"}}}))
     ran = await run_ext("config", "check", str(path), env=clean_env())
     assert ran.code == 0, ran.err
-    assert ran.out.splitlines()[:2] == [f"{path}: valid", "  client: AzureAIChatCompletionClient from provider azure_ai (model m)"]
+    assert ran.out.splitlines()[:2] == [
+        f"{path}: valid",
+        "  client: AzureAIChatCompletionClient from provider azure_ai (model m)",
+    ]
 
 
 async def test_config_check_names_the_file_and_the_field(tmp_path: Path) -> None:

@@ -193,7 +193,9 @@ async def chat_turn(
 async def run_chat(settings: ChatSettings, question: str | None, out: Output, read_line: Any = None) -> int:
     """Run one question, or an interactive session when `question` is None."""
     with out.status(f"Loading {_model_label(settings.model)} …"):
-        client = await asyncio.to_thread(make_client, settings.model, settings.client_settings, endpoint=settings.endpoint)
+        client = await asyncio.to_thread(
+            make_client, settings.model, settings.client_settings, endpoint=settings.endpoint
+        )
     async with AsyncExitStack() as stack:
         stack.push_async_callback(client.close)
         for workbench in settings.workbenches:

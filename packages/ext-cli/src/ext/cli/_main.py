@@ -133,7 +133,7 @@ def chat(
 ) -> None:
     """Ask QUESTION and stream the answer; with no QUESTION, chat interactively."""
     from ._chat import ChatSettings, parse_options, run_chat
-    from ._defaults import default_model_spec
+    from ._defaults import DEFAULT_MODEL_SETTINGS, default_model_spec
     from ._schema import schema_model
     from ._tools import function_tool, http_tool, mcp_workbench
 
@@ -144,6 +144,7 @@ def chat(
             raise CliError("--json and --schema go separately", hint="--schema already asks for JSON")
         settings = ChatSettings(
             model=model or default_model_spec(),
+            client_settings=DEFAULT_MODEL_SETTINGS if model is None else {},
             endpoint=endpoint,
             system=system,
             options=parse_options(options),
@@ -186,7 +187,9 @@ def models(ctx: click.Context, provider: str | None) -> None:
                 out.answer(f"  {option} = {default}    {description}\n")
             return 0
         for info in installed_providers().values():
-            out.answer(f"{info.name}: installed ({info.distribution}; -m {info.name}:{info.example_model}; {info.auth})\n")
+            out.answer(
+                f"{info.name}: installed ({info.distribution}; -m {info.name}:{info.example_model}; {info.auth})\n"
+            )
         out.info(
             "Other providers: each comes with its distribution (the README's table lists them). They are not on "
             "the package index yet: from the root of a clone, pip install -e packages/<distribution>."

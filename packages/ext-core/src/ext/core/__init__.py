@@ -116,6 +116,7 @@ from ._providers import (
     normalize_provider_name,
     provider_info,
     provider_infos,
+    provider_of_class,
     provider_of_client,
     server_address,
 )
@@ -293,6 +294,7 @@ __all__ = [
     "normalize_provider_name",
     "provider_info",
     "provider_infos",
+    "provider_of_class",
     "provider_of_client",
     "server_address",
     "build_client",

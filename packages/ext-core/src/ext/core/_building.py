@@ -19,7 +19,13 @@ from ._component import ComponentModel, _import, registered_components
 from ._config_secrets import refuse_literal_secrets
 from ._errors import ComponentError, ConfigurationError
 from ._options import AIClientOptions
-from ._providers import ProviderInfo, normalize_provider_name, provider_infos, unknown_provider_message
+from ._providers import (
+    ProviderInfo,
+    normalize_provider_name,
+    provider_infos,
+    provider_of_class,
+    unknown_provider_message,
+)
 
 # For a client given by its path rather than a declared provider: where AIClientOptions fields go.
 _GENERIC_ENDPOINT_PARAMS = ("base_url", "endpoint")
@@ -52,13 +58,9 @@ def provider_class(provider: str, *, providers: Mapping[str, ProviderInfo] | Non
 
 
 def _declaration(provider: str, cls: type[Any]) -> ProviderInfo | None:
-    """The declaration of `provider` given by short name or client path."""
-    table = provider_infos()
-    info = table.get(normalize_provider_name(provider))
-    if info is not None:
-        return info
-    path = f"{cls.__module__}.{cls.__qualname__}"
-    return next((i for i in table.values() if i.client_path == path), None)
+    """The declaration of `provider` given by short name or by its client's path."""
+    info = provider_infos().get(normalize_provider_name(provider))
+    return info if info is not None else provider_of_class(cls)
 
 
 def build_client(

@@ -10,6 +10,7 @@ no provider.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -67,11 +68,6 @@ class ProviderInfo(BaseModel):
             f"pip install -e packages/{self.distribution} (from the root of a clone of the ext repository; "
             "the distributions are not on the package index yet)"
         )
-
-    @property
-    def client_path(self) -> str:
-        """The client's dotted path, as component dumps name it."""
-        return self.client.replace(":", ".")
 
     def load_client_class(self) -> type[Any]:
         """The client class (imports the provider's SDK)."""
@@ -139,16 +135,22 @@ def unknown_provider_message(name: str, providers: Mapping[str, ProviderInfo]) -
 
 def provider_of_client(client: object, *, providers: Mapping[str, ProviderInfo] | None = None) -> ProviderInfo | None:
     """The declaration whose client class `client` is an instance of (the most specific one), if any."""
+    return provider_of_class(type(client), providers=providers)
+
+
+def provider_of_class(cls: type[Any], *, providers: Mapping[str, ProviderInfo] | None = None) -> ProviderInfo | None:
+    """The declaration of `cls` or of its nearest declared base class, if any. Only classes already imported are
+    compared (an instance's class has been), so asking imports no provider."""
     table = provider_infos() if providers is None else providers
-    paths = {f"{c.__module__}.{c.__qualname__}" for c in type(client).__mro__}
-    exact = f"{type(client).__module__}.{type(client).__qualname__}"
-    best: ProviderInfo | None = None
+    depth = {base: index for index, base in enumerate(cls.__mro__)}
+    best: tuple[int, ProviderInfo] | None = None
     for info in table.values():
-        if info.client_path == exact:
-            return info
-        if best is None and info.client_path in paths:
-            best = info
-    return best
+        module, _, attr = info.client.partition(":")
+        declared = getattr(sys.modules.get(module), attr, None)
+        index = depth.get(declared) if isinstance(declared, type) else None
+        if index is not None and (best is None or index < best[0]):
+            best = (index, info)
+    return best[1] if best is not None else None
 
 
 def server_address(client: object, *, providers: Mapping[str, ProviderInfo] | None = None) -> ServerAddress | None:
@@ -185,6 +187,7 @@ __all__ = [
     "normalize_provider_name",
     "provider_info",
     "provider_infos",
+    "provider_of_class",
     "provider_of_client",
     "server_address",
     "unknown_provider_message",
