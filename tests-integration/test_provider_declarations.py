@@ -117,4 +117,4 @@ def test_llama_cpp_has_no_server_address() -> None:
     info = provider_info("llama_cpp")
     assert info.load_client_class() is LlamaCppChatCompletionClient
     assert info.model_parameter == "model_path"
-    assert info.server_address is None and info.endpoint_parameter is None
+    assert info.server_address is None and info.server_url_attribute is None and info.endpoint_parameter is None

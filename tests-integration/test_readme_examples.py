@@ -9,6 +9,9 @@ a placeholder host, or a peer the reader starts first) or `xfail: ...` (it shoul
 yet: it runs, and the test fails once it passes, so the mark is removed then):
 
     <!-- readme-test: not runnable: needs a running gateway on port 50051 -->
+
+Every `ext ...` line of the root README's bash blocks runs too, as written, on the embedded model (see the
+section at the end): a new example is tested as soon as it is written.
 """
 
 from __future__ import annotations

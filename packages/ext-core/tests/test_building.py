@@ -230,3 +230,20 @@ def test_secret_typed_fields_are_refused_at_any_depth() -> None:
             refuse_literal_secrets(value, "client.config", Config)
     with pytest.raises(ConfigurationError, match=r"^client.args.token_source: a secret"):
         refuse_literal_secrets({"token_source": "x"}, "client.args", Config, secret_fields=("token_source",))
+
+
+def test_server_addresses_from_a_declaration() -> None:
+    from ext.core import ServerAddress, address_from_url
+
+    assert address_from_url("https://user:sk-in-the-url@api.example.com/v1") == ServerAddress("api.example.com", 443)
+    assert address_from_url("http://10.0.0.5:8080") == ServerAddress("10.0.0.5", 8080)
+    assert address_from_url("127.0.0.1:11434") == ServerAddress("127.0.0.1", 11434)  # Ollama's host form
+    assert address_from_url("http://host:99999/v1") is None  # a port out of range
+    assert address_from_url("") is None and address_from_url(None) is None
+
+    class Client:
+        base_url = "http://10.0.0.5:8080/v1"
+
+    by_attribute = NOWHERE.model_copy(update={"server_url_attribute": "base_url"})
+    assert by_attribute.address_of(Client()) == ServerAddress("10.0.0.5", 8080)
+    assert NOWHERE.address_of(Client()) is None  # declares no address: in process

@@ -38,9 +38,6 @@ from ._output import Output
 from ._providers import make_client
 
 DEFAULT_MAX_ITERATIONS = 8
-# With tools and no --system: small models (the embedded SmolLM2) answer from the tool's result with it, and
-# without it ramble and echo the tool-call JSON (the same message tools/demo.py gives its agents).
-TOOLS_SYSTEM_MESSAGE = "You are a helpful assistant. Use the tools to answer."
 
 
 def parse_options(pairs: Sequence[str]) -> ChatOptions | None:
@@ -206,9 +203,8 @@ async def run_chat(settings: ChatSettings, question: str | None, out: Output, re
         turns = ToolTurns(out) if has_tools else None
         active = _tool_loop_client(client, settings, turns) if turns is not None else client
         messages: list[LLMMessage] = []
-        system = settings.system if settings.system is not None or not has_tools else TOOLS_SYSTEM_MESSAGE
-        if system:
-            messages.append(SystemMessage(content=system))
+        if settings.system:
+            messages.append(SystemMessage(content=settings.system))
         if question is not None:
             messages.append(UserMessage(content=question, source="user"))
             await chat_turn(active, messages, settings, out, turns)

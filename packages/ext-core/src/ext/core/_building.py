@@ -1,9 +1,10 @@
-"""Building clients and whole pipelines from configuration (SPEC section 5).
+"""Building clients from configuration (SPEC section 5).
 
 `build_client(provider, options, **args)` makes a ready client of any installed provider from `AIClientOptions`
-and a provider name, through the `ext.components` entry points (core never imports a provider until a config
-names it). `load_pipeline(path_or_mapping)` builds a client and its middleware from one YAML or JSON document.
-Keys come from the environment (`api_key_env`, `password_env`, ...), never from the file in clear.
+and a provider name. Providers declare themselves (`ProviderInfo`, `ext.providers` entry points): core reads
+their declarations for where the model and the endpoint go, and never imports a provider until a config names
+it. `plan_client` checks the client section of a pipeline file without building anything (`_pipeline_config`).
+Keys come from the environment (`api_key_env`, ...), never from the file in clear.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
-from ._component import ComponentModel, _import, registered_components
+from ._component import ComponentModel, _import, registered_components, validate_config
 from ._config_secrets import refuse_literal_secrets
-from ._errors import ComponentError, ConfigurationError
+from ._errors import ConfigurationError
 from ._options import AIClientOptions
 from ._providers import (
     ProviderInfo,
@@ -247,12 +248,9 @@ def plan_client(section: Any, environ: Mapping[str, str]) -> ClientPlan:
         cls, info, schema, secret_fields = _client_class(provider)
         check_secrets(config, "client.config", schema, secret_fields)
         dump = ComponentModel(provider=f"{cls.__module__}.{cls.__qualname__}", config=config)
-        try:
-            loaded = _validated_config(cls, dump)
-        except ComponentError as exc:
-            raise ConfigurationError(f"client.config: {exc}") from None
+        loaded = _validated_config(cls, dump)
         model_param = info.model_parameter if info is not None else "model"
-        return ClientPlan(provider, cls, config=loaded, model=getattr(loaded, model_param, None))
+        return ClientPlan(_shown(provider, info), cls, config=loaded, model=getattr(loaded, model_param, None))
     options = _mapping(section.get("options"), "client.options", "AIClientOptions fields")
     args = _mapping(section.get("args"), "client.args", "constructor arguments")
     api_key = _env_secret(options, "api_key", "client.options", environ)
@@ -274,7 +272,14 @@ def plan_client(section: Any, environ: Mapping[str, str]) -> ClientPlan:
     placed = _arguments(provider, cls, opts, args, environ)
     model_param = info.model_parameter if info is not None else "model"
     model = placed.get(model_param)
-    return ClientPlan(provider, cls, options=opts, args=args, model=model if isinstance(model, str) else None)
+    return ClientPlan(
+        _shown(provider, info), cls, options=opts, args=args, model=model if isinstance(model, str) else None
+    )
+
+
+def _shown(provider: str, info: ProviderInfo | None) -> str:
+    """The provider's canonical short name when it is declared (`my_provider` -> `my-provider`), else as written."""
+    return info.name if info is not None else provider.strip()
 
 
 def _client_class(provider: str) -> tuple[type[Any], ProviderInfo | None, Any, tuple[str, ...]]:
@@ -287,13 +292,8 @@ def _client_class(provider: str) -> tuple[type[Any], ProviderInfo | None, Any, t
 def _validated_config(cls: type[Any], dump: ComponentModel) -> Any:
     """The component config of `dump` validated against `cls`'s schema, as `load_component` does, unbuilt."""
     if not hasattr(cls, "component_config_schema"):
-        raise ComponentError(f"{cls.__name__} is not a component with a config")
-    try:
-        return cls.component_config_schema.model_validate(dump.config)
-    except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise ComponentError(f"{loc}: {first['msg']}" if loc else str(first["msg"])) from None
+        raise ConfigurationError(f"client.config: {cls.__name__} is not a component with a config")
+    return validate_config(cls.component_config_schema, dump.config, "client.config")
 
 
 __all__ = ["ClientPlan", "build_client", "check_secrets", "plan_client", "provider_class"]

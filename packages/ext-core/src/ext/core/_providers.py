@@ -54,11 +54,25 @@ class ProviderInfo(BaseModel):
         default_factory=dict,
         description="Arguments the client requires that a command line rarely gives, with a sensible value.",
     )
+    server_url_attribute: str | None = Field(
+        default=None,
+        description="The attribute of a client instance holding the URL it sends to (`base_url`, `host`, ...).",
+    )
     server_address: Callable[[Any], ServerAddress | None] | None = Field(
         default=None,
         exclude=True,
-        description="Host and port a client instance sends to; None for a provider that runs in process.",
+        description="Host and port a client instance sends to, where one attribute does not say it; with neither, "
+        "the provider runs in process.",
     )
+
+    def address_of(self, client: object) -> ServerAddress | None:
+        """Host and port `client` (an instance of this provider's client) sends to; None in process."""
+        if self.server_address is not None:
+            return self.server_address(client)
+        if self.server_url_attribute is not None:
+            url = getattr(client, self.server_url_attribute, None)
+            return address_from_url(url if isinstance(url, str) else None)
+        return None
 
     @property
     def install_hint(self) -> str:
@@ -157,9 +171,7 @@ def server_address(client: object, *, providers: Mapping[str, ProviderInfo] | No
     """Host and port `client` sends its requests to, as its provider declares; None when it runs in process or
     its provider is not declared."""
     info = provider_of_client(client, providers=providers)
-    if info is None or info.server_address is None:
-        return None
-    return info.server_address(client)
+    return info.address_of(client) if info is not None else None
 
 
 def address_from_url(url: str | None) -> ServerAddress | None:

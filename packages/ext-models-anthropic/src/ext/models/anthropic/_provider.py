@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ext.core import ProviderInfo, ServerAddress, address_from_url
-
-
-def _address(client: Any) -> ServerAddress | None:
-    return address_from_url(client.base_url)
-
+from ext.core import ProviderInfo
 
 ANTHROPIC = ProviderInfo(
     name="anthropic",
@@ -23,5 +16,5 @@ ANTHROPIC = ProviderInfo(
     key_env="ANTHROPIC_API_KEY",
     # The Messages API requires max_tokens; a command line rarely gives it.
     required_arguments={"max_tokens": 1024},
-    server_address=_address,
+    server_url_attribute="base_url",
 )

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ext.core import ProviderInfo, ServerAddress, address_from_url
-
-
-def _address(client: Any) -> ServerAddress | None:
-    return address_from_url(client.endpoint)
-
+from ext.core import ProviderInfo
 
 AZURE_AI = ProviderInfo(
     name="azure-ai",
@@ -23,5 +16,5 @@ AZURE_AI = ProviderInfo(
     key_env="AZURE_AI_API_KEY",
     # A key or a token credential object: never written in a config file (AZURE_AI_API_KEY holds the key).
     secret_arguments=("credential",),
-    server_address=_address,
+    server_url_attribute="endpoint",
 )

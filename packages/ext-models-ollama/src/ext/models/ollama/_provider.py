@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ext.core import ProviderInfo, ServerAddress, address_from_url
-
-
-def _address(client: Any) -> ServerAddress | None:
-    return address_from_url(client.host)
-
+from ext.core import ProviderInfo
 
 OLLAMA = ProviderInfo(
     name="ollama",
@@ -20,5 +13,5 @@ OLLAMA = ProviderInfo(
     auth="none (OLLAMA_HOST for another server)",
     endpoint_parameter="host",
     endpoint_env="OLLAMA_HOST",
-    server_address=_address,
+    server_url_attribute="host",
 )

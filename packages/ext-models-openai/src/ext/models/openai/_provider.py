@@ -7,10 +7,6 @@ from typing import Any
 from ext.core import ProviderInfo, ServerAddress, address_from_url
 
 
-def _openai_address(client: Any) -> ServerAddress | None:
-    return address_from_url(client.base_url)
-
-
 def _azure_address(client: Any) -> ServerAddress | None:
     # The SDK's base URL: the resource endpoint the client resolved (argument or AZURE_OPENAI_ENDPOINT).
     return address_from_url(str(client._sdk.base_url))
@@ -26,7 +22,7 @@ OPENAI = ProviderInfo(
     endpoint_parameter="base_url",
     endpoint_env="OPENAI_BASE_URL",
     key_env="OPENAI_API_KEY",
-    server_address=_openai_address,
+    server_url_attribute="base_url",
 )
 
 AZURE_OPENAI = ProviderInfo(
