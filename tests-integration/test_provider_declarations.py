@@ -7,8 +7,10 @@ provider). llama.cpp runs in process: it declares no address."""
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +20,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ext.core import (
     ChatClientBuilder,
+    ConfigurationError,
     ServerAddress,
     UserMessage,
     build_client,
+    check_pipeline,
+    load_pipeline,
     provider_info,
     provider_infos,
     provider_of_client,
@@ -118,3 +123,15 @@ def test_llama_cpp_has_no_server_address() -> None:
     assert info.load_client_class() is LlamaCppChatCompletionClient
     assert info.model_parameter == "model_path"
     assert info.server_address is None and info.server_url_attribute is None and info.endpoint_parameter is None
+
+
+def test_config_check_builds_nothing_for_an_in_process_model(tmp_path: Path) -> None:
+    # A llama.cpp config naming a GGUF file that does not exist: valid in shape (the check reads the declaration
+    # and the constructor's signature; it opens no file), while building it fails on the missing file.
+    path = tmp_path / "pipeline.json"
+    missing = tmp_path / "no-such-model.gguf"
+    path.write_text(json.dumps({"client": {"provider": "llama_cpp", "args": {"model_path": str(missing)}}}))
+    found = check_pipeline(path)
+    assert (found.provider, found.client, found.model) == ("llama-cpp", "LlamaCppChatCompletionClient", str(missing))
+    with pytest.raises(ConfigurationError, match=r"no-such-model\.gguf"):
+        load_pipeline(path)
