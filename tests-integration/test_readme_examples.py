@@ -9,6 +9,9 @@ a placeholder host, or a peer the reader starts first) or `xfail: ...` (it shoul
 yet: it runs, and the test fails once it passes, so the mark is removed then):
 
     <!-- readme-test: not runnable: needs a running gateway on port 50051 -->
+
+Every `ext ...` line of the root README's bash blocks runs too, as written, on the embedded model (see the
+section at the end): a new example is tested as soon as it is written.
 """
 
 from __future__ import annotations
@@ -134,3 +137,71 @@ async def _run(code: str, tmp_path: Path, gateway_address: str | None) -> tuple[
                 await process.wait()
         assert process.returncode is not None
         return process.returncode, output
+
+
+# --- the `ext` command examples of the root README --------------------------------------------------------------
+# Each `ext ...` line of a ```bash block runs as written (the `hatch run ENV:` prefix names the environment, which
+# here is the test's own), on the embedded model (SmolLM2-135M through llama.cpp, in process). A chat must give
+# an answer on stdout with no tool-call JSON in it, and one with tools must carry the tool's result.
+
+_BASH = re.compile(r"```bash\n(?P<code>.*?)```", re.S)
+_EXT = re.compile(r"^(?:hatch run [\w-]+:)?(?P<command>ext\s.*)$")
+_TOOL_RESULT = re.compile(r"^← (?P<tool>[\w-]+): (?P<result>.*)$", re.M)
+
+
+def _ext_examples() -> list[str]:
+    found = []
+    for block in _BASH.finditer((ROOT / "README.md").read_text(encoding="utf-8")):
+        for line in block["code"].splitlines():
+            match = _EXT.match(line.strip())
+            if match:
+                found.append(match["command"])
+    return found
+
+
+EXT_EXAMPLES = _ext_examples()
+
+
+def test_ext_examples_are_found() -> None:
+    assert any(" --mcp " in e for e in EXT_EXAMPLES) and any(e.startswith("ext models") for e in EXT_EXAMPLES)
+
+
+def _checkable(result: str) -> list[str]:
+    """The words of a tool's result an answer must repeat: those holding digits (a time, a temperature)."""
+    return [w.strip(".,;:!?") for w in result.split() if any(c.isdigit() for c in w)]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("example", EXT_EXAMPLES)
+async def test_readme_ext_example_gives_a_sensible_answer(example: str) -> None:
+    import shlex
+
+    argv = shlex.split(example, comments=True)
+    assert argv[0] == "ext"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "AZURE_", "OLLAMA_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `python` in an example
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ext.cli", *argv[1:], cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out_bytes, err_bytes = await asyncio.wait_for(process.communicate(), 600)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    out, err = out_bytes.decode(), err_bytes.decode()
+    assert process.returncode == 0, f"{example}\n{err[-3000:]}"
+    assert out.strip(), f"{example} printed nothing on stdout\n{err[-2000:]}"
+    if argv[1] != "chat":
+        return
+    assert "tool_call" not in out and '{"' not in out, f"{example}: tool-call JSON in the answer: {out!r}"
+    tools = any(a in argv for a in ("--mcp", "--tool", "--http-tool"))
+    if tools:
+        results = _TOOL_RESULT.findall(err)
+        assert results, f"{example}: no tool was called\n{err[-2000:]}"
+        words = [w for _, result in results for w in _checkable(result)]
+        assert words, f"{example}: the tool's result has nothing to check the answer against: {results}"
+        assert all(w in out for w in words), f"{example}: the answer {out!r} does not carry the tool's result {results}"
+    else:
+        assert len(out.split()) >= 3, f"{example}: not a sentence: {out!r}"

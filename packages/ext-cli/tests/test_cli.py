@@ -238,9 +238,9 @@ async def test_config_check_validates_a_pipeline_without_calling(server: OpenAIS
     assert ran.code == 0, ran.err
     assert ran.out.splitlines() == [
         f"{path}: valid",
-        "  client: OpenAIChatCompletionClient (model gpt-4o-mini)",
-        "  middleware: LoggingMiddleware",
-        "  middleware: RetryMiddleware",
+        "  client: OpenAIChatCompletionClient from provider openai (model gpt-4o-mini)",
+        "  middleware: logging",
+        "  middleware: retry",
     ]
     assert server.requests == []  # nothing was called
     missing = await run_ext("config", "check", str(path), env=clean_env())
@@ -258,10 +258,14 @@ async def test_models_lists_installed_and_missing_providers() -> None:
     ran = await run_ext("models")
     assert ran.code == 0, ran.err
     lines = dict(line.split(": ", 1) for line in ran.out.strip().splitlines())
-    assert lines["openai"].startswith("installed")
-    assert lines["azure-openai"].startswith("installed")
-    for name, line in lines.items():
-        assert line.startswith(("installed", "not installed (install ext-")), name
+    # Each line comes from the provider's own declaration (ext.providers), hyphenated names.
+    assert lines["openai"] == (
+        "installed (ext-models-openai; -m openai:gpt-4o-mini; OPENAI_API_KEY (OPENAI_BASE_URL for another "
+        "OpenAI-compatible endpoint))"
+    )
+    assert lines["azure-openai"].startswith("installed (ext-models-openai; -m azure-openai:DEPLOYMENT;")
+    assert {"anthropic", "azure-ai", "ollama", "openai", "azure-openai"} <= set(lines)
+    assert "pip install -e packages/<distribution>" in ran.err
 
 
 async def test_models_shows_a_providers_options_and_defaults() -> None:
@@ -271,6 +275,9 @@ async def test_models_shows_a_providers_options_and_defaults() -> None:
     assert re.search(r"^  model = \(required\)", ran.out, re.M)
     assert re.search(r"^  timeout = 60\.0", ran.out, re.M)
     assert "OPENAI_API_KEY" in ran.out
+    # The install hint works from a clone (the distributions are not on the package index yet).
+    assert "  install: pip install -e packages/ext-models-openai (from the root of a clone" in ran.out
+    assert "pip install ext-models" not in ran.out
 
 
 # --- mcp --------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -18,7 +19,10 @@ from ext.core import (
     ChatCompletionClient,
     ChatOptions,
     CreateResult,
+    FunctionExecutionResult,
+    FunctionExecutionResultMessage,
     LLMMessage,
+    ModelTurn,
     StreamChunk,
     SystemMessage,
     Tool,
@@ -67,6 +71,7 @@ class ChatSettings:
     """What one `ext chat` run asks for."""
 
     model: str
+    endpoint: str | None = None
     system: str | None = None
     options: ChatOptions | None = None
     json_output: bool | type[BaseModel] | None = None
@@ -77,18 +82,65 @@ class ChatSettings:
     client_settings: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _tool_loop_client(client: ChatCompletionClient, settings: ChatSettings, out: Output) -> ChatCompletionClient:
-    """`client` wrapped in ext-core's tool loop, showing each tool call and result on stderr as it happens."""
+class ToolTurns:
+    """The tool loop's events for one user turn: each call and result shown on stderr as it happens, the text of
+    a model turn that ends in tool calls moved to stderr (only the final answer goes to stdout), and the
+    assistant's tool calls and their results kept so the conversation's history holds them."""
 
-    def show(event: ToolLoopEvent) -> None:
-        if isinstance(event, ToolCallStarted):
+    def __init__(self, out: Output) -> None:
+        self._out = out
+        self._pending: list[str] = []
+        self._results: dict[str, FunctionExecutionResult] = {}
+        self.messages: list[LLMMessage] = []
+
+    def start(self) -> None:
+        self._pending.clear()
+        self._results.clear()
+        self.messages = []
+
+    def text(self, piece: str) -> None:
+        self._pending.append(piece)
+
+    def on_event(self, event: ToolLoopEvent) -> None:
+        out = self._out
+        if isinstance(event, ModelTurn):
+            text = "".join(self._pending).strip()
+            self._pending.clear()
+            calls = event.result.content
+            if isinstance(calls, list):
+                if text:
+                    out.info(f"… {_short(text)}")
+                self._close_turn()
+                self.messages.append(AssistantMessage(content=calls, thought=event.result.thought, source="assistant"))
+        elif isinstance(event, ToolCallStarted):
             out.info(f"→ {event.call.name}({event.call.arguments})", style="cyan")
         elif isinstance(event, ToolCallFinished):
+            self._results[event.call.id] = event.result
             mark, style = ("✗", "red") if event.result.is_error else ("←", "green")
             out.info(f"{mark} {event.result.name}: {_short(event.result.content)}", style=style)
 
+    def _close_turn(self) -> None:
+        """The results of the previous assistant turn's calls, in the order of the calls."""
+        if not self.messages:
+            return
+        last = self.messages[-1]
+        if isinstance(last, AssistantMessage) and isinstance(last.content, list):
+            done = [self._results[c.id] for c in last.content if c.id in self._results]
+            if done:
+                self.messages.append(FunctionExecutionResultMessage(content=done))
+
+    def finish(self) -> list[LLMMessage]:
+        """The tool calls and results of this user turn, to go into the history before the final answer."""
+        self._close_turn()
+        self._pending.clear()
+        return self.messages
+
+
+def _tool_loop_client(client: ChatCompletionClient, settings: ChatSettings, turns: ToolTurns) -> ChatCompletionClient:
+    """`client` wrapped in ext-core's tool loop, reporting to `turns`."""
     tools: list[Tool | Workbench] = [*settings.tools, *settings.workbenches]
-    return ChatClientBuilder(client).use_tool_loop(tools, max_iterations=settings.max_iterations, on_event=show).build()
+    builder = ChatClientBuilder(client)
+    return builder.use_tool_loop(tools, max_iterations=settings.max_iterations, on_event=turns.on_event).build()
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -97,25 +149,35 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 async def chat_turn(
-    client: ChatCompletionClient, messages: list[LLMMessage], settings: ChatSettings, out: Output
+    client: ChatCompletionClient,
+    messages: list[LLMMessage],
+    settings: ChatSettings,
+    out: Output,
+    turns: ToolTurns | None = None,
 ) -> CreateResult:
-    """One turn: stream the answer to `out` and return the final result."""
+    """One turn: the answer to `out` (streamed; with tools, written once the model stops calling them) and the
+    final result."""
     result: CreateResult | None = None
     printed = False
+    if turns is not None:
+        turns.start()
     stream = client.create_stream(
         messages, json_output=settings.json_output, options=settings.options, tool_choice=settings.tool_choice
     )
     async for item in stream:
         if isinstance(item, StreamChunk):
             out.thought(item.thought)
-            out.answer(item.content)
-            printed = printed or bool(item.content)
+            if turns is not None:
+                turns.text(item.content)  # final or intermediate: known when the turn ends
+            else:
+                out.answer(item.content)
+                printed = printed or bool(item.content)
         else:
             result = item
     if result is None:  # every client ends its stream with the result
         raise CliError("the model's stream ended without a result")
     if not printed and isinstance(result.content, str):
-        out.answer(result.content)
+        out.answer(result.content.strip() if turns is not None else result.content)
     out.end_answer()
     usage = result.usage
     note = " (cached)" if result.cached else ""
@@ -128,20 +190,24 @@ async def chat_turn(
 async def run_chat(settings: ChatSettings, question: str | None, out: Output, read_line: Any = None) -> int:
     """Run one question, or an interactive session when `question` is None."""
     with out.status(f"Loading {_model_label(settings.model)} …"):
-        client = await asyncio.to_thread(make_client, settings.model, settings.client_settings)
+        client = await asyncio.to_thread(
+            make_client, settings.model, settings.client_settings, endpoint=settings.endpoint
+        )
     async with AsyncExitStack() as stack:
         stack.push_async_callback(client.close)
         for workbench in settings.workbenches:
             with out.status("Starting MCP server …"):
                 await workbench.start()
             stack.push_async_callback(workbench.stop)
-        active = _tool_loop_client(client, settings, out) if settings.tools or settings.workbenches else client
+        has_tools = bool(settings.tools or settings.workbenches)
+        turns = ToolTurns(out) if has_tools else None
+        active = _tool_loop_client(client, settings, turns) if turns is not None else client
         messages: list[LLMMessage] = []
         if settings.system:
             messages.append(SystemMessage(content=settings.system))
         if question is not None:
             messages.append(UserMessage(content=question, source="user"))
-            await chat_turn(active, messages, settings, out)
+            await chat_turn(active, messages, settings, out, turns)
             return 0
         reader = read_line or _read_line
         out.info("Interactive chat: type a message, or 'exit' (Ctrl-D) to leave.")
@@ -152,7 +218,9 @@ async def run_chat(settings: ChatSettings, question: str | None, out: Output, re
             if not line.strip():
                 continue
             messages.append(UserMessage(content=line, source="user"))
-            result = await chat_turn(active, messages, settings, out)
+            result = await chat_turn(active, messages, settings, out, turns)
+            if turns is not None:
+                messages.extend(turns.finish())  # the tool calls and results, so a follow-up can refer to them
             if isinstance(result.content, str):
                 messages.append(AssistantMessage(content=result.content, source="assistant"))
 
@@ -164,7 +232,32 @@ def _model_label(spec: str) -> str:
 
 
 async def _read_line() -> str | None:
-    try:
-        return await asyncio.to_thread(input, "> ")
-    except EOFError:
-        return None
+    """A line from stdin, or None at end of input.
+
+    `input` blocks until Enter; it runs on a daemon thread of its own (not the default executor, which
+    `asyncio.run` waits for on the way out), so Ctrl-C at the prompt ends the command at once.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str | None] = loop.create_future()
+
+    def read() -> None:
+        try:
+            line: str | None = input("> ")
+        except EOFError:
+            line = None
+        except BaseException as exc:  # handed to the waiting coroutine
+            loop.call_soon_threadsafe(_settle, future, None, exc)
+            return
+        loop.call_soon_threadsafe(_settle, future, line, None)
+
+    threading.Thread(target=read, name="ext-chat-input", daemon=True).start()
+    return await future
+
+
+def _settle(future: asyncio.Future[str | None], value: str | None, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)

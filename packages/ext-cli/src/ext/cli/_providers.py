@@ -1,10 +1,10 @@
-"""Model providers by short name (`openai`, `ollama`, `llama-cpp`, ...), resolved through ext-core.
+"""Model providers by short name (`openai`, `ollama`, `llama-cpp`, ...), as each provider's distribution declares
+itself (`ext.core.ProviderInfo`, under the `ext.providers` entry points).
 
-ext-core's `provider_class` maps a short name to the client class its distribution registers under the
-`ext.components` entry points (and says which distribution to install when it is missing), so the command
-never imports a provider it is not asked for. A registered client path (`mypkg.MyClient`) works as a
-provider too. This module adds what a command line needs on top: which constructor argument the MODEL part
-of `-m PROVIDER:MODEL` fills, and what to show in `ext models`.
+The command keeps no table of its own: which constructor argument the MODEL part of `-m PROVIDER:MODEL`
+fills, where `--endpoint` goes and which environment variable it defaults to, what `ext models` shows and
+how to install a provider all come from the declaration. A registered client path (`mypkg.MyClient`) works as a
+provider too. Both spellings of a name are accepted (`llama-cpp`, `llama_cpp`); the command shows hyphens.
 """
 
 from __future__ import annotations
@@ -13,30 +13,26 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from ext.core import PROVIDERS, ChatCompletionClient, ConfigurationError, build_client, provider_class
+from ext.core import (
+    ChatCompletionClient,
+    ConfigurationError,
+    ProviderInfo,
+    build_client,
+    normalize_provider_name,
+    provider_class,
+    provider_infos,
+)
 
 from ._errors import CliError
 
-# For `ext models`: an example -m value and how each provider authenticates.
-PROVIDER_NOTES: Mapping[str, tuple[str, str]] = {
-    "openai": ("openai:gpt-4o-mini", "OPENAI_API_KEY (OPENAI_BASE_URL for another endpoint)"),
-    "azure_openai": ("azure-openai:DEPLOYMENT", "AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY, OPENAI_API_VERSION"),
-    "anthropic": ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
-    "bedrock": ("bedrock:MODEL_ID", "AWS credentials (environment or ~/.aws)"),
-    "ollama": ("ollama:llama3.2", "none (OLLAMA_HOST for another server)"),
-    "azure_ai": ("azure-ai:MODEL", "AZURE_AI_ENDPOINT, AZURE_AI_API_KEY"),
-    "llama_cpp": ("llama-cpp:PATH.gguf", "none (runs in process)"),
-}
 
-# The constructor argument the MODEL part fills, in order of preference.
-_MODEL_PARAMS = ("model_path", "azure_deployment", "model")
-# Settings some providers require and a command line rarely gives: a sensible value, overridable with -o.
-_REQUIRED_DEFAULTS: Mapping[str, Any] = {"max_tokens": 1024}
+def installed_providers() -> Mapping[str, ProviderInfo]:
+    """Every installed provider's declaration, by short name."""
+    return provider_infos()
 
 
-def display_name(key: str) -> str:
-    """`azure_openai` -> `azure-openai`: the spelling the command line uses."""
-    return key.replace("_", "-")
+def declaration(provider: str) -> ProviderInfo | None:
+    return installed_providers().get(normalize_provider_name(provider))
 
 
 def client_class(provider: str) -> type[Any]:
@@ -44,20 +40,8 @@ def client_class(provider: str) -> type[Any]:
     try:
         return provider_class(provider)
     except ConfigurationError as exc:
-        installed = ", ".join(display_name(k) for k in installed_providers()) or "none"
-        raise CliError(str(exc), hint=f"installed providers: {installed}") from None
-
-
-def installed_providers() -> list[str]:
-    """The short names whose distribution is installed."""
-    found = []
-    for key in PROVIDERS:
-        try:
-            provider_class(key)
-        except ConfigurationError:
-            continue
-        found.append(key)
-    return found
+        installed = ", ".join(installed_providers()) or "none"
+        raise CliError(str(exc), hint=f"installed providers: {installed} (ext models lists them)") from None
 
 
 def parse_model_spec(spec: str) -> tuple[str, str]:
@@ -68,28 +52,47 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
     return provider, model
 
 
-def model_parameter(cls: type[Any]) -> str:
-    """Which constructor argument of `cls` names the model (a GGUF file for llama.cpp, a deployment for Azure)."""
-    params = inspect.signature(cls).parameters
-    for name in _MODEL_PARAMS:
-        if name in params:
-            return name
-    raise CliError(f"{cls.__name__} takes no model argument the command knows how to fill")
+def model_parameter(provider: str, cls: type[Any]) -> str:
+    """Which constructor argument names the model: the provider's declaration says (a GGUF file for llama.cpp, a
+    deployment for Azure OpenAI); a client given by path takes `model`."""
+    info = declaration(provider)
+    name = info.model_parameter if info is not None else "model"
+    if name not in inspect.signature(cls).parameters:
+        raise CliError(f"{cls.__name__} takes no {name!r} argument for the MODEL part of -m")
+    return name
 
 
-def make_client(spec: str, settings: Mapping[str, Any] | None = None) -> ChatCompletionClient:
-    """A client for `PROVIDER:MODEL` through ext-core's `build_client`, with `settings` as further arguments."""
+def make_client(
+    spec: str, settings: Mapping[str, Any] | None = None, *, endpoint: str | None = None
+) -> ChatCompletionClient:
+    """A client for `PROVIDER:MODEL` through ext-core's `build_client` (which takes the endpoint from the
+    provider's environment variable when `endpoint` is None), with `settings` as further arguments."""
     provider, model = parse_model_spec(spec)
     cls = client_class(provider)
+    info = declaration(provider)
     params = inspect.signature(cls).parameters
-    args: dict[str, Any] = {model_parameter(cls): model}
-    for name, value in _REQUIRED_DEFAULTS.items():
-        param = params.get(name)
-        if param is not None and param.default is inspect.Parameter.empty:
-            args[name] = value
+    args: dict[str, Any] = {model_parameter(provider, cls): model}
+    if info is not None:
+        for name, value in info.required_arguments.items():
+            if name in params:
+                args[name] = value
+    if endpoint is not None:
+        if info is None or info.endpoint_parameter is None:
+            raise CliError(f"--endpoint: provider {provider!r} takes no endpoint", hint="leave --endpoint out")
+        args[info.endpoint_parameter] = endpoint
     args.update(settings or {})
-    client: ChatCompletionClient = build_client(provider, None, **args)
+    try:
+        client: ChatCompletionClient = build_client(provider, None, **args)
+    except ConfigurationError as exc:
+        raise CliError(str(exc), hint=_auth_hint(info)) from None
     return client
+
+
+def _auth_hint(info: ProviderInfo | None) -> str | None:
+    if info is None:
+        return None
+    endpoint = f"; --endpoint or {info.endpoint_env} for the endpoint" if info.endpoint_env else ""
+    return f"{info.name} reads {info.auth}{endpoint}"
 
 
 def describe(cls: type[Any]) -> list[tuple[str, str, str]]:

@@ -3,7 +3,7 @@
 from .__about__ import __version__
 from ._agent_id import AgentId, AgentType
 from ._builder import ChatClientBuilder
-from ._building import PROVIDERS, build_client, load_pipeline, pipeline_from_config, provider_class, read_config_file
+from ._building import build_client, provider_class
 from ._cache import DEFAULT_CACHE_TTL, CacheMiddleware, CacheStore, CacheTTL, InMemoryCacheStore, check_ttl
 from ._cancellation import CancellationToken, CancelScope, run_cancellable
 from ._chat_completions import (
@@ -118,6 +118,18 @@ from ._pipeline import (
     StreamNext,
     ToolInvocation,
     ToolNext,
+)
+from ._pipeline_config import PipelineCheck, check_pipeline, load_pipeline, pipeline_from_config, read_config_file
+from ._providers import (
+    ProviderInfo,
+    ServerAddress,
+    address_from_url,
+    normalize_provider_name,
+    provider_info,
+    provider_infos,
+    provider_of_class,
+    provider_of_client,
+    server_address,
 )
 from ._retry import RETRYABLE_STATUS, RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
 from ._runtime import (
@@ -310,7 +322,17 @@ __all__ = [
     "CacheMiddleware",
     "CacheTTL",
     "UsageTally",
-    "PROVIDERS",
+    "PipelineCheck",
+    "ProviderInfo",
+    "ServerAddress",
+    "address_from_url",
+    "check_pipeline",
+    "normalize_provider_name",
+    "provider_info",
+    "provider_infos",
+    "provider_of_class",
+    "provider_of_client",
+    "server_address",
     "build_client",
     "load_pipeline",
     "pipeline_from_config",

@@ -1,7 +1,7 @@
 """Request shapes of the OpenAI Chat Completions wire format, as plain dicts.
 
-Several providers speak this format: OpenAI and Azure OpenAI (ext-models-openai), Azure AI Inference
-(ext-models-azure-ai), and OpenAI-compatible servers (vLLM, llama.cpp's server). The messages, tools, tool
+Several providers speak this format: OpenAI and Azure OpenAI, Azure AI Inference,
+and OpenAI-compatible servers (vLLM, llama.cpp's server). The messages, tools, tool
 choice and response format they take are built here once; each provider adds its own options and reads
 its SDK's responses itself.
 """

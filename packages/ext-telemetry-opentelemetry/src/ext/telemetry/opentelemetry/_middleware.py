@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
@@ -24,6 +23,7 @@ from ext.core import (
     StreamNext,
     ToolInvocation,
     ToolNext,
+    server_address,
 )
 
 from . import _semconv as sc
@@ -71,9 +71,10 @@ class OpenTelemetryMiddleware(ChatMiddleware):
     """Spans and metrics after the OpenTelemetry GenAI semantic conventions, on `opentelemetry-api` only.
 
     - One `chat {model}` span (kind CLIENT) per model call, streamed or not: `gen_ai.operation.name=chat`,
-      `gen_ai.provider.name`, `gen_ai.request.model`, `server.address` / `server.port` (from the client's
-      `base_url`, when it has one), the request options (`gen_ai.request.temperature`,
-      `max_tokens`, `top_p`, `top_k`, `frequency_penalty`, `presence_penalty`, `stop_sequences`, `seed`),
+      `gen_ai.provider.name`, `gen_ai.request.model`, `server.address` / `server.port` (where the client
+      sends, as its provider's declaration says; none for an in-process model), the request options
+      (`gen_ai.request.temperature`, `max_tokens`, `top_p`, `top_k`, `frequency_penalty`, `presence_penalty`,
+      `stop_sequences`, `seed`),
       `gen_ai.output.type=json` for JSON output, `gen_ai.request.stream` and
       `gen_ai.response.time_to_first_chunk` for streams, then `gen_ai.usage.input_tokens`,
       `gen_ai.usage.output_tokens` (and the cache-read and reasoning counts when the provider gives them) and
@@ -220,23 +221,18 @@ class OpenTelemetryMiddleware(ChatMiddleware):
         return span, metric
 
     def _server_of(self, client: object) -> dict[str, Any]:
-        """`server.address` / `server.port` from the client's `base_url` (host and port only, never userinfo),
-        when it has one; remembered for the last client seen."""
+        """`server.address` / `server.port` where `client` sends its requests, as its provider's declaration says
+        (`ext.core.server_address`: host and port only, never userinfo; nothing for an in-process model or an
+        undeclared client); remembered for the last client seen."""
         known = self._server
         if known is not None and known[0] is client:
             return known[1]
         found: dict[str, Any] = {}
-        url = getattr(client, "base_url", None)
-        if isinstance(url, str):
-            try:
-                parts = urlsplit(url)
-                port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
-            except ValueError:  # not a URL we can read: leave the server out
-                parts, port = None, None
-            if parts is not None and parts.hostname:
-                found[sc.SERVER_ADDRESS] = parts.hostname
-                if port:
-                    found[sc.SERVER_PORT] = port
+        address = server_address(client)
+        if address is not None:
+            found[sc.SERVER_ADDRESS] = address.host
+            if address.port:
+                found[sc.SERVER_PORT] = address.port
         self._server = (client, found)
         return found
 
