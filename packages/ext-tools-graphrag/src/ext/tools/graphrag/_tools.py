@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ext.core import BaseTool, CancellationToken, ConfigurationError, run_cancellable
+from ext.core import BaseTool, CancellationToken, ConfigurationError
 
 from ._config import (
     GlobalContextConfig,
@@ -36,10 +33,9 @@ from ._settings import (
     read_table,
     settings_source,
 )
+from ._worker import on_worker
 
 __all__ = ["GlobalSearchTool", "GraphRagSettingsError", "LocalSearchTool", "QueryArgs"]
-
-T = TypeVar("T")
 
 _GLOBAL_DESCRIPTION = (
     "Answer a broad question about the whole document collection (themes, trends, summaries across many "
@@ -58,31 +54,6 @@ class QueryArgs(BaseModel):
     query: str = Field(min_length=1, description="The question to answer from the indexed documents.")
 
 
-# -- one event loop thread for every search ------------------------------------------------------------------------
-# graphrag's local search embeds the query with a blocking HTTP call inside its async context builder, and its
-# pandas work is CPU-bound: searches run on their own loop in one daemon thread so the caller's loop stays free.
-# Cancelling the caller's await cancels the search task there (its HTTP requests are closed).
-
-_worker_lock = threading.Lock()
-_worker_loop: asyncio.AbstractEventLoop | None = None
-
-
-def _loop() -> asyncio.AbstractEventLoop:
-    global _worker_loop
-    with _worker_lock:
-        if _worker_loop is None or _worker_loop.is_closed():
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="ext-graphrag-search", daemon=True)
-            thread.start()
-            _worker_loop = loop
-        return _worker_loop
-
-
-async def _on_worker(coro: Coroutine[Any, Any, T], token: CancellationToken | None) -> T:
-    future = asyncio.run_coroutine_threadsafe(coro, _loop())
-    return await run_cancellable(asyncio.wrap_future(future), token)
-
-
 # -- the tools -----------------------------------------------------------------------------------------------------
 
 
@@ -96,7 +67,7 @@ class _GraphRagTool(BaseTool):
         self._settings_source: SettingsSource | None = None
 
     async def run(self, args: Any, cancellation_token: CancellationToken | None) -> str:
-        return await _on_worker(self._search(args.query), cancellation_token)
+        return await on_worker(self._search(args.query), cancellation_token)
 
     async def _search(self, query: str) -> str:
         if self._engine is None:
