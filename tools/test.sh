@@ -4,8 +4,7 @@
 #   bash tools/test.sh [hatch test arguments]
 #
 # - hatch (installed with pip when missing; pipx or `uv tool install hatch` keep it apart from your Python);
-# - redis-server, Node.js/npm, openssl and docker-compose (which parses the compose example; no Docker daemon),
-#   which tests start or call as real peers: installed with apt-get when
+# - redis-server, Node.js/npm and openssl, which tests start or call as real peers: installed with apt-get when
 #   this runs as root on Debian/Ubuntu; otherwise the tests that need them fail saying what to install;
 # - llama-cpp-python's wheel, built once per machine by tools/llama_cpp_wheel.sh (15-20 minutes on 2 cores the
 #   first time, with progress; seconds afterwards) and handed to hatch's uv installer through UV_FIND_LINKS.
@@ -24,7 +23,6 @@ need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v npm >/dev/null || need+=(nodejs npm)
 command -v openssl >/dev/null || need+=(openssl)
-command -v docker-compose >/dev/null || need+=(docker-compose)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

@@ -12,6 +12,7 @@ import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aioboto3
 import botocore.eventstream
 import botocore.exceptions
 import pytest
@@ -48,6 +49,36 @@ async def client(server: BedrockServer) -> AsyncIterator[AnthropicBedrockChatCom
         aws_secret_key=SECRET,
         endpoint_url=server.base_url,
         max_retries=0,
+    )
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+class OtherBackendResponse:
+    """Stands for the HTTP response of a backend other than aiohttp (aiobotocore also has an httpx one): the same
+    body, but not an `aiohttp.ClientResponse`."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+@pytest.fixture
+async def other_backend_client(server: BedrockServer) -> AsyncIterator[AnthropicBedrockChatCompletionClient]:
+    """A client whose stream responses do not come from aiohttp, set up through the SDK's own event system (a
+    session handler on botocore's `after-call` event, which runs before the client's)."""
+    session = aioboto3.Session(aws_access_key_id=ACCESS, aws_secret_access_key=SECRET, region_name=REGION)
+
+    def other_backend(http_response: Any, **_: Any) -> None:
+        http_response.raw = OtherBackendResponse(http_response.raw)
+
+    session.events.register("after-call.bedrock-runtime.InvokeModelWithResponseStream", other_backend)
+    c = AnthropicBedrockChatCompletionClient(
+        MODEL, max_tokens=1024, session=session, endpoint_url=server.base_url, max_retries=0
     )
     try:
         yield c
@@ -220,3 +251,31 @@ async def test_decoder_matches_botocore_on_the_same_bytes(size: int, reply: Repl
     data = chunk(events[0], every) + other + b"".join(chunk(e) for e in events[1:])
     ours = [event async for event in anthropic_events(_Pieces(data, size), "http://127.0.0.1")]
     assert ours == _botocore_events(data, size) == events
+
+
+async def test_botocore_event_stream_when_the_response_is_not_aiohttp(
+    server: BedrockServer,
+    client: AnthropicBedrockChatCompletionClient,
+    other_backend_client: AnthropicBedrockChatCompletionClient,
+) -> None:
+    """The public fallback: botocore's own event stream gives the same chunks and result as the client's
+    decoder; a corrupt message shows which decoder ran (botocore's checksum error there, ours here)."""
+    data = body()
+    for _ in range(2):
+        server.enqueue(respond([data[i : i + 7] for i in range(0, len(data), 7)]))
+
+    ours = await stream(client)
+    botocores = await stream(other_backend_client)
+
+    assert botocores[0] == ours[0] == ["Hel", "lo ", "wör", "ld"]
+    assert botocores[1].content == ours[1].content == "Hello wörld"
+    assert botocores[1].usage == ours[1].usage
+    assert botocores[1].finish_reason == ours[1].finish_reason
+
+    corrupt = bytearray(data)
+    corrupt[40] ^= 0xFF
+    server.enqueue(respond([bytes(corrupt)]), respond([bytes(corrupt)]))
+    with pytest.raises(botocore.eventstream.ChecksumMismatch):
+        await stream(other_backend_client)
+    with pytest.raises(EventStreamFramingError):
+        await stream(client)

@@ -14,7 +14,7 @@ from ext_runtime_grpc_support import eventually, worker
 from ext.core import AgentId, AgentNotFoundError, UndeliverableError
 from ext.runtime.grpc import GrpcAgentRuntime, LocalCluster
 from ext.runtime.grpc.testing import start_gateway_process
-from ext.testing.conformance._runtime import EchoAgent, Journal, Ping, Pong, Slow
+from ext.testing.conformance import EchoAgent, Journal, Ping, Pong, Slow
 from ext.testing.redis import RedisServer
 
 

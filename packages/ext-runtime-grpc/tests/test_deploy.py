@@ -1,7 +1,9 @@
 """The deployment examples in `deploy/`, checked with real tooling so they cannot drift from the code:
 
 - every Kubernetes manifest against the official schemas (kubernetes-validate, strict: unknown fields fail);
-- the compose file parsed and resolved by `docker-compose config` (no Docker daemon needed);
+- the compose file validated against the Compose Specification's JSON schema (the copy check-jsonschema vendors)
+  and resolved as `docker compose config` would: anchors merged, short syntax expanded, paths made absolute, and
+  every reference (secrets, configs, networks, volumes, depends_on, the build context) checked;
 - the Dockerfile parsed by BuildKit's parser (the `dockerfile` package);
 - the gateway's command line in each example accepted by our real CLI parser, the probes, ports, mounted secret
   paths and grace periods consistent with it;
@@ -16,7 +18,9 @@ cluster. The README says so.
 from __future__ import annotations
 
 import asyncio
+import importlib.resources
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -31,6 +35,7 @@ from types import ModuleType
 from typing import Any
 
 import dockerfile
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -47,7 +52,10 @@ REPO = DEPLOY.parents[2]
 # The oldest Kubernetes the manifests support (the preStop `sleep` action is on by default from 1.30) and the
 # newest whose schemas kubernetes-validate bundles.
 K8S_VERSIONS = ("1.30.0", "1.37.0")
-COMPOSE_INSTALL = "docker-compose is not installed: apt-get install -y docker-compose (tools/test.sh installs it)"
+# compose-go parses these fields as Go durations (time.ParseDuration: "1m30s", "500ms"); the schema only says
+# "string" (compose-spec/compose-go types: stop_grace_period, healthcheck interval/timeout/start_period/...).
+GO_DURATION = re.compile(r"(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+")
+HEALTHCHECK_DURATIONS = ("interval", "timeout", "start_period", "start_interval")
 
 Doc = dict[str, Any]
 
@@ -77,25 +85,117 @@ def container(deployment: Doc) -> Doc:
     return dict(containers[0])
 
 
-def run_compose(*args: str, file: Path = DEPLOY / "compose.yaml") -> subprocess.CompletedProcess[str]:
-    binary = shutil.which("docker-compose")
-    if binary is None:
-        pytest.fail(COMPOSE_INSTALL)
-    # No daemon is contacted by `config`; DOCKER_HOST pointing nowhere proves it.
-    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
-    return subprocess.run(
-        [binary, "-f", str(file), *args], capture_output=True, text=True, timeout=120, cwd=file.parent, env=env
-    )
+def compose_schema() -> Doc:
+    """The Compose Specification's schema (compose-spec/compose-spec `schema/compose-spec.json`), as vendored and
+    kept current by check-jsonschema (its `--builtin-schema vendor.compose-spec`)."""
+    resource = importlib.resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json"
+    schema = json.loads(resource.read_text(encoding="utf-8"))
+    assert schema.get("title") == "Compose Specification"
+    return dict(schema)
+
+
+class ComposeError(AssertionError):
+    """The compose file breaks the specification or refers to something it does not define."""
+
+
+def load_compose(file: Path = DEPLOY / "compose.yaml") -> Doc:
+    """The compose file validated and resolved as `docker compose config` resolves it: YAML anchors and merge
+    keys applied, every problem the schema finds (unknown or misspelt keys, wrong types) and every broken
+    reference raised together, short syntax expanded (secrets, depends_on), file paths absolute."""
+    document = yaml.safe_load(file.read_text(encoding="utf-8"))
+    if not isinstance(document, dict):
+        raise ComposeError(f"{file}: not a mapping")
+    schema = compose_schema()
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    problems = [
+        f"{'/'.join(str(p) for p in error.absolute_path) or '(top level)'}: {error.message}"
+        for error in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
+    ]
+    if not problems:
+        problems = _reference_problems(document, file.parent)
+    if problems:
+        raise ComposeError(f"{file}:\n" + "\n".join(problems))
+    return _resolved(document, file.parent)
+
+
+def _reference_problems(document: Doc, base: Path) -> list[str]:
+    """What `docker compose config` refuses after the schema (compose-go's loader and its validation of
+    references): undefined secrets, configs, networks and named volumes, unknown depends_on services,
+    a missing build context or Dockerfile; and compose-go's duration parsing."""
+    problems: list[str] = []
+    services: Doc = document.get("services") or {}
+    for name, service in services.items():
+        where = f"services/{name}"
+        for kind in ("secrets", "configs"):
+            for entry in service.get(kind) or []:
+                source = entry if isinstance(entry, str) else entry.get("source")
+                if source not in (document.get(kind) or {}):
+                    problems.append(f"{where}/{kind}: {source!r} is not defined in the top-level {kind}")
+        networks = service.get("networks") or []
+        for network in networks if isinstance(networks, list) else list(networks):
+            if network != "default" and network not in (document.get("networks") or {}):
+                problems.append(f"{where}/networks: {network!r} is not defined in the top-level networks")
+        for volume in service.get("volumes") or []:
+            source = volume.split(":", 1)[0] if isinstance(volume, str) else volume.get("source")
+            named = isinstance(source, str) and ":" in (volume if isinstance(volume, str) else ":")
+            local = not source or source.startswith((".", "/", "~", "$"))  # a bind mount, not a named volume
+            if named and not local and source not in (document.get("volumes") or {}):
+                problems.append(f"{where}/volumes: {source!r} is not defined in the top-level volumes")
+        depends = service.get("depends_on") or []
+        for dependency in depends if isinstance(depends, list) else list(depends):
+            if dependency not in services:
+                problems.append(f"{where}/depends_on: no service {dependency!r}")
+            elif (
+                isinstance(depends, dict)
+                and depends[dependency].get("condition") == "service_healthy"
+                and "healthcheck" not in services[dependency]
+            ):
+                problems.append(f"{where}/depends_on: {dependency!r} must be healthy but has no healthcheck")
+        build = service.get("build")
+        if build is not None:
+            context = base / (build if isinstance(build, str) else build.get("context", "."))
+            dockerfile_path = context / (
+                build.get("dockerfile", "Dockerfile") if isinstance(build, dict) else "Dockerfile"
+            )
+            if not context.is_dir():
+                problems.append(f"{where}/build: context {str(context)!r} is not a directory")
+            elif not dockerfile_path.is_file():
+                problems.append(f"{where}/build: {str(dockerfile_path)!r} does not exist")
+        durations = {"stop_grace_period": service.get("stop_grace_period")}
+        durations |= {f"healthcheck/{k}": (service.get("healthcheck") or {}).get(k) for k in HEALTHCHECK_DURATIONS}
+        for field_name, value in durations.items():
+            if value is not None and not GO_DURATION.fullmatch(str(value)):
+                problems.append(f"{where}/{field_name}: {value!r} is not a duration (like '30s' or '1m30s')")
+    return problems
+
+
+def _resolved(document: Doc, base: Path) -> Doc:
+    """Short syntax expanded and paths made absolute, the shape `docker compose config` prints."""
+    resolved: Doc = json.loads(json.dumps(document))  # merge keys already applied by the YAML loader; a deep copy
+    for service in resolved["services"].values():
+        for kind in ("secrets", "configs"):
+            if kind in service:
+                service[kind] = [{"source": e} if isinstance(e, str) else e for e in service[kind]]
+        if isinstance(service.get("depends_on"), list):
+            service["depends_on"] = {d: {"condition": "service_started"} for d in service["depends_on"]}
+        if isinstance(service.get("environment"), list):
+            service["environment"] = dict(item.split("=", 1) for item in service["environment"])
+        build = service.get("build")
+        if build is not None:
+            build = {"context": build} if isinstance(build, str) else build
+            build["context"] = os.path.normpath(base / build.get("context", "."))
+            service["build"] = build
+    for kind in ("secrets", "configs"):
+        for entry in (resolved.get(kind) or {}).values():
+            if "file" in entry:
+                entry["file"] = os.path.normpath(base / entry["file"])
+    return resolved
 
 
 @pytest.fixture(scope="module")
 def compose() -> Doc:
-    """The compose file as docker-compose itself resolves it (anchors merged, paths absolute)."""
-    ran = run_compose("config")
-    assert ran.returncode == 0, ran.stderr
-    resolved = yaml.safe_load(ran.stdout)
-    assert isinstance(resolved, dict)
-    return resolved
+    """The compose file, validated and resolved (anchors merged, short syntax expanded, paths absolute)."""
+    return load_compose()
 
 
 def split_options(args: list[str]) -> list[str]:
@@ -157,15 +257,39 @@ def test_the_validation_can_fail() -> None:
 
 
 def test_compose_file_is_valid_and_a_broken_one_is_not(tmp_path: Path) -> None:
-    ran = run_compose("config", "-q")
-    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
-    broken = tmp_path / "compose.yaml"
+    resolved = load_compose()
+    assert sorted(resolved["services"]) == ["gateway-1", "gateway-2", "redis", "worker"]
+    assert resolved["services"]["gateway-2"]["command"] == resolved["services"]["gateway-1"]["command"]  # merged
+    assert resolved["services"]["gateway-1"]["build"]["context"] == str(REPO)
+    assert resolved["secrets"]["grpc_token"]["file"] == str(DEPLOY / "secrets" / "token")
+
     text = (DEPLOY / "compose.yaml").read_text()
-    broken.write_text(text.replace("stop_grace_period: 30s", "stop_grace_periode: 30s", 1))
     # The build context is relative to the file: point it back at the repository.
-    broken.write_text(broken.read_text().replace("context: ../../..", f"context: {REPO}"))
-    ran = run_compose("config", "-q", file=broken)
-    assert ran.returncode != 0 and "stop_grace_periode" in ran.stderr
+    text = text.replace("context: ../../..", f"context: {REPO}")
+
+    def broken(old: str, new: str) -> str:
+        assert old in text
+        path = tmp_path / "compose.yaml"
+        path.write_text(text.replace(old, new, 1))
+        with pytest.raises(ComposeError) as caught:
+            load_compose(path)
+        return str(caught.value)
+
+    # A misspelt key: the schema's unevaluatedProperties, as compose-go's loader refuses it.
+    assert "stop_grace_periode" in broken("stop_grace_period: 30s", "stop_grace_periode: 30s")
+    # A wrong type, an undefined secret, an unknown dependency, a dependency without a healthcheck, a bad duration.
+    assert "services/gateway-1/stop_grace_period: 30 is not of type 'string'" in broken(
+        "stop_grace_period: 30s", "stop_grace_period: 30"
+    )
+    assert "'grpc_tokn' is not defined in the top-level secrets" in broken("- grpc_token\n", "- grpc_tokn\n")
+    assert "services/worker/depends_on: no service 'gateway-3'" in broken("      gateway-2:\n", "      gateway-3:\n")
+    redis_healthcheck = (
+        '    healthcheck:\n      test: ["CMD", "redis-cli", "ping"]\n'
+        "      interval: 5s\n      timeout: 3s\n      retries: 5\n"
+    )
+    assert "'redis' must be healthy but has no healthcheck" in broken(redis_healthcheck, "")
+    assert "healthcheck/interval: '5 seconds' is not a duration" in broken("interval: 5s", "interval: 5 seconds")
+    assert "is not a directory" in broken(f"context: {REPO}", f"context: {tmp_path / 'nowhere'}")
 
 
 def test_dockerfile_parses_and_matches_the_manifests() -> None:

@@ -35,7 +35,7 @@ from ext.runtime.grpc import (
 )
 from ext.runtime.grpc._forwarder import parse_forwards
 from ext.runtime.grpc.protos import agent_worker_pb2 as pb
-from ext.testing.conformance._runtime import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong
+from ext.testing.conformance import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong
 from ext.testing.redis import RedisServer
 
 T = TypeVar("T")

@@ -10,7 +10,7 @@ import pytest_asyncio
 
 from ext.core import AgentRuntime
 from ext.runtime.grpc import Gateway, GrpcAgentRuntime, RedisRegistry
-from ext.testing.conformance._runtime import MESSAGE_TYPES, RuntimeConformance
+from ext.testing.conformance import MESSAGE_TYPES, RuntimeConformance
 from ext.testing.redis import RedisServer
 
 

@@ -10,7 +10,7 @@ import asyncio
 import sys
 
 from ext.runtime.grpc import GrpcAgentRuntime
-from ext.testing.conformance._runtime import MESSAGE_TYPES, EchoAgent, Journal
+from ext.testing.conformance import MESSAGE_TYPES, EchoAgent, Journal
 
 
 async def main(address: str) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from ext.core import AgentRuntime
 from ext.runtime.local import LocalAgentRuntime
-from ext.testing.conformance._runtime import RuntimeConformance
+from ext.testing.conformance import RuntimeConformance
 
 
 class TestLocalRuntime(RuntimeConformance):

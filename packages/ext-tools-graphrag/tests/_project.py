@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from ext.testing.graphrag import GraphRagResponder, GraphRagServer, KnownEntity, KnownRelationship
+from ext.testing.graphrag import GraphRagResponder, GraphRagServer, KnownClaim, KnownEntity, KnownRelationship
 
 FIXTURE = Path(__file__).parent / "fixtures" / "riverton"
 """A committed project indexed by graphrag itself with the loopback model (regenerate: `python _project.py`)."""
@@ -33,6 +33,12 @@ RELATIONSHIPS = [
     KnownRelationship("Granite Guild", "Stonehaven", "The Granite Guild buys Stonehaven's stone", 4),
     KnownRelationship("Dmitri", "Granite Guild", "Dmitri sells stone to the Granite Guild", 3),
 ]
+CLAIMS = [
+    KnownClaim("Bob", "Alice", "supply", "true", "Bob brings Alice fish from the river every morning."),
+    KnownClaim("Carol", "Alice", "borrowing", "true", "Carol borrows bread recipes from Alice."),
+    KnownClaim("Dmitri", "Granite Guild", "trade", "true", "Dmitri sells cut stone to the Granite Guild."),
+    KnownClaim("Granite Guild", None, "transport", "suspected", "The Granite Guild carries granite to the cities."),
+]
 DOCUMENTS = {
     "bakery.txt": "Alice is the baker of Riverton. Every morning Bob brings her fish from the river.",
     "library.txt": "Carol runs the library in Riverton and borrows bread recipes from Alice.",
@@ -43,7 +49,7 @@ API_BASE_ENV = "EXT_GRAPHRAG_TEST_API_BASE"
 
 
 def responder() -> GraphRagResponder:
-    return GraphRagResponder(ENTITIES, RELATIONSHIPS)
+    return GraphRagResponder(ENTITIES, RELATIONSHIPS, CLAIMS)
 
 
 def offline_env() -> dict[str, str]:
@@ -58,8 +64,8 @@ def offline_env() -> dict[str, str]:
 
 def point_settings_at_loopback(root: Path) -> None:
     """Rewrite `graphrag init`'s settings.yaml: every model's api_base from ${EXT_GRAPHRAG_TEST_API_BASE}, a
-    fake key in .env, gleaning off, every component clustered, and two retries (graphrag's minimum for
-    exponential backoff)."""
+    fake key in .env, claims extracted (graphrag's covariates), gleaning off, every component clustered, and two
+    retries (graphrag's minimum for exponential backoff)."""
     settings_file = root / "settings.yaml"
     settings = yaml.safe_load(settings_file.read_text(encoding="utf-8"))
     for group in ("completion_models", "embedding_models"):
@@ -67,6 +73,7 @@ def point_settings_at_loopback(root: Path) -> None:
             model["api_base"] = "${" + API_BASE_ENV + "}"
             model["retry"] = {"type": "exponential_backoff", "max_retries": 2}
     settings["extract_graph"]["max_gleanings"] = 0
+    settings["extract_claims"].update(enabled=True, max_gleanings=0)
     # Two separate towns: cluster every connected component, not only the largest one.
     settings["cluster_graph"]["use_lcc"] = False
     settings_file.write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -50,6 +51,18 @@ async def test_start_stop_are_idempotent_and_restartable() -> None:
     second = (await bench.call_tool("pid")).to_text()
     assert first != second
     await bench.stop()
+
+
+async def test_stderr_is_read_on_a_daemon_thread_that_ends_with_the_server() -> None:
+    """The stdio server's stderr reader is a `threading.Thread` (daemon: it never holds up interpreter exit), and
+    it ends once the server is gone."""
+    before = set(threading.enumerate())
+    async with McpWorkbench(stdio()) as bench:
+        await bench.call_tool("pid")
+        (reader,) = [t for t in threading.enumerate() if t not in before and t.name.startswith("mcp-stderr ")]
+        assert reader.daemon and reader.is_alive()
+    reader.join(10)
+    assert not reader.is_alive()
 
 
 async def test_first_call_starts_the_session() -> None:

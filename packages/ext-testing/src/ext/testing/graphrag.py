@@ -7,6 +7,8 @@ prompt by its fixed wording:
 
 - graph extraction: the world's entities named in the chunk, and the relationships between two of them, in
   graphrag's tuple format (``("entity"<|>NAME<|>TYPE<|>description)`` records joined by ``##``);
+- claim extraction (graphrag's covariates, ``extract_claims.enabled``): the world's claims (:class:`KnownClaim`)
+  whose subject (and object) the chunk names, in graphrag's claim tuple format;
 - gleaning follow-ups: nothing more (``N``);
 - description summaries: the descriptions joined;
 - community reports (JSON, the ``CommunityReportResponse`` shape): a title naming the world's entities found in
@@ -40,6 +42,7 @@ __all__ = [
     "EMBEDDING_DIMENSIONS",
     "GraphRagResponder",
     "GraphRagServer",
+    "KnownClaim",
     "KnownEntity",
     "KnownRelationship",
     "embed_text",
@@ -73,6 +76,18 @@ class KnownRelationship:
     target: str
     description: str
     weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class KnownClaim:
+    """A claim (graphrag covariate) the responder extracts when its subject (and object, if any) appear in a
+    chunk."""
+
+    subject: str
+    object: str | None
+    type: str
+    status: str
+    description: str
 
 
 def embed_text(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
@@ -114,6 +129,7 @@ class GraphRagResponder:
 
     entities: Sequence[KnownEntity]
     relationships: Sequence[KnownRelationship] = ()
+    claims: Sequence[KnownClaim] = ()
     answers: dict[str, str] = field(default_factory=dict)
     reply_delay: float = 0.0
 
@@ -122,17 +138,20 @@ class GraphRagResponder:
     @staticmethod
     def kind_of(request: RecordedRequest) -> str:
         """Which graphrag prompt a chat request carried: ``extract_graph``, ``glean``, ``glean_loop``,
-        ``summarize``, ``community_report``, ``global_map``, ``global_reduce``, ``local``, or ``other``."""
+        ``extract_claims``, ``summarize``, ``community_report``, ``global_map``, ``global_reduce``, ``local``,
+        or ``other``."""
         messages = _messages(request)
         texts = [_text(m) for m in messages]
         first = texts[0] if texts else ""
         last = texts[-1] if texts else ""
-        if "MANY entities and relationships were missed" in last:
+        if "MANY entities and relationships were missed" in last or "MANY entities were missed" in last:
             return "glean"
         if "Answer Y if there are still entities" in last:
             return "glean_loop"
         if "-Real Data-" in first and "Entity_types:" in first:
             return "extract_graph"
+        if "-Real Data-" in first and "Claim description:" in first:
+            return "extract_claims"
         if "comprehensive summary of the data provided below" in first:
             return "summarize"
         if "Write a comprehensive report of a community" in first:
@@ -178,6 +197,8 @@ class GraphRagResponder:
         first = _text(messages[0]) if messages else ""
         if kind == "extract_graph":
             return Reply(text=self._extract(first))
+        if kind == "extract_claims":
+            return Reply(text=self._claims(first))
         if kind == "glean":
             return Reply(text=_COMPLETE)
         if kind == "glean_loop":
@@ -202,10 +223,37 @@ class GraphRagResponder:
             return Reply(text=text, delay=self.reply_delay)
         return Reply(text="(graphrag loopback: unrecognised prompt)")
 
-    def _extract(self, prompt: str) -> str:
+    @staticmethod
+    def _chunk(prompt: str) -> str:
         _, _, real = prompt.partition("-Real Data-")
         _, _, chunk = real.partition("Text:")
-        chunk = chunk.rsplit("Output:", 1)[0]
+        return chunk.rsplit("Output:", 1)[0]
+
+    def _claims(self, prompt: str) -> str:
+        # graphrag's claim format: (SUBJECT<|>OBJECT<|>TYPE<|>STATUS<|>START<|>END<|>DESCRIPTION<|>SOURCE), with
+        # NONE for an unknown object or date (graphrag/prompts/index/extract_claims.py).
+        chunk = self._chunk(prompt)
+        lowered = chunk.lower()
+        records = [
+            _TUPLE.join(
+                [
+                    c.subject.upper(),
+                    c.object.upper() if c.object else "NONE",
+                    c.type.upper(),
+                    c.status.upper(),
+                    "NONE",
+                    "NONE",
+                    c.description,
+                    chunk.strip(),
+                ]
+            )
+            for c in self.claims
+            if c.subject.lower() in lowered and (c.object is None or c.object.lower() in lowered)
+        ]
+        return f"\n{_RECORD}\n".join(f"({r})" for r in records) + f"\n{_COMPLETE}"
+
+    def _extract(self, prompt: str) -> str:
+        chunk = self._chunk(prompt)
         found = self.entities_in(chunk)
         names = {e.name.lower() for e in found}
         records = [f'("entity"{_TUPLE}{e.name.upper()}{_TUPLE}{e.type.upper()}{_TUPLE}{e.description})' for e in found]

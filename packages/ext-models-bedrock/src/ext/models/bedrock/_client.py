@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -42,7 +43,7 @@ from ext.models.anthropic import (
 )
 
 from ._config import BedrockClientConfig
-from ._eventstream import anthropic_events
+from ._eventstream import OPERATION, anthropic_events
 from ._retry import classify_bedrock_error
 
 logger = logging.getLogger(__name__)
@@ -153,6 +154,8 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
         self._client_cm: Any = None
         self._client_lock: asyncio.Lock | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        # Each stream's HTTP response, keyed by the event stream botocore returned for it (see _runtime).
+        self._stream_responses: weakref.WeakKeyDictionary[Any, aiohttp.ClientResponse] = weakref.WeakKeyDictionary()
 
     @property
     def region(self) -> str:
@@ -181,10 +184,21 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
                 cm = self._session.client(
                     "bedrock-runtime", endpoint_url=self._config.endpoint_url, config=self._botocore_config
                 )
-                self._client = await cm.__aenter__()
+                client = await cm.__aenter__()
+                # botocore's documented `after-call` event hands over the HTTP response (its public `raw`:
+                # aiobotocore's aiohttp response) next to the parsed result, so a stream's body can be decoded
+                # here (`_eventstream`) without reaching into the event stream's private attributes.
+                service = client.meta.service_model.service_id.hyphenize()
+                client.meta.events.register(f"after-call.{service}.{OPERATION}", self._keep_stream_response)
+                self._client = client
                 self._client_cm = cm
                 self._client_loop = asyncio.get_running_loop()
         return self._client
+
+    def _keep_stream_response(self, http_response: Any, parsed: Mapping[str, Any], **_: Any) -> None:
+        events, raw = parsed.get("body"), getattr(http_response, "raw", None)
+        if events is not None and isinstance(raw, aiohttp.ClientResponse):
+            self._stream_responses[events] = raw
 
     # --- the provider's part ---------------------------------------------------------------------
 
@@ -232,11 +246,11 @@ class AnthropicBedrockChatCompletionClient(AnthropicMessagesClient):
                 return closed
             return None
 
-        # The body's messages decoded here (`_eventstream`), when aiobotocore exposes the body as it has so far;
-        # otherwise through botocore's own event stream.
-        content = getattr(getattr(events, "_raw_stream", None), "content", None)
-        if content is not None and hasattr(content, "iter_chunks"):
-            decoded = anthropic_events(content, endpoint)
+        # The body's messages decoded here (`_eventstream`) from the aiohttp response botocore's after-call event
+        # gave us; with another HTTP backend, through botocore's own (slower) event stream.
+        raw = self._stream_responses.pop(events, None)
+        if raw is not None:
+            decoded = anthropic_events(raw.content, endpoint)
 
             async def close() -> None:
                 # Closing before the end closes the connection, so the server sees the client go away.

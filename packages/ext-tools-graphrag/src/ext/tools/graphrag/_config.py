@@ -52,12 +52,18 @@ class GlobalContextConfig(_Config):
 
 
 class MapReduceConfig(_Config):
-    """The map (one JSON list of points per batch of reports) and reduce (the final answer) calls."""
+    """The map (one JSON list of points per batch of reports) and reduce (the final answer) calls.
+
+    As in graphrag's own query API, no `max_tokens` is sent unless `map_max_tokens` / `reduce_max_tokens` is set:
+    the prompts ask for up to `map_max_length` / `reduce_max_length` words and the model finishes its answer.
+    """
 
     max_data_tokens: int = Field(default=12_000, gt=0, description="Token budget of the reduce step's analyst reports.")
-    map_max_tokens: int = Field(default=1_000, gt=0, description="Completion tokens of each map call (max_tokens).")
-    reduce_max_tokens: int = Field(
-        default=2_000, gt=0, description="Completion tokens of the reduce call (max_tokens)."
+    map_max_tokens: int | None = Field(
+        default=None, gt=0, description="Completion tokens of each map call (max_tokens); None: not sent."
+    )
+    reduce_max_tokens: int | None = Field(
+        default=None, gt=0, description="Completion tokens of the reduce call (max_tokens); None: not sent."
     )
     map_max_length: int = Field(default=1_000, gt=0, description="Word limit written into the map prompt.")
     reduce_max_length: int = Field(default=2_000, gt=0, description="Word limit written into the reduce prompt.")
@@ -72,6 +78,9 @@ class MapReduceConfig(_Config):
 class LocalDataConfig(_Config):
     """The index tables and the entity-description vector store local search reads.
 
+    `covariates_filepath` is graphrag's claims table (`covariates.parquet`, written when the project extracts
+    claims); with it the context gets a Claims table, as with graphrag's own local search.
+
     `vector_store` is graphrag's `vector_store` settings section (`type`: lancedb, azure_ai_search, cosmosdb, with
     its fields); secret fields in it (`api_key`, `connection_string`) are left out of dumps.
     """
@@ -82,6 +91,7 @@ class LocalDataConfig(_Config):
     reports_filepath: str
     communities_filepath: str
     vector_store: dict[str, Any]
+    covariates_filepath: str | None = Field(default=None, description="Claims table (None: no claims).")
     community_level: int = Field(default=2, ge=0)
 
 

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import threading
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
-import pandas as pd
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from ext.core import BaseTool, CancellationToken, ConfigurationError, run_cancellable
+from ext.core import BaseTool, CancellationToken, ConfigurationError
 
 from ._config import (
     GlobalContextConfig,
@@ -26,10 +21,21 @@ from ._config import (
     ModelSettings,
     SettingsSource,
 )
+from ._settings import (
+    GraphRagSettingsError,
+    existing_file,
+    existing_prompt,
+    graphrag_model,
+    load_settings,
+    model_settings,
+    output_files,
+    read_prompt,
+    read_table,
+    settings_source,
+)
+from ._worker import on_worker
 
 __all__ = ["GlobalSearchTool", "GraphRagSettingsError", "LocalSearchTool", "QueryArgs"]
-
-T = TypeVar("T")
 
 _GLOBAL_DESCRIPTION = (
     "Answer a broad question about the whole document collection (themes, trends, summaries across many "
@@ -48,150 +54,6 @@ class QueryArgs(BaseModel):
     query: str = Field(min_length=1, description="The question to answer from the indexed documents.")
 
 
-class GraphRagSettingsError(ConfigurationError):
-    """A graphrag settings file or index file is missing or invalid (the message names the file)."""
-
-
-# -- one event loop thread for every search ------------------------------------------------------------------------
-# graphrag's local search embeds the query with a blocking HTTP call inside its async context builder, and its
-# pandas work is CPU-bound: searches run on their own loop in one daemon thread so the caller's loop stays free.
-# Cancelling the caller's await cancels the search task there (its HTTP requests are closed).
-
-_worker_lock = threading.Lock()
-_worker_loop: asyncio.AbstractEventLoop | None = None
-
-
-def _loop() -> asyncio.AbstractEventLoop:
-    global _worker_loop
-    with _worker_lock:
-        if _worker_loop is None or _worker_loop.is_closed():
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="ext-graphrag-search", daemon=True)
-            thread.start()
-            _worker_loop = loop
-        return _worker_loop
-
-
-async def _on_worker(coro: Coroutine[Any, Any, T], token: CancellationToken | None) -> T:
-    future = asyncio.run_coroutine_threadsafe(coro, _loop())
-    return await run_cancellable(asyncio.wrap_future(future), token)
-
-
-# -- reading settings and index files ------------------------------------------------------------------------------
-
-
-def _import_graphrag() -> None:
-    # litellm (under graphrag) fetches a model cost map at import unless told to use its bundled copy.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-
-def _load_settings(root_dir: str | Path, config_filepath: str | Path | None) -> tuple[Any, Path]:
-    """graphrag's config as its CLI loads it (settings file, `.env` beside it, `${VAR}` references), without
-    leaving the process in another working directory. Returns the config and the settings file's folder."""
-    _import_graphrag()
-    from graphrag.config.models.graph_rag_config import GraphRagConfig
-    from graphrag_common.config import ConfigParsingError
-    from graphrag_common.config import load_config as load_graphrag_config
-
-    root = Path(root_dir).resolve()
-    if not root.is_dir():
-        raise GraphRagSettingsError(f"graphrag root_dir {str(root)!r} is not a directory")
-    target = Path(config_filepath) if config_filepath is not None else root
-    if not target.is_absolute():
-        target = root / target
-    if config_filepath is not None and not target.is_file():
-        raise GraphRagSettingsError(f"graphrag settings file {str(target)!r} does not exist")
-    cwd = os.getcwd()
-    try:
-        config = load_graphrag_config(config_initializer=GraphRagConfig, config_path=target)
-    except FileNotFoundError as exc:
-        raise GraphRagSettingsError(f"graphrag settings: {exc}") from None
-    except (ConfigParsingError, ValidationError, ValueError) as exc:
-        raise GraphRagSettingsError(
-            f"graphrag settings file {str(_settings_file(target))!r} is invalid: {exc}"
-        ) from exc
-    finally:
-        os.chdir(cwd)  # graphrag's loader changes into the settings folder to resolve relative paths
-    return config, _settings_file(target).parent
-
-
-def _settings_file(target: Path) -> Path:
-    if target.is_file():
-        return target
-    for name in ("settings.yaml", "settings.yml", "settings.json"):
-        if (target / name).is_file():
-            return target / name
-    return target / "settings.yaml"
-
-
-def _relative_to(base: Path, value: str | None) -> str | None:
-    if not value:
-        return None
-    path = Path(value)
-    return str(path if path.is_absolute() else base / path)
-
-
-def _output_files(config: Any, names: tuple[str, ...]) -> dict[str, str]:
-    """Where `graphrag index` wrote each table (file output storage)."""
-    storage = config.output_storage
-    if str(getattr(storage.type, "value", storage.type)) != "file":
-        raise GraphRagSettingsError(
-            f"output_storage type {storage.type!r} is not supported by from_settings (file storage only); build the "
-            "tool from GlobalDataConfig / LocalDataConfig with local copies of the tables"
-        )
-    suffix = ".csv" if str(getattr(config.table_provider, "type", "parquet")).endswith("csv") else ".parquet"
-    base = Path(storage.base_dir)
-    return {name: str(base / f"{name}{suffix}") for name in names}
-
-
-def _model_settings(model: Any) -> ModelSettings:
-    data = model.model_dump(exclude_none=True)
-    key = data.pop("api_key", None)
-    known = {name: data.pop(name) for name in ("model_provider", "model", "api_base", "api_version") if name in data}
-    return ModelSettings(**known, api_key=SecretStr(key) if key else None, extra=data)
-
-
-def _graphrag_model(settings: ModelSettings, what: str) -> Any:
-    from graphrag_llm.config import ModelConfig
-
-    key = settings.api_key.get_secret_value() if settings.api_key is not None else None
-    if key is None and settings.api_key_env:
-        key = os.environ.get(settings.api_key_env)
-        if key is None:
-            raise ConfigurationError(f"{what}.api_key_env: environment variable {settings.api_key_env!r} is not set")
-    fields: dict[str, Any] = {**settings.extra, "model_provider": settings.model_provider, "model": settings.model}
-    if settings.api_base is not None:
-        fields["api_base"] = settings.api_base
-    if settings.api_version is not None:
-        fields["api_version"] = settings.api_version
-    if key is not None:
-        fields["api_key"] = key
-    try:
-        return ModelConfig(**fields)
-    except ValidationError as exc:
-        raise ConfigurationError(f"{what}: invalid graphrag model config: {exc}") from None
-
-
-def _read_table(path: str, field: str, typed: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
-    file = Path(path)
-    if not file.is_file():
-        raise GraphRagSettingsError(f"{field}: graphrag index file {str(file)!r} does not exist (run `graphrag index`)")
-    try:
-        frame = pd.read_csv(file) if file.suffix == ".csv" else pd.read_parquet(file)
-        return typed(frame)
-    except Exception as exc:
-        raise GraphRagSettingsError(f"{field}: cannot read graphrag index file {str(file)!r}: {exc}") from exc
-
-
-def _read_prompt(path: str | None, field: str) -> str | None:
-    if path is None:
-        return None
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise GraphRagSettingsError(f"{field}: cannot read prompt file {path!r}: {exc.strerror}") from None
-
-
 # -- the tools -----------------------------------------------------------------------------------------------------
 
 
@@ -205,7 +67,7 @@ class _GraphRagTool(BaseTool):
         self._settings_source: SettingsSource | None = None
 
     async def run(self, args: Any, cancellation_token: CancellationToken | None) -> str:
-        return await _on_worker(self._search(args.query), cancellation_token)
+        return await on_worker(self._search(args.query), cancellation_token)
 
     async def _search(self, query: str) -> str:
         if self._engine is None:
@@ -244,19 +106,18 @@ class GlobalSearchTool(_GraphRagTool):
         self.context_config = context_config or GlobalContextConfig()
         self.mapreduce_config = mapreduce_config or MapReduceConfig()
         self.model_settings = model
-        _import_graphrag()
         from graphrag.data_model.dfs import communities_typed, community_reports_typed, entities_typed
 
-        self._entities = _read_table(data_config.entities_filepath, "entities_filepath", entities_typed)
-        self._communities = _read_table(data_config.communities_filepath, "communities_filepath", communities_typed)
-        self._reports = _read_table(data_config.reports_filepath, "reports_filepath", community_reports_typed)
+        self._entities = read_table(data_config.entities_filepath, "entities_filepath", entities_typed)
+        self._communities = read_table(data_config.communities_filepath, "communities_filepath", communities_typed)
+        self._reports = read_table(data_config.reports_filepath, "reports_filepath", community_reports_typed)
         mr = self.mapreduce_config
         self._prompts = (
-            _read_prompt(mr.map_prompt_filepath, "map_prompt_filepath"),
-            _read_prompt(mr.reduce_prompt_filepath, "reduce_prompt_filepath"),
-            _read_prompt(mr.knowledge_prompt_filepath, "knowledge_prompt_filepath"),
+            read_prompt(mr.map_prompt_filepath, "map_prompt_filepath"),
+            read_prompt(mr.reduce_prompt_filepath, "reduce_prompt_filepath"),
+            read_prompt(mr.knowledge_prompt_filepath, "knowledge_prompt_filepath"),
         )
-        self._model_config = _graphrag_model(model, "model")
+        self._model_config = graphrag_model(model, "model")
 
     @classmethod
     def from_settings(
@@ -264,8 +125,8 @@ class GlobalSearchTool(_GraphRagTool):
     ) -> GlobalSearchTool:
         """The tool over the index of the graphrag project in `root_dir` (settings.yaml and .env there, or
         `config_filepath`), with the project's `global_search` settings and completion model."""
-        config, base = _load_settings(root_dir, config_filepath)
-        files = _output_files(config, ("entities", "communities", "community_reports"))
+        config, base = load_settings(root_dir, config_filepath)
+        files = output_files(config, ("entities", "communities", "community_reports"))
         gs = config.global_search
         try:
             model = config.get_completion_model_config(gs.completion_model_id)
@@ -277,20 +138,20 @@ class GlobalSearchTool(_GraphRagTool):
                 communities_filepath=files["communities"],
                 reports_filepath=files["community_reports"],
             ),
-            _model_settings(model),
+            model_settings(model),
             GlobalContextConfig(max_context_tokens=gs.max_context_tokens),
             MapReduceConfig(
                 max_data_tokens=gs.data_max_tokens,
                 map_max_length=gs.map_max_length,
                 reduce_max_length=gs.reduce_max_length,
                 concurrency=config.concurrent_requests,
-                map_prompt_filepath=_existing(base, gs.map_prompt),
-                reduce_prompt_filepath=_existing(base, gs.reduce_prompt),
-                knowledge_prompt_filepath=_existing(base, gs.knowledge_prompt),
+                map_prompt_filepath=existing_prompt(base, gs.map_prompt),
+                reduce_prompt_filepath=existing_prompt(base, gs.reduce_prompt),
+                knowledge_prompt_filepath=existing_prompt(base, gs.knowledge_prompt),
             ),
             name=name,
         )
-        tool._settings_source = _source(root_dir, config_filepath)
+        tool._settings_source = settings_source(root_dir, config_filepath)
         return tool
 
     def _build_engine(self) -> Any:
@@ -323,8 +184,9 @@ class GlobalSearchTool(_GraphRagTool):
             ),
             tokenizer=tokenizer,
             max_data_tokens=mr.max_data_tokens,
-            map_llm_params={**call_args, "max_tokens": mr.map_max_tokens},
-            reduce_llm_params={**call_args, "max_tokens": mr.reduce_max_tokens},
+            # graphrag's query factory passes the model's call_args alone; a limit only when the user set one.
+            map_llm_params=_with_max_tokens(call_args, mr.map_max_tokens),
+            reduce_llm_params=_with_max_tokens(call_args, mr.reduce_max_tokens),
             map_max_length=mr.map_max_length,
             reduce_max_length=mr.reduce_max_length,
             allow_general_knowledge=mr.allow_general_knowledge,
@@ -402,11 +264,11 @@ class LocalSearchTool(_GraphRagTool):
         self.search_config = search_config or LocalSearchConfig()
         self.model_settings = model
         self.embedding_settings = embedding_model
-        _import_graphrag()
         from graphrag.config.embeddings import entity_description_embedding
         from graphrag.data_model.dfs import (
             communities_typed,
             community_reports_typed,
+            covariates_typed,
             entities_typed,
             relationships_typed,
             text_units_typed,
@@ -414,11 +276,16 @@ class LocalSearchTool(_GraphRagTool):
         from graphrag_vectors import IndexSchema, VectorStoreConfig
 
         d = data_config
-        self._entities = _read_table(d.entities_filepath, "entities_filepath", entities_typed)
-        self._relationships = _read_table(d.relationships_filepath, "relationships_filepath", relationships_typed)
-        self._text_units = _read_table(d.text_units_filepath, "text_units_filepath", text_units_typed)
-        self._reports = _read_table(d.reports_filepath, "reports_filepath", community_reports_typed)
-        self._communities = _read_table(d.communities_filepath, "communities_filepath", communities_typed)
+        self._entities = read_table(d.entities_filepath, "entities_filepath", entities_typed)
+        self._relationships = read_table(d.relationships_filepath, "relationships_filepath", relationships_typed)
+        self._text_units = read_table(d.text_units_filepath, "text_units_filepath", text_units_typed)
+        self._reports = read_table(d.reports_filepath, "reports_filepath", community_reports_typed)
+        self._communities = read_table(d.communities_filepath, "communities_filepath", communities_typed)
+        self._covariates = (
+            read_table(d.covariates_filepath, "covariates_filepath", covariates_typed)
+            if d.covariates_filepath is not None
+            else None
+        )
         try:
             self._vector_store = VectorStoreConfig(**d.vector_store)
         except ValidationError as exc:
@@ -433,9 +300,9 @@ class LocalSearchTool(_GraphRagTool):
             raise GraphRagSettingsError(
                 f"vector_store.db_uri: LanceDB folder {db_uri!r} does not exist (run `graphrag index`)"
             )
-        self._prompt = _read_prompt(self.search_config.prompt_filepath, "prompt_filepath")
-        self._model_config = _graphrag_model(model, "model")
-        self._embedding_config = _graphrag_model(embedding_model, "embedding_model")
+        self._prompt = read_prompt(self.search_config.prompt_filepath, "prompt_filepath")
+        self._model_config = graphrag_model(model, "model")
+        self._embedding_config = graphrag_model(embedding_model, "embedding_model")
 
     @classmethod
     def from_settings(
@@ -443,8 +310,10 @@ class LocalSearchTool(_GraphRagTool):
     ) -> LocalSearchTool:
         """The tool over the index of the graphrag project in `root_dir`, with the project's `local_search`
         settings, completion and embedding models and `vector_store`."""
-        config, base = _load_settings(root_dir, config_filepath)
-        files = _output_files(config, ("entities", "relationships", "text_units", "community_reports", "communities"))
+        config, base = load_settings(root_dir, config_filepath)
+        files = output_files(
+            config, ("entities", "relationships", "text_units", "community_reports", "communities", "covariates")
+        )
         ls = config.local_search
         try:
             model = config.get_completion_model_config(ls.completion_model_id)
@@ -459,9 +328,10 @@ class LocalSearchTool(_GraphRagTool):
                 reports_filepath=files["community_reports"],
                 communities_filepath=files["communities"],
                 vector_store=config.vector_store.model_dump(exclude_none=True),
+                covariates_filepath=existing_file(files["covariates"]),  # optional, as in graphrag's CLI
             ),
-            _model_settings(model),
-            _model_settings(embedding),
+            model_settings(model),
+            model_settings(embedding),
             LocalContextConfig(
                 text_unit_prop=ls.text_unit_prop,
                 community_prop=ls.community_prop,
@@ -469,16 +339,17 @@ class LocalSearchTool(_GraphRagTool):
                 top_k_relationships=ls.top_k_relationships,
                 max_context_tokens=ls.max_context_tokens,
             ),
-            LocalSearchConfig(prompt_filepath=_existing(base, ls.prompt)),
+            LocalSearchConfig(prompt_filepath=existing_prompt(base, ls.prompt)),
             name=name,
         )
-        tool._settings_source = _source(root_dir, config_filepath)
+        tool._settings_source = settings_source(root_dir, config_filepath)
         return tool
 
     def _build_engine(self) -> Any:
         from graphrag.config.embeddings import entity_description_embedding
         from graphrag.query.context_builder.entity_extraction import EntityVectorStoreKey
         from graphrag.query.indexer_adapters import (
+            read_indexer_covariates,
             read_indexer_entities,
             read_indexer_relationships,
             read_indexer_reports,
@@ -505,7 +376,10 @@ class LocalSearchTool(_GraphRagTool):
                 text_units=read_indexer_text_units(self._text_units),
                 entities=read_indexer_entities(self._entities, self._communities, level),
                 relationships=read_indexer_relationships(self._relationships),
-                covariates={},
+                # graphrag.api.local_search: the claims table under "claims" (empty without one).
+                covariates={
+                    "claims": read_indexer_covariates(self._covariates) if self._covariates is not None else []
+                },
                 entity_text_embeddings=get_embedding_store(self._vector_store, entity_description_embedding),
                 embedding_vectorstore_key=EntityVectorStoreKey.ID,
                 text_embedder=create_embedding(self._embedding_config),
@@ -569,14 +443,5 @@ class LocalSearchTool(_GraphRagTool):
         )
 
 
-def _source(root_dir: str | Path, config_filepath: str | Path | None) -> SettingsSource:
-    return SettingsSource(
-        root_dir=str(Path(root_dir).resolve()), config_filepath=str(config_filepath) if config_filepath else None
-    )
-
-
-def _existing(base: Path, path: str | None) -> str | None:
-    """A prompt file named in the settings (relative to the settings folder), if it exists: graphrag falls back
-    to its built-in prompt otherwise."""
-    resolved = _relative_to(base, path)
-    return resolved if resolved is not None and Path(resolved).is_file() else None
+def _with_max_tokens(call_args: dict[str, Any], max_tokens: int | None) -> dict[str, Any]:
+    return {**call_args, "max_tokens": max_tokens} if max_tokens is not None else {**call_args}
