@@ -21,7 +21,7 @@ def _require(module: str, distribution: str, extra: str) -> Any:
     except ImportError:
         raise CliError(
             f"{distribution} is not installed",
-            hint=f"install it (pip install 'ext-cli[{extra}]', or {distribution} from a clone)",
+            hint=f"install it (from a clone: pip install -e 'packages/ext-cli[{extra}]', or pip install -e packages/{distribution})",
         ) from None
 
 

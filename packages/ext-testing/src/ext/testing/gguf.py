@@ -6,7 +6,7 @@ every byte is one token (so a text's token count is its UTF-8 length), the ChatM
 ``tokenizer.chat_template``. Its answers are noise unless a grammar forces them (see
 :func:`ext.testing.inprocess.reply_grammar`), which is how the conformance suite scripts it.
 
-Needs the ``gguf`` and ``numpy`` packages (``pip install ext-testing[gguf]``).
+Needs the ``gguf`` and ``numpy`` packages (``pip install gguf numpy``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def write_tiny_llama_gguf(
         import numpy as np
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "write_tiny_llama_gguf needs the gguf and numpy packages: pip install 'ext-testing[gguf]'"
+            "write_tiny_llama_gguf needs the gguf and numpy packages: pip install gguf numpy (or, from a clone, pip install -e 'packages/ext-testing[gguf]')"
         ) from exc
 
     out = Path(path)
