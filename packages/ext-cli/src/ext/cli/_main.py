@@ -286,7 +286,8 @@ def gateway(ctx: click.Context, args: Sequence[str]) -> None:
         state: _State = ctx.obj
         state.out.err.print("[bold red]error:[/] ext-runtime-grpc is not installed")
         state.out.err.print(
-            "[yellow]hint:[/] install it (from a clone: pip install -e 'packages/ext-cli[grpc]', or pip install -e packages/ext-runtime-grpc)"
+            "[yellow]hint:[/] install it (from a clone: pip install -e 'packages/ext-cli[grpc]', "
+            "or pip install -e packages/ext-runtime-grpc)"
         )
         ctx.exit(1)
     ctx.exit(gateway_main(list(args), prog="ext gateway"))

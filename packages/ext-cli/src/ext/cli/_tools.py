@@ -21,7 +21,10 @@ def _require(module: str, distribution: str, extra: str) -> Any:
     except ImportError:
         raise CliError(
             f"{distribution} is not installed",
-            hint=f"install it (from a clone: pip install -e 'packages/ext-cli[{extra}]', or pip install -e packages/{distribution})",
+            hint=(
+                f"install it (from a clone: pip install -e 'packages/ext-cli[{extra}]', "
+                f"or pip install -e packages/{distribution})"
+            ),
         ) from None
 
 

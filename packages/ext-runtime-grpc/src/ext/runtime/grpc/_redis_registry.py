@@ -94,7 +94,10 @@ class RedisRegistry(Registry):
         try:
             import redis.asyncio as aioredis
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError("RedisRegistry needs the redis package: pip install redis (or, from a clone, pip install -e 'packages/ext-runtime-grpc[redis]')") from exc
+            raise ImportError(
+                "RedisRegistry needs the redis package: pip install redis "
+                "(or, from a clone, pip install -e 'packages/ext-runtime-grpc[redis]')"
+            ) from exc
         await super().start(gateway_id, inbox, gateway_gone, link_lost=link_lost)
         self._inbox = inbox
         self._gateway_gone = gateway_gone
