@@ -135,6 +135,17 @@ async def test_bad_schema_is_named() -> None:
     assert ran.code == 1 and "--schema" in ran.err and "TYPE" in ran.err
 
 
+async def test_bad_json_files_are_named_with_their_option(tmp_path: Path) -> None:
+    # --schema FILE and --http-tool FILE share one reader: each error names the option and the file it was given.
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"type": ', encoding="utf-8")
+    for option in ("--schema", "--http-tool"):
+        ran = await run_ext("chat", "-m", "openai:x", option, str(broken), "q")
+        assert ran.code == 1 and f"{option} {broken}: not valid JSON: Expecting value (line 1)" in ran.err
+    ran = await run_ext("chat", "-m", "openai:x", "--schema", "/nonexistent.json", "q")
+    assert ran.code == 1 and "--schema /nonexistent.json: no such file" in ran.err
+
+
 async def test_interrupt_stops_generation_and_exits_130(server: OpenAIServer, openai_env: dict[str, str]) -> None:
     server.enqueue(Reply(text="one two three four five six", stall_after_chunks=2))
     proc = await asyncio.create_subprocess_exec(

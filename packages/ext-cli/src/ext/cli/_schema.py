@@ -6,7 +6,6 @@ The short form lists fields separated by commas, each `name` (a string) or `name
 
 from __future__ import annotations
 
-import json
 import sys
 from importlib import import_module
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, create_model
 
 from ._errors import CliError
+from ._files import read_json_file
 
 _SHORT_TYPES: dict[str, type[Any]] = {"str": str, "int": int, "float": float, "bool": bool}
 _JSON_TYPES: dict[str, type[Any]] = {"string": str, "integer": int, "number": float, "boolean": bool}
@@ -65,14 +65,7 @@ def _from_short(spec: str) -> type[BaseModel]:
 
 
 def _from_file(path: Path) -> type[BaseModel]:
-    try:
-        schema = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CliError(f"--schema {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"--schema {path}: cannot read it: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"--schema {path}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    schema = read_json_file(path, f"--schema {path}")
     return _object_model(schema, str(schema.get("title") or "Output") if isinstance(schema, dict) else "Output", path)
 
 

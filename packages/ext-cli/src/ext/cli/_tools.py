@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import shlex
 import sys
 from importlib import import_module
@@ -13,6 +12,7 @@ from typing import Any
 from ext.core import BaseTool, ComponentModel, FunctionTool, Tool, Workbench
 
 from ._errors import CliError
+from ._files import read_json_file
 
 
 def _require(module: str, distribution: str, extra: str) -> Any:
@@ -54,15 +54,7 @@ def mcp_workbench(spec: str) -> Workbench:
 def http_tool(path: str) -> Tool:
     """An `HttpTool` from a JSON file: a component dump, or the `HttpTool` arguments as an object."""
     http = _require("ext.tools.http", "ext-tools-http", "http")
-    file = Path(path)
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CliError(f"--http-tool {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"--http-tool {path}: cannot read it: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"--http-tool {path}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    data = read_json_file(Path(path), f"--http-tool {path}")
     if not isinstance(data, dict):
         raise CliError(f"--http-tool {path}: expected a JSON object, got {type(data).__name__}")
     try:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ext.testing._waiting import CountWaiters
 from ext.testing.script import Fault, NeutralRequest, Reply, split_words
 
 __all__ = [
@@ -77,7 +78,7 @@ class ScriptedModel:
         self._script: deque[ScriptItem] = deque()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters = CountWaiters()
         self._ids = itertools.count()
 
     # -- lifecycle (the same shape as a loopback server's) ----------------------------------------------------
@@ -112,21 +113,7 @@ class ScriptedModel:
 
     async def wait_for_requests(self, n: int, timeout: float = 5) -> list[InProcessRequest]:
         """Wait until at least ``n`` calls were recorded. Raises ``TimeoutError`` after ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if len(self.requests) >= n:
-                return list(self.requests)
-            future: asyncio.Future[None] = loop.create_future()
-            entry = (n, future)
-            self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"expected {n} call(s) within {timeout}s, got {len(self.requests)}") from None
-        finally:
-            with self._lock:
-                if entry in self._waiters:
-                    self._waiters.remove(entry)
+        await self._waiters.wait(n, lambda: len(self.requests), timeout, "call(s)")
         return list(self.requests)
 
     # -- the runtime's side (any thread) ------------------------------------------------------------------------
@@ -138,8 +125,8 @@ class ScriptedModel:
         with self._lock:
             self.requests.append(request)
             item: ScriptItem | None = self._script.popleft() if self._script else self.default
-            ready = [(n, f) for n, f in self._waiters if len(self.requests) >= n]
-        for _, future in ready:
+            count = len(self.requests)
+        for future in self._waiters.reached(count):
             self._call_in_loop(lambda f=future: f.done() or f.set_result(None))  # type: ignore[misc]
         if item is None:
             error = AssertionError("ScriptedModel: script exhausted (enqueue a Reply, or set .default)")

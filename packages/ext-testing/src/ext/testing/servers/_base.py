@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import ClassVar, TypeVar
 from urllib.parse import parse_qs, unquote
 
+from ext.testing._waiting import CountWaiters
 from ext.testing.script import FAULT_KINDS, Fault, NeutralRequest, Reply
 from ext.testing.servers._http import (
     _BadRequest,
@@ -91,7 +92,7 @@ class LoopbackServer:
         self._closing = False
         self._connections: set[_Connection] = set()
         self._conn_ids = itertools.count(1)
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters = CountWaiters()
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._static: dict[tuple[str, str], Route] = {}
         self._dynamic: list[tuple[str, re.Pattern[str], Route]] = []
@@ -194,18 +195,7 @@ class LoopbackServer:
     async def wait_for_requests(self, n: int, timeout: float = 5) -> list[RecordedRequest]:
         """Wait until at least ``n`` requests (any route, as soon as they are parsed) were received; returns the
         recorded requests. Raises ``TimeoutError`` after ``timeout`` seconds."""
-        if self.request_count >= n:
-            return list(self.requests)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (n, future)
-        self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"expected {n} request(s) within {timeout}s, got {self.request_count}") from None
-        finally:
-            if entry in self._waiters:
-                self._waiters.remove(entry)
+        await self._waiters.wait(n, lambda: self.request_count, timeout, "request(s)")
         return list(self.requests)
 
     def _record(self, request: RecordedRequest) -> None:
@@ -213,10 +203,8 @@ class LoopbackServer:
         if self.record:
             self.requests.append(request)
         if self._waiters:
-            count = self.request_count
-            for n, future in self._waiters:
-                if n <= count and not future.done():
-                    future.set_result(None)
+            for future in self._waiters.reached(self.request_count):
+                future.set_result(None)
 
     def _next_item(self) -> ScriptItem | None:
         if self._script:
