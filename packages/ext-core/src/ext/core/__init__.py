@@ -132,6 +132,18 @@ from ._runtime import (
     message_handler,
 )
 from ._sse import sse_events
+from ._state import (
+    InMemoryStateStore,
+    SavePolicy,
+    StateConflictError,
+    StateStore,
+    StoredState,
+    decode_state,
+    encode_state,
+    expected_version_of,
+    sorted_agent_ids,
+)
+from ._state_file import FileStateStore
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
 from ._workbench import (
@@ -304,4 +316,15 @@ __all__ = [
     "ToolLoop",
     "ToolLoopEvent",
     "ToolNext",
+    # durable agent state
+    "FileStateStore",
+    "InMemoryStateStore",
+    "SavePolicy",
+    "StateConflictError",
+    "StateStore",
+    "StoredState",
+    "decode_state",
+    "encode_state",
+    "expected_version_of",
+    "sorted_agent_ids",
 ]

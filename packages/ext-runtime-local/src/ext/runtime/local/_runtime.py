@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import itertools
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -19,8 +20,11 @@ from ext.core import (
     AgentNotFoundError,
     AgentType,
     CancellationToken,
+    InMemoryStateStore,
     MessageContext,
     RuntimeClosedError,
+    SavePolicy,
+    StateStore,
     UndeliverableError,
     agent_type_name,
     check_agent_id,
@@ -29,6 +33,8 @@ from ext.core import (
     check_sender,
     check_timeout,
 )
+
+from ._state import AgentStates
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +71,32 @@ class Delivery:
         return self.state == _DONE
 
 
+class _AgentCall:
+    """A mailbox item that calls `fn(agent)` instead of `on_message`: state saves and loads asked of the
+    runtime run in turn with the agent's messages, never in the middle of a handler."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Agent], Awaitable[Any]]) -> None:
+        self.fn = fn
+
+
 class _Slot:
     """One agent id: its instance once created, and its mailbox. A consumer task runs while the mailbox
-    has messages, so handlers of one agent run one at a time, in arrival order, with no task per message."""
+    has messages, so handlers of one agent run one at a time, in arrival order, with no task per message.
+    With a state store: the version last read or written, and how many messages were handled since."""
 
-    __slots__ = ("agent", "agent_id", "consumer", "create_lock", "current", "mailbox")
+    __slots__ = (
+        "agent",
+        "agent_id",
+        "consumer",
+        "create_lock",
+        "current",
+        "idle_timer",
+        "mailbox",
+        "unsaved",
+        "version",
+    )
 
     def __init__(self, agent_id: AgentId) -> None:
         self.agent_id = agent_id
@@ -78,21 +105,49 @@ class _Slot:
         self.consumer: asyncio.Task[None] | None = None
         self.current: Delivery | None = None
         self.create_lock: asyncio.Lock | None = None
+        self.version: int | None = None
+        self.unsaved = 0
+        self.idle_timer: asyncio.TimerHandle | None = None
 
 
 class LocalAgentRuntime:
     """The in-process agent runtime (the embedded default).
 
-    Agents are created by their type's factory on the first message to their id and live until `stop()`.
-    Each agent handles one message at a time, in the order messages were sent to it; different agents run
-    concurrently. Not thread-safe: use it from the event loop that runs it.
+    Agents are created by their type's factory on the first message to their id and live until `stop()`
+    (or, with `idle_timeout`, until they are idle that long). Each agent handles one message at a time, in the
+    order messages were sent to it; different agents run concurrently. Not thread-safe: use it from the event
+    loop that runs it.
 
     Args:
         stop_timeout: seconds `stop()` lets in-flight handlers finish before cancelling them (default 5.0).
+        state_store: where agents' states are kept (`InMemoryStateStore`, `FileStateStore`, a Redis store).
+            With one, an agent's stored state is loaded when it is created, and saved per `save_policy`, when
+            it is deactivated and when the runtime stops. A handler that raises (or is cancelled) saves
+            nothing: the agent object is dropped and the next message recreates it from the last saved state.
+            Default None: states are not kept (unless `idle_timeout` is set: then in memory).
+        save_policy: when to save (default `SavePolicy()`: after each message handled without error).
+        idle_timeout: seconds after which an agent with nothing to do is deactivated: its state is saved, it
+            is closed and released, and its next message creates it again with that state (default None:
+            agents live until `stop()`).
     """
 
-    def __init__(self, *, stop_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        stop_timeout: float = 5.0,
+        state_store: StateStore | None = None,
+        save_policy: SavePolicy | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
         self._stop_timeout = check_seconds(stop_timeout, "stop_timeout")
+        if state_store is not None and not isinstance(state_store, StateStore):
+            raise TypeError(f"state_store must be a StateStore, got {type(state_store).__name__}")
+        if save_policy is not None and not isinstance(save_policy, SavePolicy):
+            raise TypeError(f"save_policy must be a SavePolicy, got {type(save_policy).__name__}")
+        self._idle_timeout = check_timeout(idle_timeout, "idle_timeout")
+        if state_store is None and self._idle_timeout is not None:
+            state_store = InMemoryStateStore()  # a deactivated agent must come back with its state
+        self._states = AgentStates(state_store, save_policy or SavePolicy()) if state_store is not None else None
         self._factories: dict[str, AgentFactory] = {}
         self._slots: dict[AgentId, _Slot] = {}
         self._closed = False
@@ -126,13 +181,8 @@ class LocalAgentRuntime:
                 # A handler that swallows cancellation must not hang stop() either.
                 await asyncio.wait(not_done, timeout=self._stop_timeout)
         slots, self._slots = self._slots, {}
-        for agent_id, slot in slots.items():
-            if slot.agent is None:
-                continue
-            try:
-                await slot.agent.close()
-            except Exception:
-                logger.exception("closing agent %s failed", agent_id)
+        for slot in slots.values():
+            await self._release(slot, save=True)
 
     async def __aenter__(self) -> LocalAgentRuntime:
         await self.start()
@@ -164,6 +214,61 @@ class LocalAgentRuntime:
         name = None if agent_type is None else agent_type_name(agent_type)
         found = [a for a, s in self._slots.items() if s.agent is not None and (name is None or a.type == name)]
         return sorted(found, key=lambda a: (a.type, a.key))
+
+    @property
+    def state_store(self) -> StateStore | None:
+        """The state store, or None when states are not kept."""
+        return None if self._states is None else self._states.store
+
+    async def save_state(self) -> dict[str, Mapping[str, Any]]:
+        """Each active agent's `save_state()` (taken in turn with its messages) and, with a state store, the
+        stored state of each deactivated agent of a registered type, keyed by `str(agent_id)`."""
+        self._check_open()
+        result: dict[str, Mapping[str, Any]] = {}
+        if self._states is not None:
+            store = self._states.store
+            for agent_id in await store.keys():
+                record = await store.get(agent_id) if agent_id.type in self._factories else None
+                if record is not None:
+                    result[str(agent_id)] = record.state
+        for agent_id, slot in list(self._slots.items()):
+            if slot.agent is not None and hasattr(slot.agent, "save_state"):
+                result[str(agent_id)] = await self._call(slot, _save_state)
+        return dict(sorted(result.items()))
+
+    async def load_state(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        """Give each agent named in `state` (as `save_state` returned it) its state, creating it if needed;
+        with a state store the state is also saved there at once. Bad keys fail before any agent changes."""
+        self._check_open()
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a mapping of 'type/key' to agent states, got {type(state).__name__}")
+        targets: list[tuple[AgentId, Mapping[str, Any]]] = []
+        for key, agent_state in state.items():
+            try:
+                agent_id = AgentId.from_str(key)
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise ValueError(f"state: key {key!r} is not an agent id 'type/key': {exc}") from None
+            if not isinstance(agent_state, Mapping):
+                raise TypeError(f"state[{key!r}] must be a mapping, got {type(agent_state).__name__}")
+            if agent_id.type not in self._factories:
+                raise AgentNotFoundError(f"state[{key!r}]: no agent factory is registered for {agent_id.type!r}")
+            targets.append((agent_id, agent_state))
+        for agent_id, agent_state in targets:
+            await self._call(self._slot(agent_id), functools.partial(self._load_into, agent_id, agent_state))
+
+    async def _load_into(self, agent_id: AgentId, state: Mapping[str, Any], agent: Agent) -> None:
+        loader = getattr(agent, "load_state", None)
+        if loader is None:
+            raise TypeError(f"agent {agent_id} has no load_state method (subclass BaseAgent to keep state)")
+        await loader(state)
+        if self._states is not None:
+            await self._states.save(self._slots[agent_id], agent)
+
+    async def _call(self, slot: _Slot, fn: Callable[[Agent], Awaitable[Any]]) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        ctx = MessageContext(slot.agent_id, None, True, self._next_id())
+        self._enqueue(slot, _AgentCall(fn), ctx, future, None)
+        return await future
 
     async def get_agent(self, agent_id: AgentId) -> Agent:
         """The local instance for `agent_id`, created now if it does not exist yet."""
@@ -276,6 +381,9 @@ class LocalAgentRuntime:
         ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id())
         item = Delivery(slot, message, ctx, None, reply)
         slot.mailbox.append(item)
+        if slot.idle_timer is not None:
+            slot.idle_timer.cancel()
+            slot.idle_timer = None
         if slot.consumer is not None:
             return item, None
         task = asyncio.current_task()
@@ -324,6 +432,9 @@ class LocalAgentRuntime:
     ) -> Delivery:
         item = Delivery(slot, message, ctx, future, reply)
         slot.mailbox.append(item)
+        if slot.idle_timer is not None:
+            slot.idle_timer.cancel()
+            slot.idle_timer = None
         if slot.consumer is None:
             slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
         return item
@@ -360,7 +471,14 @@ class LocalAgentRuntime:
             slot.create_lock = asyncio.Lock()
         async with slot.create_lock:
             if slot.agent is None:
-                slot.agent = await self._create(slot.agent_id)
+                agent = await self._create(slot.agent_id)
+                if self._states is not None:
+                    try:
+                        await self._states.load(slot, agent)
+                    except BaseException:
+                        await _close(agent)
+                        raise
+                slot.agent = agent
             return slot.agent
 
     async def _create(self, agent_id: AgentId) -> Agent:
@@ -389,15 +507,23 @@ class LocalAgentRuntime:
                     continue
                 item.state = _RUNNING
                 slot.current = item
+                message = item.message
                 try:
                     agent = slot.agent if slot.agent is not None else await self._ensure_agent(slot)
-                    result = await agent.on_message(item.message, item.ctx)
+                    if message.__class__ is _AgentCall:
+                        result = await message.fn(agent)
+                    else:
+                        result = await agent.on_message(message, item.ctx)
+                        if self._states is not None:
+                            await self._states.handled(slot, agent)
                 except asyncio.CancelledError as exc:
                     if item.state != _CANCELLING:
                         raise  # the consumer itself is being cancelled: stop() past its grace period
                     _uncancel()
+                    await self._roll_back(slot)
                     await self._finish(item, None, exc)
                 except Exception as exc:
+                    await self._roll_back(slot)
                     await self._finish(item, None, exc)
                 else:
                     if item.state == _CANCELLING:
@@ -419,6 +545,49 @@ class LocalAgentRuntime:
             if mailbox and not self._closed:
                 # A message queued while this task was finishing: hand the mailbox to a fresh consumer.
                 slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
+            elif self._idle_timeout is not None and not self._closed:
+                slot.idle_timer = asyncio.get_running_loop().call_later(self._idle_timeout, self._on_idle, slot)
+
+    # --- state and deactivation ------------------------------------------------------------------------
+
+    async def _roll_back(self, slot: _Slot) -> None:
+        """After a handler raised: with a state store, drop the agent unsaved, so the next message recreates it
+        from its last saved state instead of building on a half-changed one."""
+        if self._states is not None and slot.agent is not None:
+            await self._release(slot, save=False)
+
+    async def _release(self, slot: _Slot, *, save: bool) -> None:
+        """Close and forget the slot's agent, saving its state first when `save` (a save error is logged)."""
+        if slot.idle_timer is not None:
+            slot.idle_timer.cancel()
+            slot.idle_timer = None
+        agent, slot.agent = slot.agent, None
+        if agent is None:
+            return
+        if save and self._states is not None:
+            try:
+                await self._states.flush(slot, agent)
+            except Exception:
+                logger.exception("saving the state of %s failed: the changes since its last save are lost", agent.id)
+        slot.version, slot.unsaved = None, 0
+        await _close(agent)
+
+    def _on_idle(self, slot: _Slot) -> None:
+        slot.idle_timer = None
+        if slot.consumer is not None or slot.mailbox or self._closed or self._slots.get(slot.agent_id) is not slot:
+            return
+        # The deactivation is the slot's consumer while it runs: a message arriving meanwhile waits for it.
+        slot.consumer = asyncio.get_running_loop().create_task(self._deactivate(slot))
+
+    async def _deactivate(self, slot: _Slot) -> None:
+        try:
+            await self._release(slot, save=True)
+        finally:
+            slot.consumer = None
+            if slot.mailbox and not self._closed:
+                slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
+            elif self._slots.get(slot.agent_id) is slot:
+                del self._slots[slot.agent_id]  # nothing of the agent stays in memory
 
     def _settle(self, item: Delivery, result: Any, error: BaseException | None) -> None:
         future = item.future
@@ -454,6 +623,18 @@ class LocalAgentRuntime:
             await item.reply(result, error)
         except Exception:
             logger.exception("replying for %s failed", item.ctx.recipient)
+
+
+async def _save_state(agent: Agent) -> Mapping[str, Any]:
+    state: Mapping[str, Any] = await agent.save_state()  # type: ignore[attr-defined]
+    return state
+
+
+async def _close(agent: Agent) -> None:
+    try:
+        await agent.close()
+    except Exception:
+        logger.exception("closing agent %s failed", agent.id)
 
 
 def _uncancel() -> None:

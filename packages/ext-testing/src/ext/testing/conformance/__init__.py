@@ -19,8 +19,10 @@ from ext.testing.conformance._runtime import (
     Relay,
     RuntimeConformance,
     Slow,
+    Spoil,
     Unhandled,
 )
+from ext.testing.conformance._state import StateStoreConformance
 from ext.testing.conformance._workbench import WorkbenchConformance
 
 __all__ = [
@@ -44,8 +46,10 @@ __all__ = [
     "Relay",
     "RuntimeConformance",
     "Slow",
+    "Spoil",
     "Unhandled",
     "WorkbenchConformance",
+    "StateStoreConformance",
     "assert_dump_round_trip",
     "plain_config",
 ]
