@@ -7,7 +7,6 @@ import functools
 import inspect
 import itertools
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any
@@ -34,80 +33,24 @@ from ext.core import (
     check_timeout,
 )
 
-from ._state import AgentStates
+from ._mailbox import (
+    CANCELLING,
+    DONE,
+    QUEUED,
+    RUNNING,
+    AgentCall,
+    Delivery,
+    Reply,
+    Slot,
+    close_agent,
+    save_agent_state,
+    uncancel,
+)
+from ._state import AgentStates, parse_runtime_state
 
 logger = logging.getLogger(__name__)
 
 _runtime_ids = itertools.count(1)
-
-Reply = Callable[[Any, "BaseException | None"], Awaitable[None]]
-
-_QUEUED, _RUNNING, _CANCELLING, _DONE = range(4)
-
-
-class Delivery:
-    """One message on its way to one agent: queued in the agent's mailbox, then handled. Returned by
-    `LocalAgentRuntime.deliver` so a hosting runtime can cancel it."""
-
-    __slots__ = ("_slot", "ctx", "future", "message", "reply", "state")
-
-    def __init__(
-        self,
-        slot: _Slot,
-        message: Any,
-        ctx: MessageContext,
-        future: asyncio.Future[Any] | None,
-        reply: Reply | None,
-    ) -> None:
-        self._slot = slot
-        self.message = message
-        self.ctx = ctx
-        self.future = future
-        self.reply = reply
-        self.state = _QUEUED
-
-    @property
-    def done(self) -> bool:
-        return self.state == _DONE
-
-
-class _AgentCall:
-    """A mailbox item that calls `fn(agent)` instead of `on_message`: state saves and loads asked of the
-    runtime run in turn with the agent's messages, never in the middle of a handler."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Callable[[Agent], Awaitable[Any]]) -> None:
-        self.fn = fn
-
-
-class _Slot:
-    """One agent id: its instance once created, and its mailbox. A consumer task runs while the mailbox
-    has messages, so handlers of one agent run one at a time, in arrival order, with no task per message.
-    With a state store: the version last read or written, and how many messages were handled since."""
-
-    __slots__ = (
-        "agent",
-        "agent_id",
-        "consumer",
-        "create_lock",
-        "current",
-        "idle_timer",
-        "mailbox",
-        "unsaved",
-        "version",
-    )
-
-    def __init__(self, agent_id: AgentId) -> None:
-        self.agent_id = agent_id
-        self.agent: Agent | None = None
-        self.mailbox: deque[Delivery] = deque()
-        self.consumer: asyncio.Task[None] | None = None
-        self.current: Delivery | None = None
-        self.create_lock: asyncio.Lock | None = None
-        self.version: int | None = None
-        self.unsaved = 0
-        self.idle_timer: asyncio.TimerHandle | None = None
 
 
 class LocalAgentRuntime:
@@ -149,7 +92,7 @@ class LocalAgentRuntime:
             state_store = InMemoryStateStore()  # a deactivated agent must come back with its state
         self._states = AgentStates(state_store, save_policy or SavePolicy()) if state_store is not None else None
         self._factories: dict[str, AgentFactory] = {}
-        self._slots: dict[AgentId, _Slot] = {}
+        self._slots: dict[AgentId, Slot] = {}
         self._closed = False
         self._cancelling = False
         self._prefix = f"local{next(_runtime_ids)}-"
@@ -224,36 +167,17 @@ class LocalAgentRuntime:
         """Each active agent's `save_state()` (taken in turn with its messages) and, with a state store, the
         stored state of each deactivated agent of a registered type, keyed by `str(agent_id)`."""
         self._check_open()
-        result: dict[str, Mapping[str, Any]] = {}
-        if self._states is not None:
-            store = self._states.store
-            for agent_id in await store.keys():
-                record = await store.get(agent_id) if agent_id.type in self._factories else None
-                if record is not None:
-                    result[str(agent_id)] = record.state
+        result = {} if self._states is None else await self._states.stored(self._factories)
         for agent_id, slot in list(self._slots.items()):
             if slot.agent is not None and hasattr(slot.agent, "save_state"):
-                result[str(agent_id)] = await self._call(slot, _save_state)
+                result[str(agent_id)] = await self._call(slot, save_agent_state)
         return dict(sorted(result.items()))
 
     async def load_state(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Give each agent named in `state` (as `save_state` returned it) its state, creating it if needed;
         with a state store the state is also saved there at once. Bad keys fail before any agent changes."""
         self._check_open()
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a mapping of 'type/key' to agent states, got {type(state).__name__}")
-        targets: list[tuple[AgentId, Mapping[str, Any]]] = []
-        for key, agent_state in state.items():
-            try:
-                agent_id = AgentId.from_str(key)
-            except (TypeError, ValueError, AttributeError) as exc:
-                raise ValueError(f"state: key {key!r} is not an agent id 'type/key': {exc}") from None
-            if not isinstance(agent_state, Mapping):
-                raise TypeError(f"state[{key!r}] must be a mapping, got {type(agent_state).__name__}")
-            if agent_id.type not in self._factories:
-                raise AgentNotFoundError(f"state[{key!r}]: no agent factory is registered for {agent_id.type!r}")
-            targets.append((agent_id, agent_state))
-        for agent_id, agent_state in targets:
+        for agent_id, agent_state in parse_runtime_state(state, self._factories):
             await self._call(self._slot(agent_id), functools.partial(self._load_into, agent_id, agent_state))
 
     async def _load_into(self, agent_id: AgentId, state: Mapping[str, Any], agent: Agent) -> None:
@@ -264,10 +188,10 @@ class LocalAgentRuntime:
         if self._states is not None:
             await self._states.save(self._slots[agent_id], agent)
 
-    async def _call(self, slot: _Slot, fn: Callable[[Agent], Awaitable[Any]]) -> Any:
+    async def _call(self, slot: Slot, fn: Callable[[Agent], Awaitable[Any]]) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         ctx = MessageContext(slot.agent_id, None, True, self._next_id())
-        self._enqueue(slot, _AgentCall(fn), ctx, future, None)
+        self._enqueue(slot, AgentCall(fn), ctx, future, None)
         return await future
 
     async def get_agent(self, agent_id: AgentId) -> Agent:
@@ -414,17 +338,17 @@ class LocalAgentRuntime:
     def _next_id(self) -> str:
         return f"{self._prefix}{next(self._seq)}"
 
-    def _slot(self, agent_id: AgentId) -> _Slot:
+    def _slot(self, agent_id: AgentId) -> Slot:
         slot = self._slots.get(agent_id)
         if slot is None:
             if agent_id.type not in self._factories:
                 raise AgentNotFoundError(f"no agent factory is registered for agent type {agent_id.type!r}")
-            slot = self._slots[agent_id] = _Slot(agent_id)
+            slot = self._slots[agent_id] = Slot(agent_id)
         return slot
 
     def _enqueue(
         self,
-        slot: _Slot,
+        slot: Slot,
         message: Any,
         ctx: MessageContext,
         future: asyncio.Future[Any] | None,
@@ -449,22 +373,22 @@ class LocalAgentRuntime:
         self._cancel(item)
 
     def _cancel(self, item: Delivery) -> None:
-        if item.state == _QUEUED:
+        if item.state == QUEUED:
             item.ctx.cancellation_token.cancel()
-            item.state = _DONE
+            item.state = DONE
             error = asyncio.CancelledError()
             self._settle(item, None, error)
             if item.reply is not None:
                 # Rare path (cancelled before it started): the reply runs in its own task.
                 asyncio.get_running_loop().create_task(self._safe_reply(item, None, error))
-        elif item.state == _RUNNING:
+        elif item.state == RUNNING:
             item.ctx.cancellation_token.cancel()
-            item.state = _CANCELLING
+            item.state = CANCELLING
             consumer = item._slot.consumer
             if consumer is not None:
                 consumer.cancel()
 
-    async def _ensure_agent(self, slot: _Slot) -> Agent:
+    async def _ensure_agent(self, slot: Slot) -> Agent:
         if slot.agent is not None:
             return slot.agent
         if slot.create_lock is None:
@@ -476,7 +400,7 @@ class LocalAgentRuntime:
                     try:
                         await self._states.load(slot, agent)
                     except BaseException:
-                        await _close(agent)
+                        await close_agent(agent)
                         raise
                 slot.agent = agent
             return slot.agent
@@ -498,41 +422,41 @@ class LocalAgentRuntime:
             raise UndeliverableError(f"the factory for {agent_id.type!r} returned an agent with id {agent.id}")
         return agent
 
-    async def _consume(self, slot: _Slot) -> None:
+    async def _consume(self, slot: Slot) -> None:
         mailbox = slot.mailbox
         try:
             while mailbox:
                 item = mailbox.popleft()
-                if item.state != _QUEUED:
+                if item.state != QUEUED:
                     continue
-                item.state = _RUNNING
+                item.state = RUNNING
                 slot.current = item
                 message = item.message
                 try:
                     agent = slot.agent if slot.agent is not None else await self._ensure_agent(slot)
-                    if message.__class__ is _AgentCall:
+                    if message.__class__ is AgentCall:
                         result = await message.fn(agent)
                     else:
                         result = await agent.on_message(message, item.ctx)
                         if self._states is not None:
                             await self._states.handled(slot, agent)
                 except asyncio.CancelledError as exc:
-                    if item.state != _CANCELLING:
+                    if item.state != CANCELLING:
                         raise  # the consumer itself is being cancelled: stop() past its grace period
-                    _uncancel()
+                    uncancel()
                     await self._roll_back(slot)
                     await self._finish(item, None, exc)
                 except Exception as exc:
                     await self._roll_back(slot)
                     await self._finish(item, None, exc)
                 else:
-                    if item.state == _CANCELLING:
-                        _uncancel()  # the handler swallowed its cancellation
+                    if item.state == CANCELLING:
+                        uncancel()  # the handler swallowed its cancellation
                     await self._finish(item, result, None)
         except asyncio.CancelledError:
             error = RuntimeClosedError(f"the runtime stopped before {slot.agent_id} handled the message")
-            pending = [slot.current] if slot.current is not None and slot.current.state != _DONE else []
-            pending += [i for i in mailbox if i.state == _QUEUED]
+            pending = [slot.current] if slot.current is not None and slot.current.state != DONE else []
+            pending += [i for i in mailbox if i.state == QUEUED]
             mailbox.clear()
             for item in pending:
                 item.ctx.cancellation_token.cancel()
@@ -550,13 +474,13 @@ class LocalAgentRuntime:
 
     # --- state and deactivation ------------------------------------------------------------------------
 
-    async def _roll_back(self, slot: _Slot) -> None:
+    async def _roll_back(self, slot: Slot) -> None:
         """After a handler raised: with a state store, drop the agent unsaved, so the next message recreates it
         from its last saved state instead of building on a half-changed one."""
         if self._states is not None and slot.agent is not None:
             await self._release(slot, save=False)
 
-    async def _release(self, slot: _Slot, *, save: bool) -> None:
+    async def _release(self, slot: Slot, *, save: bool) -> None:
         """Close and forget the slot's agent, saving its state first when `save` (a save error is logged)."""
         if slot.idle_timer is not None:
             slot.idle_timer.cancel()
@@ -570,16 +494,16 @@ class LocalAgentRuntime:
             except Exception:
                 logger.exception("saving the state of %s failed: the changes since its last save are lost", agent.id)
         slot.version, slot.unsaved = None, 0
-        await _close(agent)
+        await close_agent(agent)
 
-    def _on_idle(self, slot: _Slot) -> None:
+    def _on_idle(self, slot: Slot) -> None:
         slot.idle_timer = None
         if slot.consumer is not None or slot.mailbox or self._closed or self._slots.get(slot.agent_id) is not slot:
             return
         # The deactivation is the slot's consumer while it runs: a message arriving meanwhile waits for it.
         slot.consumer = asyncio.get_running_loop().create_task(self._deactivate(slot))
 
-    async def _deactivate(self, slot: _Slot) -> None:
+    async def _deactivate(self, slot: Slot) -> None:
         try:
             await self._release(slot, save=True)
         finally:
@@ -600,7 +524,7 @@ class LocalAgentRuntime:
                 future.set_exception(error)
 
     async def _finish(self, item: Delivery, result: Any, error: BaseException | None) -> None:
-        item.state = _DONE
+        item.state = DONE
         item._slot.current = None
         self._settle(item, result, error)
         ctx = item.ctx
@@ -623,23 +547,3 @@ class LocalAgentRuntime:
             await item.reply(result, error)
         except Exception:
             logger.exception("replying for %s failed", item.ctx.recipient)
-
-
-async def _save_state(agent: Agent) -> Mapping[str, Any]:
-    state: Mapping[str, Any] = await agent.save_state()  # type: ignore[attr-defined]
-    return state
-
-
-async def _close(agent: Agent) -> None:
-    try:
-        await agent.close()
-    except Exception:
-        logger.exception("closing agent %s failed", agent.id)
-
-
-def _uncancel() -> None:
-    """Forget a handled cancellation (3.11+), so later handlers on this consumer see a clean task."""
-    task = asyncio.current_task()
-    uncancel = getattr(task, "uncancel", None)
-    if uncancel is not None:
-        uncancel()

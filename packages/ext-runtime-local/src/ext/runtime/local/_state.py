@@ -7,12 +7,31 @@ written."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any, Protocol
 
-from ext.core import Agent, AgentId, SavePolicy, StateStore, UndeliverableError
+from ext.core import Agent, AgentId, AgentNotFoundError, SavePolicy, StateStore, UndeliverableError
 
-__all__ = ["AgentStates", "StatefulSlot"]
+__all__ = ["AgentStates", "StatefulSlot", "parse_runtime_state"]
+
+
+def parse_runtime_state(state: object, agent_types: Container[str]) -> list[tuple[AgentId, Mapping[str, Any]]]:
+    """The (agent id, state) pairs of what a runtime's `save_state` returned, checked before any agent changes:
+    `type/key` keys of registered types, mapping values."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"state must be a mapping of 'type/key' to agent states, got {type(state).__name__}")
+    targets: list[tuple[AgentId, Mapping[str, Any]]] = []
+    for key, agent_state in state.items():
+        try:
+            agent_id = AgentId.from_str(key)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"state: key {key!r} is not an agent id 'type/key': {exc}") from None
+        if not isinstance(agent_state, Mapping):
+            raise TypeError(f"state[{key!r}] must be a mapping, got {type(agent_state).__name__}")
+        if agent_id.type not in agent_types:
+            raise AgentNotFoundError(f"state[{key!r}]: no agent factory is registered for {agent_id.type!r}")
+        targets.append((agent_id, agent_state))
+    return targets
 
 
 class StatefulSlot(Protocol):
@@ -32,6 +51,15 @@ class AgentStates:
         self.store = store
         self.policy = policy
         self.every = policy.every_n_messages
+
+    async def stored(self, agent_types: Container[str]) -> dict[str, Mapping[str, Any]]:
+        """Every stored state of an agent of `agent_types`, keyed by `str(agent_id)`."""
+        result: dict[str, Mapping[str, Any]] = {}
+        for agent_id in await self.store.keys():
+            record = await self.store.get(agent_id) if agent_id.type in agent_types else None
+            if record is not None:
+                result[str(agent_id)] = record.state
+        return result
 
     async def load(self, slot: StatefulSlot, agent: Agent) -> None:
         """Give a newly created agent its stored state (if any), remembering the version read."""
