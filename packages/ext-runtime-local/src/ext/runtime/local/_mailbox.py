@@ -96,6 +96,12 @@ class Slot:
         self.unsaved = 0
         self.idle_timer: asyncio.TimerHandle | None = None
 
+    def cancel_idle_timer(self) -> None:
+        """Called when a message arrives (or the agent is released): the agent is no longer idle."""
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+            self.idle_timer = None
+
 
 async def save_agent_state(agent: Agent) -> Mapping[str, Any]:
     state: Mapping[str, Any] = await agent.save_state()  # type: ignore[attr-defined]

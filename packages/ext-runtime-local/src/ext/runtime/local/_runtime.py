@@ -305,9 +305,7 @@ class LocalAgentRuntime:
         ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id())
         item = Delivery(slot, message, ctx, None, reply)
         slot.mailbox.append(item)
-        if slot.idle_timer is not None:
-            slot.idle_timer.cancel()
-            slot.idle_timer = None
+        slot.cancel_idle_timer()
         if slot.consumer is not None:
             return item, None
         task = asyncio.current_task()
@@ -356,9 +354,7 @@ class LocalAgentRuntime:
     ) -> Delivery:
         item = Delivery(slot, message, ctx, future, reply)
         slot.mailbox.append(item)
-        if slot.idle_timer is not None:
-            slot.idle_timer.cancel()
-            slot.idle_timer = None
+        slot.cancel_idle_timer()
         if slot.consumer is None:
             slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
         return item
@@ -482,9 +478,7 @@ class LocalAgentRuntime:
 
     async def _release(self, slot: Slot, *, save: bool) -> None:
         """Close and forget the slot's agent, saving its state first when `save` (a save error is logged)."""
-        if slot.idle_timer is not None:
-            slot.idle_timer.cancel()
-            slot.idle_timer = None
+        slot.cancel_idle_timer()
         agent, slot.agent = slot.agent, None
         if agent is None:
             return
