@@ -126,6 +126,51 @@ async def _true(value: bool) -> bool:
     return value
 
 
+async def test_a_worker_that_failed_over_is_reachable_before_the_dead_gateways_lease_ends(
+    redis_server: RedisServer,
+) -> None:
+    """Its registration through a live gateway is the evidence: its agents' placements follow it at once. The
+    lease here is 60 s, far beyond every wait below, so only that evidence can make the agent answer."""
+    async with LocalCluster(1, redis_url=redis_server.url, lease_seconds=60) as cluster:
+        doomed = start_gateway_process(
+            "--redis-url", redis_server.url, "--redis-prefix", cluster.redis_prefix, "--lease-seconds", "60"
+        )
+        try:
+            b = cluster.addresses[0]
+            journal = Journal()
+            async with worker([doomed.address, b], reconnect_backoff=0.05) as host, worker(b) as caller:
+                await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, journal))
+                assert host.address == doomed.address
+                first = await caller.send_and_await_response(Ping(text="one"), AgentId("echo", "x"), timeout=10)
+                assert first.count == 1
+                doomed.kill()
+                await eventually(lambda: _true(host.connected and host.address == b), what="the failover to B")
+                await eventually(lambda: answers(caller, "echo/x"), what="echo/x answering through B")
+                # The same agent object, on the same worker: nothing was re-placed or created again.
+                again = await caller.send_and_await_response(Ping(text="three"), AgentId("echo", "x"), timeout=10)
+                assert again.count == 3
+                assert journal.created == [AgentId("echo", "x")]
+        finally:
+            doomed.kill()
+
+
+async def test_a_claim_to_a_previous_worker_id_needs_its_instance_id(redis_server: RedisServer) -> None:
+    """A worker cannot take another worker's placements by naming its id: the secret instance id must match."""
+    async with LocalCluster(2, redis_url=redis_server.url) as cluster:
+        a, b = cluster.addresses
+        journal, intruders = Journal(), Journal()
+        async with worker(a) as host, worker(b) as caller:
+            await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, journal))
+            assert (await caller.send_and_await_response(Ping(text="1"), AgentId("echo", "y"), timeout=10)).count == 1
+            intruder = worker(b)
+            intruder._worker_id = host.worker_id  # what it sends as its "previous" id: forged, without the instance
+            async with intruder:
+                await intruder.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, intruders))
+                reply = await caller.send_and_await_response(Ping(text="2"), AgentId("echo", "y"), timeout=10)
+            assert (reply.count, reply.agent) == (2, "echo/y")
+            assert intruders.created == [] and journal.created == [AgentId("echo", "y")]
+
+
 async def test_cli_replicas_print_their_addresses_and_stop_on_sigterm(redis_server: RedisServer) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ext.runtime.grpc", "gateway", "--replicas", "2", "--port", "0",
