@@ -178,15 +178,16 @@ class LocalAgentRuntime:
         with a state store the state is also saved there at once. Bad keys fail before any agent changes."""
         self._check_open()
         for agent_id, agent_state in parse_runtime_state(state, self._factories):
-            await self._call(self._slot(agent_id), functools.partial(self._load_into, agent_id, agent_state))
+            slot = self._slot(agent_id)
+            await self._call(slot, functools.partial(self._load_into, slot, agent_state))
 
-    async def _load_into(self, agent_id: AgentId, state: Mapping[str, Any], agent: Agent) -> None:
+    async def _load_into(self, slot: Slot, state: Mapping[str, Any], agent: Agent) -> None:
         loader = getattr(agent, "load_state", None)
         if loader is None:
-            raise TypeError(f"agent {agent_id} has no load_state method (subclass BaseAgent to keep state)")
+            raise TypeError(f"agent {slot.agent_id} has no load_state method (subclass BaseAgent to keep state)")
         await loader(state)
         if self._states is not None:
-            await self._states.save(self._slots[agent_id], agent)
+            await self._states.save(slot, agent)
 
     async def _call(self, slot: Slot, fn: Callable[[Agent], Awaitable[Any]]) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
