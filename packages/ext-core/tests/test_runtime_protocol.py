@@ -157,6 +157,13 @@ def test_agent_protocol_and_base_agent() -> None:
         Echo("echo/k", RUNTIME)  # type: ignore[arg-type]
 
 
+async def test_base_agent_keeps_no_state_by_default() -> None:
+    agent = Echo(AgentId("echo", "k"), RUNTIME)
+    assert await agent.save_state() == {}
+    await agent.load_state({"ignored": True})
+    assert await agent.save_state() == {}
+
+
 async def test_base_agent_helpers_fill_in_the_sender() -> None:
     calls: list[tuple[str, Any, Any, dict[str, Any]]] = []
 
@@ -246,6 +253,11 @@ def test_runtime_protocol_is_structural() -> None:
         async def broadcast(self, message: Any, agent_type: Any, **kw: Any) -> None: ...
         async def list_agents(self, agent_type: Any = None) -> list[AgentId]:
             return []
+
+        async def save_state(self) -> dict[str, Any]:
+            return {}
+
+        async def load_state(self, state: Any) -> None: ...
 
     assert isinstance(Minimal(), AgentRuntime)
     assert not isinstance(object(), AgentRuntime)

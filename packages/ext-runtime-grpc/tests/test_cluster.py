@@ -4,16 +4,19 @@ when their gateway goes away."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 from ext_runtime_grpc_support import eventually, worker
 
 from ext.core import AgentId, AgentNotFoundError, UndeliverableError
 from ext.runtime.grpc import GrpcAgentRuntime, LocalCluster
-from ext.runtime.grpc.testing import start_gateway_process
+from ext.runtime.grpc.testing import GatewayProcess, start_gateway_process
 from ext.testing.conformance import EchoAgent, Journal, Ping, Pong, Slow
 from ext.testing.redis import RedisServer
 
@@ -95,11 +98,23 @@ async def answers(caller: GrpcAgentRuntime, agent: str) -> bool:
     return isinstance(reply, Pong) and reply.text == "again" and reply.agent == agent
 
 
-async def test_worker_fails_over_when_its_gateway_is_killed(redis_server: RedisServer) -> None:
-    """A replica that dies without cleaning up (SIGKILL, a separate process joining the cluster's Redis)."""
-    async with LocalCluster(1, redis_url=redis_server.url, lease_seconds=1) as cluster:
+@dataclass
+class Failover:
+    doomed: GatewayProcess
+    survivor: str
+    host: GrpcAgentRuntime
+    caller: GrpcAgentRuntime
+    journal: Journal
+
+
+@contextlib.asynccontextmanager
+async def _host_behind_a_doomed_gateway(redis_server: RedisServer, lease: int) -> AsyncIterator[Failover]:
+    """A replica in a separate process (killed with SIGKILL by the test) and a survivor, sharing a Redis with
+    gateway leases of `lease` seconds; a worker hosting "echo" connected to the doomed one (the survivor next in its
+    list), and a caller on the survivor."""
+    async with LocalCluster(1, redis_url=redis_server.url, lease_seconds=lease) as cluster:
         doomed = start_gateway_process(
-            "--redis-url", redis_server.url, "--redis-prefix", cluster.redis_prefix, "--lease-seconds", "1"
+            "--redis-url", redis_server.url, "--redis-prefix", cluster.redis_prefix, "--lease-seconds", str(lease)
         )
         try:
             b = cluster.addresses[0]
@@ -107,23 +122,63 @@ async def test_worker_fails_over_when_its_gateway_is_killed(redis_server: RedisS
             async with worker([doomed.address, b], reconnect_backoff=0.05) as host, worker(b) as caller:
                 await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, journal))
                 assert host.address == doomed.address
-                assert await answers(caller, "echo/x")
-                slow = asyncio.ensure_future(
-                    caller.send_and_await_response(Slow(seconds=30), AgentId("echo", "slow"), timeout=20)
-                )
-                await asyncio.wait_for(journal.slow_started.wait(), 10)
-                doomed.kill()
-                # B learns of the death when the lease (1 s) runs out, and fails the RPC then, not at 20 s.
-                with pytest.raises(UndeliverableError, match="is gone"):
-                    await asyncio.wait_for(slow, 10)
-                await eventually(lambda: _true(host.connected and host.address == b))
-                await eventually(lambda: answers(caller, "echo/x"))
+                yield Failover(doomed, b, host, caller, journal)
         finally:
             doomed.kill()
 
 
+async def test_worker_fails_over_when_its_gateway_is_killed(redis_server: RedisServer) -> None:
+    """A replica that dies without cleaning up (SIGKILL, a separate process joining the cluster's Redis)."""
+    async with _host_behind_a_doomed_gateway(redis_server, 1) as f:
+        assert await answers(f.caller, "echo/x")
+        slow = asyncio.ensure_future(
+            f.caller.send_and_await_response(Slow(seconds=30), AgentId("echo", "slow"), timeout=20)
+        )
+        await asyncio.wait_for(f.journal.slow_started.wait(), 10)
+        f.doomed.kill()
+        # B learns of the death when the lease (1 s) runs out, and fails the RPC then, not at 20 s.
+        with pytest.raises(UndeliverableError, match="is gone"):
+            await asyncio.wait_for(slow, 10)
+        await eventually(lambda: _true(f.host.connected and f.host.address == f.survivor))
+        await eventually(lambda: answers(f.caller, "echo/x"))
+
+
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_worker_that_failed_over_is_reachable_before_the_dead_gateways_lease_ends(
+    redis_server: RedisServer,
+) -> None:
+    """Its registration through a live gateway is the evidence: its agents' placements follow it at once. The
+    lease here is 60 s, far beyond every wait below, so only that evidence can make the agent answer."""
+    async with _host_behind_a_doomed_gateway(redis_server, 60) as f:
+        first = await f.caller.send_and_await_response(Ping(text="one"), AgentId("echo", "x"), timeout=10)
+        assert first.count == 1
+        f.doomed.kill()
+        await eventually(lambda: _true(f.host.connected and f.host.address == f.survivor), what="the failover to B")
+        await eventually(lambda: answers(f.caller, "echo/x"), what="echo/x answering through B")
+        # The same agent object, on the same worker: nothing was re-placed or created again.
+        again = await f.caller.send_and_await_response(Ping(text="three"), AgentId("echo", "x"), timeout=10)
+        assert again.count == 3
+        assert f.journal.created == [AgentId("echo", "x")]
+
+
+async def test_a_claim_to_a_previous_worker_id_needs_its_instance_id(redis_server: RedisServer) -> None:
+    """A worker cannot take another worker's placements by naming its id: the secret instance id must match."""
+    async with LocalCluster(2, redis_url=redis_server.url) as cluster:
+        a, b = cluster.addresses
+        journal, intruders = Journal(), Journal()
+        async with worker(a) as host, worker(b) as caller:
+            await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, journal))
+            assert (await caller.send_and_await_response(Ping(text="1"), AgentId("echo", "y"), timeout=10)).count == 1
+            intruder = worker(b)
+            intruder._worker_id = host.worker_id  # what it sends as its "previous" id: forged, without the instance
+            async with intruder:
+                await intruder.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, intruders))
+                reply = await caller.send_and_await_response(Ping(text="2"), AgentId("echo", "y"), timeout=10)
+            assert (reply.count, reply.agent) == (2, "echo/y")
+            assert intruders.created == [] and journal.created == [AgentId("echo", "y")]
 
 
 async def test_cli_replicas_print_their_addresses_and_stop_on_sigterm(redis_server: RedisServer) -> None:

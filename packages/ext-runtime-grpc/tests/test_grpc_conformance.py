@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest_asyncio
 
@@ -14,8 +15,10 @@ from ext.testing.conformance import MESSAGE_TYPES, RuntimeConformance
 from ext.testing.redis import RedisServer
 
 
-def _worker(gateway: Gateway) -> GrpcAgentRuntime:
-    runtime = GrpcAgentRuntime(f"127.0.0.1:{gateway.port}", token_env=None, connect_timeout=5, stop_timeout=2)
+def _worker(gateway: Gateway, **options: Any) -> GrpcAgentRuntime:
+    runtime = GrpcAgentRuntime(
+        f"127.0.0.1:{gateway.port}", token_env=None, connect_timeout=5, stop_timeout=2, **options
+    )
     for message_type in MESSAGE_TYPES:
         runtime.register_message_type(message_type)
     return runtime
@@ -33,8 +36,8 @@ class TestGrpcRuntime(RuntimeConformance):
         finally:
             await self.gateway.stop()
 
-    async def make_runtime(self) -> AgentRuntime:
-        return _worker(self.gateway)
+    async def make_runtime(self, **options: Any) -> AgentRuntime:
+        return _worker(self.gateway, **options)
 
     async def make_peer_runtime(self) -> AgentRuntime | None:
         return _worker(self.gateway)
@@ -59,8 +62,8 @@ class TestGrpcReplicas(RuntimeConformance):
             await self.first.stop()
             await self.second.stop()
 
-    async def make_runtime(self) -> AgentRuntime:
-        return _worker(self.first)
+    async def make_runtime(self, **options: Any) -> AgentRuntime:
+        return _worker(self.first, **options)
 
     async def make_peer_runtime(self) -> AgentRuntime | None:
         return _worker(self.second)

@@ -12,11 +12,13 @@ from ext.core import (
     AgentRuntime,
     BaseAgent,
     CancellationToken,
+    InMemoryStateStore,
     MessageContext,
     RuntimeClosedError,
     UndeliverableError,
 )
 from ext.runtime.local import LocalAgentRuntime
+from ext.testing.conformance import EchoAgent, Journal, Ping
 
 
 class Sleeper(BaseAgent):
@@ -198,3 +200,16 @@ async def test_deliver_here_runs_in_the_calling_task_and_cancel_delivery() -> No
         assert log == ["slept 0", "cancelled token=True"]
         assert rt.broadcast_now("0", "s", sender=target) == 0
         assert rt.broadcast_now("0", "nobody") == 0
+
+
+async def test_idle_deactivation_keeps_memory_flat_over_many_agents() -> None:
+    journal, store = Journal(), InMemoryStateStore()
+    async with LocalAgentRuntime(state_store=store, idle_timeout=0.01) as runtime:
+        await runtime.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, journal))
+        for round_ in range(1, 3):
+            for i in range(200):
+                reply = await runtime.send_and_await_response(Ping(text="x"), AgentId("echo", f"k{i}"))
+                assert reply.count == round_
+            await asyncio.wait_for(journal.wait_closed(200 * round_), 15)
+            # Every object released, none listed: nothing of 200 agents stays but their stored records.
+            assert (journal.live, await runtime.list_agents(), len(store)) == (0, [], 200)

@@ -154,6 +154,18 @@ from ._runtime import (
     message_handler,
 )
 from ._sse import sse_events
+from ._state import (
+    InMemoryStateStore,
+    SavePolicy,
+    StateConflictError,
+    StateStore,
+    StoredState,
+    decode_state,
+    encode_state,
+    expected_version_of,
+    sorted_agent_ids,
+)
+from ._state_file import FileStateStore
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tool_pairing import check_tool_pairing
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
@@ -381,4 +393,15 @@ __all__ = [
     "VectorMemory",
     "format_memories",
     "split_text",
+    # durable agent state
+    "FileStateStore",
+    "InMemoryStateStore",
+    "SavePolicy",
+    "StateConflictError",
+    "StateStore",
+    "StoredState",
+    "decode_state",
+    "encode_state",
+    "expected_version_of",
+    "sorted_agent_ids",
 ]

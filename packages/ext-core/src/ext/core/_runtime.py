@@ -11,7 +11,7 @@ import math
 import types
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Protocol, TypeVar, Union, cast, overload, runtime_checkable
 
 from ._agent_id import AgentId, AgentType
@@ -170,6 +170,16 @@ class AgentRuntime(Protocol):
         """The active agents (of one type, or all), sorted by type then key."""
         ...
 
+    async def save_state(self) -> dict[str, Mapping[str, Any]]:
+        """Each hosted agent's `save_state()` (and, with a state store, each deactivated agent's stored
+        state), keyed by `str(agent_id)`."""
+        ...
+
+    async def load_state(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        """Give each agent named in `state` (`str(agent_id)` keys, as `save_state` returns) its state,
+        activating it if needed (and saving it to the state store, if any)."""
+        ...
+
 
 # --- argument checks shared by runtimes -----------------------------------------------------------
 
@@ -246,7 +256,15 @@ class BaseAgent(ABC):
         """Handle one message; for an RPC the return value is the response."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
-        """Release resources; called once when the runtime stops."""
+        """Release resources; called once when the runtime stops or deactivates the agent."""
+
+    async def save_state(self) -> Mapping[str, Any]:
+        """The agent's state as a JSON-compatible mapping (nothing by default: override it, and `load_state`,
+        in agents that keep state). Runtimes with a state store save it per their `SavePolicy`."""
+        return {}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Restore what `save_state` returned (called on activation when a state store holds a record)."""
 
     async def send_message(
         self, message: Any, recipient: AgentId, *, cancellation_token: CancellationToken | None = None

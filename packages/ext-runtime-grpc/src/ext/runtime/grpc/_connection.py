@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from ._wire import (
     Malformed,
     authorization_metadata,
     parse_message,
+    resume_metadata,
 )
 from .protos import agent_worker_pb2 as pb
 
@@ -99,6 +101,8 @@ class GatewayConnection(ABC):
         self._call: Any = None
         self._outbox: Outbox | None = None
         self._worker_id = ""
+        # Proves to a gateway that a reconnection comes from the process that held the previous worker id.
+        self._instance = secrets.token_hex(16)
         self._source = "ext-worker/unconnected"
         self._gateway_id = ""
         self._connected = False
@@ -186,7 +190,8 @@ class GatewayConnection(ABC):
         open_channel = self._channel.stream_stream(
             OPEN_CHANNEL, request_serializer=pb.Message.SerializeToString, response_deserializer=parse_message
         )
-        call = open_channel(metadata=authorization_metadata(self._token))  # type: ignore[call-arg]  # grpc-stubs: no request_iterator=None
+        metadata = authorization_metadata(self._token) + resume_metadata(self._instance, self._worker_id)
+        call = open_channel(metadata=metadata)  # type: ignore[call-arg]  # grpc-stubs: no request_iterator=None
         try:
             first: Any = await asyncio.wait_for(call.read(), self._connect_timeout)
         except asyncio.TimeoutError:

@@ -20,7 +20,18 @@ from ._links import WorkerLink
 from ._registry import InMemoryRegistry, Registry
 from ._routing import Router
 from ._secrets import check_token
-from ._wire import DEFAULT_MAX_MESSAGE_BYTES, EOF, SERVICE, Malformed, bearer_matches, parse_message, wire_error
+from ._wire import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    EOF,
+    PREVIOUS_WORKER,
+    SERVICE,
+    WORKER_INSTANCE,
+    Malformed,
+    bearer_matches,
+    metadata_value,
+    parse_message,
+    wire_error,
+)
 from .protos import agent_worker_pb2 as pb
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Gateway"]
@@ -211,7 +222,14 @@ class Gateway(Router):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token")
         if self._draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the gateway is shutting down")
-        conn = WorkerLink(f"{self.gateway_id}.{next(self._worker_seq)}", context, self._max_message_bytes)
+        metadata = context.invocation_metadata()
+        conn = WorkerLink(
+            f"{self.gateway_id}.{next(self._worker_seq)}",
+            context,
+            self._max_message_bytes,
+            instance=metadata_value(metadata, WORKER_INSTANCE),
+            previous=metadata_value(metadata, PREVIOUS_WORKER),
+        )
         self.attach(conn)
         logger.info("worker %s connected from %s", conn.worker_id, context.peer())
         try:

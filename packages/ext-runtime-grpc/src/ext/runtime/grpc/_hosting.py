@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from ext.core import AgentId, AgentNotFoundError, RuntimeClosedError, UndeliverableError
+from ext.core import AgentId, AgentNotFoundError, RuntimeClosedError, SavePolicy, StateStore, UndeliverableError
 from ext.runtime.local import Delivery, LocalAgentRuntime
 
 from ._connection import STREAM_ERRORS, GatewayConnection
@@ -40,11 +40,17 @@ class AgentHost(GatewayConnection):
         serializer: ProtobufMessageSerializer | None,
         stop_timeout: float,
         on_undelivered: Callable[[AgentId, str], None] | None,
+        state_store: StateStore | None = None,
+        save_policy: SavePolicy | None = None,
+        idle_timeout: float | None = None,
         **connection: Any,
     ) -> None:
         super().__init__(address, **connection)
         self.serializer = serializer if serializer is not None else ProtobufMessageSerializer()
-        self._local = LocalAgentRuntime(stop_timeout=stop_timeout)
+        # Hosted agents live in a local runtime, which also keeps their state (one implementation for both).
+        self._local = LocalAgentRuntime(
+            stop_timeout=stop_timeout, state_store=state_store, save_policy=save_policy, idle_timeout=idle_timeout
+        )
         if on_undelivered is not None and not callable(on_undelivered):
             raise TypeError(f"on_undelivered must be a callable or None, got {type(on_undelivered).__name__}")
         self._on_undelivered = on_undelivered

@@ -32,11 +32,22 @@ batch_forwards: contextvars.ContextVar[dict[Forwarder[Any], int] | None] = conte
 class WorkerLink:
     """One connected worker's stream, as routing sees it."""
 
-    __slots__ = ("context", "inflight", "outbox", "outgoing", "task", "types", "worker_id")
+    __slots__ = ("context", "inflight", "instance", "outbox", "outgoing", "previous", "task", "types", "worker_id")
 
-    def __init__(self, worker_id: str, context: grpc.aio.ServicerContext[Any, Any], max_bytes: int) -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        context: grpc.aio.ServicerContext[Any, Any],
+        max_bytes: int,
+        *,
+        instance: str = "",
+        previous: str = "",
+    ) -> None:
         self.worker_id = worker_id
         self.context = context
+        # The worker's secret instance id, and the worker id it had before this connection ("" for none).
+        self.instance = instance
+        self.previous = previous
         # The task serving this stream (grpc's, running `Gateway.serve`): `stop` waits for it to finish.
         self.task = asyncio.current_task()
         self.outbox = Outbox(context.write, max_bytes)

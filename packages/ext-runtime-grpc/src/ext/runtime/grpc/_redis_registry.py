@@ -38,11 +38,40 @@ return ARGV[2]
 """
 
 
+# A reconnected worker takes its previous id's placements of one type, if it proves to be the same process.
+# KEYS: instances hash (worker -> instance id), type hash, agents hash, suspects set. ARGV: previous id, new id,
+# instance id, this gateway. Returns how many placements moved, or -1 when the instance does not match (nothing
+# changes). The previous id's gateway becomes a suspect: the sweep keeps checking its lease (its registrations
+# may be gone now), so RPCs still waiting on it fail when it is found dead, as before.
+_ADOPT_SCRIPT = """
+if ARGV[3] == '' or redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[3] then
+  return -1
+end
+local old = redis.call('HGET', KEYS[2], ARGV[1])
+if old and old ~= ARGV[4] then
+  redis.call('SADD', KEYS[4], old)
+end
+redis.call('HDEL', KEYS[2], ARGV[1])
+local placed = redis.call('HGETALL', KEYS[3])
+local prefix = ARGV[1] .. ' '
+local moved = 0
+for i = 1, #placed, 2 do
+  if string.sub(placed[i + 1], 1, #prefix) == prefix then
+    redis.call('HSET', KEYS[3], placed[i], ARGV[2] .. ' ' .. ARGV[4])
+    moved = moved + 1
+  end
+end
+return moved
+"""
+
+
 class RedisRegistry(Registry):
     """A registry shared by gateway replicas through Redis (needs `ext-runtime-grpc[redis]`).
 
     Keys (under `prefix`): `gw:<id>` a gateway's lease (expires after `lease_seconds` unless renewed),
-    `types` the set of type names, `type:<T>` worker -> gateway, `agents:<T>` key -> "worker gateway".
+    `types` the set of type names, `type:<T>` worker -> gateway, `agents:<T>` key -> "worker gateway",
+    `instances` worker -> its process's secret instance id (so a reconnected worker can take its placements),
+    `suspects` gateways a worker left by reconnecting elsewhere (checked by the sweep until found dead).
     Channels: `inbox:<gateway id>` for forwarded messages, `events` for cache invalidation. A gateway that dies
     stops renewing its lease; its workers are then ignored at once and swept from the keys by the survivors.
 
@@ -67,6 +96,7 @@ class RedisRegistry(Registry):
         self._link_lost: LinkLost | None = None
         self._cache: dict[AgentId, tuple[str, str]] = {}
         self._place: Any = None
+        self._adopt: Any = None
         # This gateway's registrations (worker -> agent types), written again when Redis lost them.
         self._own: dict[str, set[str]] = {}
         # Set when writing them again failed: the next renewal writes them even though the lease key is there.
@@ -107,6 +137,7 @@ class RedisRegistry(Registry):
         self._last_ok = time.monotonic()
         # A registered script re-loads itself when the server lost it (a restarted Redis).
         self._place = self._redis.register_script(_PLACE_SCRIPT)
+        self._adopt = self._redis.register_script(_ADOPT_SCRIPT)
         self._pubsub = self._redis.pubsub()
         await self._pubsub.subscribe(self._key("inbox", gateway_id), self._key("events"))
         loop = asyncio.get_running_loop()
@@ -211,13 +242,18 @@ class RedisRegistry(Registry):
             }
             entries[agent_type] = workers
             gateways.update(workers.values())
+        suspects = {s.decode() for s in await self._redis.smembers(self._key("suspects"))}
+        gateways.update(suspects)
         alive = await self._alive(gateways)
         dead = gateways - alive
+        if dead & suspects:
+            await self._redis.srem(self._key("suspects"), *(dead & suspects))
         for gateway in dead:
             for agent_type, workers in entries.items():
                 gone = [w for w, g in workers.items() if g == gateway]
                 if gone:
                     await self._redis.hdel(self._key("type", agent_type), *gone)
+                    await self._redis.hdel(self._key("instances"), *gone)
                     await self._drop_placements(agent_type, set(gone))
             await self._redis.publish(self._key("events"), f"gateway {gateway}")
 
@@ -296,7 +332,7 @@ class RedisRegistry(Registry):
 
     # --- Registry ----------------------------------------------------------------------------------------
 
-    async def add(self, worker_id: str, agent_type: str) -> None:
+    async def add(self, worker_id: str, agent_type: str, *, instance: str = "") -> None:
         # The lease is written with the registration, in one transaction: no replica ever sees this gateway's
         # registration without its lease. Otherwise, after Redis restarted empty and before this gateway's next
         # renewal, another replica's sweep would take it for dead, drop its registrations and announce it gone.
@@ -304,6 +340,8 @@ class RedisRegistry(Registry):
         pipe.set(self._key("gw", self.gateway_id), "1", px=self._lease_ms, get=True)
         pipe.sadd(self._key("types"), agent_type)
         pipe.hset(self._key("type", agent_type), worker_id, self.gateway_id)
+        if instance:
+            pipe.hset(self._key("instances"), worker_id, instance)
         try:
             previous = (await pipe.execute())[0]
         except Exception as exc:
@@ -314,10 +352,33 @@ class RedisRegistry(Registry):
             # registrations. Written back now rather than at the next renewal.
             await self._reassert()
 
+    async def adopt(self, previous: str, worker_id: str, agent_type: str, instance: str) -> None:
+        try:
+            moved = await self._adopt(
+                keys=[
+                    self._key("instances"),
+                    self._key("type", agent_type),
+                    self._key("agents", agent_type),
+                    self._key("suspects"),
+                ],
+                args=[previous, worker_id, instance, self.gateway_id],
+            )
+            if moved < 0:
+                logger.warning("worker %s claimed to be %s without its instance id: ignored", worker_id, previous)
+                return
+            # Every gateway forgets what it cached about the previous id (this one too, through the event).
+            self._cache = {a: t for a, t in self._cache.items() if t[0] != previous}
+            await self._redis.publish(self._key("events"), f"worker {previous}")
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
+        if moved:
+            logger.info("worker %s (was %s) took its %d %r placement(s)", worker_id, previous, moved, agent_type)
+
     async def remove_worker(self, worker_id: str) -> None:
         self._own.pop(worker_id, None)  # first: even if Redis is unreachable now, it is not restored later
         self._cache = {a: t for a, t in self._cache.items() if t[0] != worker_id}
         try:
+            await self._redis.hdel(self._key("instances"), worker_id)
             types = await self._redis.smembers(self._key("types"))
             for raw_type in types:
                 agent_type = raw_type.decode()

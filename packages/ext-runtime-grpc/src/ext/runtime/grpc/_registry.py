@@ -55,12 +55,19 @@ class Registry(ABC):
         """Release connections; the gateway's own registrations are removed by `remove_worker` before this."""
 
     @abstractmethod
-    async def add(self, worker_id: str, agent_type: str) -> None:
-        """Record that `worker_id` (on this gateway) hosts `agent_type`."""
+    async def add(self, worker_id: str, agent_type: str, *, instance: str = "") -> None:
+        """Record that `worker_id` (on this gateway) hosts `agent_type`; `instance` is the worker process's secret
+        instance id (for `adopt`)."""
 
     @abstractmethod
     async def remove_worker(self, worker_id: str) -> None:
         """Forget a worker: its agent types and the agents placed on it."""
+
+    async def adopt(self, previous: str, worker_id: str, agent_type: str, instance: str) -> None:  # noqa: B027
+        """A worker that was `previous` (behind another gateway, maybe a dead one) registered `agent_type` again as
+        `worker_id` here: if `instance` matches the one `previous` registered with, move `previous`'s placements of
+        that type to `worker_id` and forget `previous` for it. Nothing by default (one gateway: the old connection
+        was removed when it broke)."""
 
     @abstractmethod
     async def workers_for(self, agent_type: str) -> list[tuple[str, str]]:
@@ -100,7 +107,7 @@ class InMemoryRegistry(Registry):
         self._placements: dict[AgentId, str] = {}
         self._placed_on: dict[str, set[AgentId]] = {}
 
-    async def add(self, worker_id: str, agent_type: str) -> None:
+    async def add(self, worker_id: str, agent_type: str, *, instance: str = "") -> None:
         self._types.setdefault(agent_type, {})[worker_id] = self.gateway_id
 
     async def remove_worker(self, worker_id: str) -> None:

@@ -135,7 +135,11 @@ class Router:
                 error = str(exc)
         if not error:
             try:
-                await self._registry.add(conn.worker_id, request.type)
+                await self._registry.add(conn.worker_id, request.type, instance=conn.instance)
+                if conn.previous:
+                    # The worker came back through this gateway (its own died): its registration here is the
+                    # evidence, so its agents' placements follow it now, not when the dead gateway's lease ends.
+                    await self._registry.adopt(conn.previous, conn.worker_id, request.type, conn.instance)
             except RegistryUnavailableError as exc:
                 error = str(exc)
             else:

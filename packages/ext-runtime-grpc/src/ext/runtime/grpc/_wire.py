@@ -27,11 +27,15 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "EOF",
     "OPEN_CHANNEL",
+    "PREVIOUS_WORKER",
     "SERVICE",
+    "WORKER_INSTANCE",
     "AuthenticationError",
     "Malformed",
     "authorization_metadata",
     "bearer_matches",
+    "metadata_value",
+    "resume_metadata",
     "error_of",
     "parse_message",
     "raise_error",
@@ -71,6 +75,30 @@ def parse_message(data: bytes) -> pb.Message | Malformed:
 def authorization_metadata(token: SecretStr | None) -> tuple[tuple[str, str], ...]:
     """The call metadata a worker sends: its token, when it has one."""
     return ((AUTHORIZATION, f"Bearer {token.get_secret_value()}"),) if token is not None else ()
+
+
+WORKER_INSTANCE = "ext-worker-instance"
+"""The metadata key of a worker process's secret instance id (random, per `GrpcAgentRuntime`, never sent on)."""
+
+PREVIOUS_WORKER = "ext-previous-worker"
+"""The metadata key of the worker id a reconnecting worker had on its last connection."""
+
+
+def resume_metadata(instance: str, previous_worker_id: str) -> tuple[tuple[str, str], ...]:
+    """What a worker sends so that a gateway can move its agents' placements to its new connection at once: its
+    instance id and, when reconnecting, its previous worker id. The instance id proves the claim: only the
+    process that registered the previous id knows it."""
+    pairs = ((WORKER_INSTANCE, instance),)
+    return (*pairs, (PREVIOUS_WORKER, previous_worker_id)) if previous_worker_id else pairs
+
+
+def metadata_value(metadata: Iterable[tuple[str, str | bytes]] | None, key: str) -> str:
+    """The value of `key` in a call's metadata, or "" (values that are not printable ASCII count as absent)."""
+    for name, value in metadata or ():
+        if name == key:
+            text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+            return text if text.isprintable() and text.isascii() and len(text) <= 200 else ""
+    return ""
 
 
 def bearer_matches(metadata: Iterable[tuple[str, str | bytes]] | None, token: SecretStr) -> bool:

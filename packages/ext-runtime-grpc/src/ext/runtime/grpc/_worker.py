@@ -12,7 +12,7 @@ import inspect
 import itertools
 import logging
 import math
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -30,6 +30,8 @@ from ext.core import (
     CancellationToken,
     RoutedAgent,
     RuntimeClosedError,
+    SavePolicy,
+    StateStore,
     UndeliverableError,
     agent_type_name,
     check_agent_id,
@@ -79,6 +81,9 @@ class GrpcAgentRuntime(AgentHost):
         on_undelivered: called with the recipient and the reason when the gateway reports that a one-way
             message this worker sent could not be delivered (it is also logged at WARNING).
             One-way messages are not acknowledged: this is the only word of a loss the gateway saw.
+        state_store, save_policy, idle_timeout: durable state of the hosted agents, as for `LocalAgentRuntime`
+            (which hosts them): loaded on activation, saved per the policy, idle agents deactivated. Workers
+            of one cluster share state through `RedisStateStore`.
     """
 
     def __init__(
@@ -98,12 +103,18 @@ class GrpcAgentRuntime(AgentHost):
         serializer: ProtobufMessageSerializer | None = None,
         stop_timeout: float = 5.0,
         on_undelivered: Callable[[AgentId, str], None] | None = None,
+        state_store: StateStore | None = None,
+        save_policy: SavePolicy | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
         super().__init__(
             address,
             serializer=serializer,
             stop_timeout=stop_timeout,
             on_undelivered=on_undelivered,
+            state_store=state_store,
+            save_policy=save_policy,
+            idle_timeout=idle_timeout,
             token=token,
             token_env=token_env,
             token_file=token_file,
@@ -385,5 +396,16 @@ class GrpcAgentRuntime(AgentHost):
         return [AgentId(a.type, a.key) for a in reply.agents]
 
     async def local_agents(self) -> list[AgentId]:
-        """The agents hosted by this worker."""
+        """The agents hosted by this worker (active now: deactivated ones are not listed)."""
         return await self._local.list_agents()
+
+    async def save_state(self) -> dict[str, Mapping[str, Any]]:
+        """The state of each agent this worker hosts (and, with a state store, of each deactivated agent of a
+        type it hosts), keyed by `str(agent_id)`. Agents on other workers are theirs to save."""
+        self._check_open()
+        return await self._local.save_state()
+
+    async def load_state(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        """Give agents of the types this worker hosts their state (see `LocalAgentRuntime.load_state`)."""
+        self._check_open()
+        await self._local.load_state(state)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import itertools
 import logging
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -19,8 +19,11 @@ from ext.core import (
     AgentNotFoundError,
     AgentType,
     CancellationToken,
+    InMemoryStateStore,
     MessageContext,
     RuntimeClosedError,
+    SavePolicy,
+    StateStore,
     UndeliverableError,
     agent_type_name,
     check_agent_id,
@@ -30,71 +33,66 @@ from ext.core import (
     check_timeout,
 )
 
+from ._mailbox import (
+    CANCELLING,
+    DONE,
+    QUEUED,
+    RUNNING,
+    AgentCall,
+    Delivery,
+    Reply,
+    Slot,
+    close_agent,
+    save_agent_state,
+    uncancel,
+)
+from ._state import AgentStates, parse_runtime_state
+
 logger = logging.getLogger(__name__)
 
 _runtime_ids = itertools.count(1)
-
-Reply = Callable[[Any, "BaseException | None"], Awaitable[None]]
-
-_QUEUED, _RUNNING, _CANCELLING, _DONE = range(4)
-
-
-class Delivery:
-    """One message on its way to one agent: queued in the agent's mailbox, then handled. Returned by
-    `LocalAgentRuntime.deliver` so a hosting runtime can cancel it."""
-
-    __slots__ = ("_slot", "ctx", "future", "message", "reply", "state")
-
-    def __init__(
-        self,
-        slot: _Slot,
-        message: Any,
-        ctx: MessageContext,
-        future: asyncio.Future[Any] | None,
-        reply: Reply | None,
-    ) -> None:
-        self._slot = slot
-        self.message = message
-        self.ctx = ctx
-        self.future = future
-        self.reply = reply
-        self.state = _QUEUED
-
-    @property
-    def done(self) -> bool:
-        return self.state == _DONE
-
-
-class _Slot:
-    """One agent id: its instance once created, and its mailbox. A consumer task runs while the mailbox
-    has messages, so handlers of one agent run one at a time, in arrival order, with no task per message."""
-
-    __slots__ = ("agent", "agent_id", "consumer", "create_lock", "current", "mailbox")
-
-    def __init__(self, agent_id: AgentId) -> None:
-        self.agent_id = agent_id
-        self.agent: Agent | None = None
-        self.mailbox: deque[Delivery] = deque()
-        self.consumer: asyncio.Task[None] | None = None
-        self.current: Delivery | None = None
-        self.create_lock: asyncio.Lock | None = None
 
 
 class LocalAgentRuntime:
     """The in-process agent runtime (the embedded default).
 
-    Agents are created by their type's factory on the first message to their id and live until `stop()`.
-    Each agent handles one message at a time, in the order messages were sent to it; different agents run
-    concurrently. Not thread-safe: use it from the event loop that runs it.
+    Agents are created by their type's factory on the first message to their id and live until `stop()`
+    (or, with `idle_timeout`, until they are idle that long). Each agent handles one message at a time, in the
+    order messages were sent to it; different agents run concurrently. Not thread-safe: use it from the event
+    loop that runs it.
 
     Args:
         stop_timeout: seconds `stop()` lets in-flight handlers finish before cancelling them (default 5.0).
+        state_store: where agents' states are kept (`InMemoryStateStore`, `FileStateStore`, a Redis store).
+            With one, an agent's stored state is loaded when it is created, and saved per `save_policy`, when
+            it is deactivated and when the runtime stops. A handler that raises (or is cancelled) saves
+            nothing: the agent object is dropped and the next message recreates it from the last saved state.
+            Default None: states are not kept (unless `idle_timeout` is set: then in memory).
+        save_policy: when to save (default `SavePolicy()`: after each message handled without error).
+        idle_timeout: seconds after which an agent with nothing to do is deactivated: its state is saved, it
+            is closed and released, and its next message creates it again with that state (default None:
+            agents live until `stop()`).
     """
 
-    def __init__(self, *, stop_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        stop_timeout: float = 5.0,
+        state_store: StateStore | None = None,
+        save_policy: SavePolicy | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
         self._stop_timeout = check_seconds(stop_timeout, "stop_timeout")
+        if state_store is not None and not isinstance(state_store, StateStore):
+            raise TypeError(f"state_store must be a StateStore, got {type(state_store).__name__}")
+        if save_policy is not None and not isinstance(save_policy, SavePolicy):
+            raise TypeError(f"save_policy must be a SavePolicy, got {type(save_policy).__name__}")
+        self._idle_timeout = check_timeout(idle_timeout, "idle_timeout")
+        if state_store is None and self._idle_timeout is not None:
+            state_store = InMemoryStateStore()  # a deactivated agent must come back with its state
+        self._states = AgentStates(state_store, save_policy or SavePolicy()) if state_store is not None else None
         self._factories: dict[str, AgentFactory] = {}
-        self._slots: dict[AgentId, _Slot] = {}
+        self._slots: dict[AgentId, Slot] = {}
         self._closed = False
         self._cancelling = False
         self._prefix = f"local{next(_runtime_ids)}-"
@@ -126,13 +124,8 @@ class LocalAgentRuntime:
                 # A handler that swallows cancellation must not hang stop() either.
                 await asyncio.wait(not_done, timeout=self._stop_timeout)
         slots, self._slots = self._slots, {}
-        for agent_id, slot in slots.items():
-            if slot.agent is None:
-                continue
-            try:
-                await slot.agent.close()
-            except Exception:
-                logger.exception("closing agent %s failed", agent_id)
+        for slot in slots.values():
+            await self._release(slot, save=True)
 
     async def __aenter__(self) -> LocalAgentRuntime:
         await self.start()
@@ -164,6 +157,43 @@ class LocalAgentRuntime:
         name = None if agent_type is None else agent_type_name(agent_type)
         found = [a for a, s in self._slots.items() if s.agent is not None and (name is None or a.type == name)]
         return sorted(found, key=lambda a: (a.type, a.key))
+
+    @property
+    def state_store(self) -> StateStore | None:
+        """The state store, or None when states are not kept."""
+        return None if self._states is None else self._states.store
+
+    async def save_state(self) -> dict[str, Mapping[str, Any]]:
+        """Each active agent's `save_state()` (taken in turn with its messages) and, with a state store, the
+        stored state of each deactivated agent of a registered type, keyed by `str(agent_id)`."""
+        self._check_open()
+        result = {} if self._states is None else await self._states.stored(self._factories)
+        for agent_id, slot in list(self._slots.items()):
+            if slot.agent is not None and hasattr(slot.agent, "save_state"):
+                result[str(agent_id)] = await self._call(slot, save_agent_state)
+        return dict(sorted(result.items()))
+
+    async def load_state(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        """Give each agent named in `state` (as `save_state` returned it) its state, creating it if needed;
+        with a state store the state is also saved there at once. Bad keys fail before any agent changes."""
+        self._check_open()
+        for agent_id, agent_state in parse_runtime_state(state, self._factories):
+            slot = self._slot(agent_id)
+            await self._call(slot, functools.partial(self._load_into, slot, agent_state))
+
+    async def _load_into(self, slot: Slot, state: Mapping[str, Any], agent: Agent) -> None:
+        loader = getattr(agent, "load_state", None)
+        if loader is None:
+            raise TypeError(f"agent {slot.agent_id} has no load_state method (subclass BaseAgent to keep state)")
+        await loader(state)
+        if self._states is not None:
+            await self._states.save(slot, agent)
+
+    async def _call(self, slot: Slot, fn: Callable[[Agent], Awaitable[Any]]) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        ctx = MessageContext(slot.agent_id, None, True, self._next_id())
+        self._enqueue(slot, AgentCall(fn), ctx, future, None)
+        return await future
 
     async def get_agent(self, agent_id: AgentId) -> Agent:
         """The local instance for `agent_id`, created now if it does not exist yet."""
@@ -276,6 +306,7 @@ class LocalAgentRuntime:
         ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id())
         item = Delivery(slot, message, ctx, None, reply)
         slot.mailbox.append(item)
+        slot.cancel_idle_timer()
         if slot.consumer is not None:
             return item, None
         task = asyncio.current_task()
@@ -306,17 +337,17 @@ class LocalAgentRuntime:
     def _next_id(self) -> str:
         return f"{self._prefix}{next(self._seq)}"
 
-    def _slot(self, agent_id: AgentId) -> _Slot:
+    def _slot(self, agent_id: AgentId) -> Slot:
         slot = self._slots.get(agent_id)
         if slot is None:
             if agent_id.type not in self._factories:
                 raise AgentNotFoundError(f"no agent factory is registered for agent type {agent_id.type!r}")
-            slot = self._slots[agent_id] = _Slot(agent_id)
+            slot = self._slots[agent_id] = Slot(agent_id)
         return slot
 
     def _enqueue(
         self,
-        slot: _Slot,
+        slot: Slot,
         message: Any,
         ctx: MessageContext,
         future: asyncio.Future[Any] | None,
@@ -324,6 +355,7 @@ class LocalAgentRuntime:
     ) -> Delivery:
         item = Delivery(slot, message, ctx, future, reply)
         slot.mailbox.append(item)
+        slot.cancel_idle_timer()
         if slot.consumer is None:
             slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
         return item
@@ -338,29 +370,36 @@ class LocalAgentRuntime:
         self._cancel(item)
 
     def _cancel(self, item: Delivery) -> None:
-        if item.state == _QUEUED:
+        if item.state == QUEUED:
             item.ctx.cancellation_token.cancel()
-            item.state = _DONE
+            item.state = DONE
             error = asyncio.CancelledError()
             self._settle(item, None, error)
             if item.reply is not None:
                 # Rare path (cancelled before it started): the reply runs in its own task.
                 asyncio.get_running_loop().create_task(self._safe_reply(item, None, error))
-        elif item.state == _RUNNING:
+        elif item.state == RUNNING:
             item.ctx.cancellation_token.cancel()
-            item.state = _CANCELLING
+            item.state = CANCELLING
             consumer = item._slot.consumer
             if consumer is not None:
                 consumer.cancel()
 
-    async def _ensure_agent(self, slot: _Slot) -> Agent:
+    async def _ensure_agent(self, slot: Slot) -> Agent:
         if slot.agent is not None:
             return slot.agent
         if slot.create_lock is None:
             slot.create_lock = asyncio.Lock()
         async with slot.create_lock:
             if slot.agent is None:
-                slot.agent = await self._create(slot.agent_id)
+                agent = await self._create(slot.agent_id)
+                if self._states is not None:
+                    try:
+                        await self._states.load(slot, agent)
+                    except BaseException:
+                        await close_agent(agent)
+                        raise
+                slot.agent = agent
             return slot.agent
 
     async def _create(self, agent_id: AgentId) -> Agent:
@@ -380,33 +419,41 @@ class LocalAgentRuntime:
             raise UndeliverableError(f"the factory for {agent_id.type!r} returned an agent with id {agent.id}")
         return agent
 
-    async def _consume(self, slot: _Slot) -> None:
+    async def _consume(self, slot: Slot) -> None:
         mailbox = slot.mailbox
         try:
             while mailbox:
                 item = mailbox.popleft()
-                if item.state != _QUEUED:
+                if item.state != QUEUED:
                     continue
-                item.state = _RUNNING
+                item.state = RUNNING
                 slot.current = item
+                message = item.message
                 try:
                     agent = slot.agent if slot.agent is not None else await self._ensure_agent(slot)
-                    result = await agent.on_message(item.message, item.ctx)
+                    if message.__class__ is AgentCall:
+                        result = await message.fn(agent)
+                    else:
+                        result = await agent.on_message(message, item.ctx)
+                        if self._states is not None:
+                            await self._states.handled(slot, agent)
                 except asyncio.CancelledError as exc:
-                    if item.state != _CANCELLING:
+                    if item.state != CANCELLING:
                         raise  # the consumer itself is being cancelled: stop() past its grace period
-                    _uncancel()
+                    uncancel()
+                    await self._roll_back(slot)
                     await self._finish(item, None, exc)
                 except Exception as exc:
+                    await self._roll_back(slot)
                     await self._finish(item, None, exc)
                 else:
-                    if item.state == _CANCELLING:
-                        _uncancel()  # the handler swallowed its cancellation
+                    if item.state == CANCELLING:
+                        uncancel()  # the handler swallowed its cancellation
                     await self._finish(item, result, None)
         except asyncio.CancelledError:
             error = RuntimeClosedError(f"the runtime stopped before {slot.agent_id} handled the message")
-            pending = [slot.current] if slot.current is not None and slot.current.state != _DONE else []
-            pending += [i for i in mailbox if i.state == _QUEUED]
+            pending = [slot.current] if slot.current is not None and slot.current.state != DONE else []
+            pending += [i for i in mailbox if i.state == QUEUED]
             mailbox.clear()
             for item in pending:
                 item.ctx.cancellation_token.cancel()
@@ -419,6 +466,47 @@ class LocalAgentRuntime:
             if mailbox and not self._closed:
                 # A message queued while this task was finishing: hand the mailbox to a fresh consumer.
                 slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
+            elif self._idle_timeout is not None and not self._closed:
+                slot.idle_timer = asyncio.get_running_loop().call_later(self._idle_timeout, self._on_idle, slot)
+
+    # --- state and deactivation ------------------------------------------------------------------------
+
+    async def _roll_back(self, slot: Slot) -> None:
+        """After a handler raised: with a state store, drop the agent unsaved, so the next message recreates it
+        from its last saved state instead of building on a half-changed one."""
+        if self._states is not None and slot.agent is not None:
+            await self._release(slot, save=False)
+
+    async def _release(self, slot: Slot, *, save: bool) -> None:
+        """Close and forget the slot's agent, saving its state first when `save` (a save error is logged)."""
+        slot.cancel_idle_timer()
+        agent, slot.agent = slot.agent, None
+        if agent is None:
+            return
+        if save and self._states is not None:
+            try:
+                await self._states.flush(slot, agent)
+            except Exception:
+                logger.exception("saving the state of %s failed: the changes since its last save are lost", agent.id)
+        slot.version, slot.unsaved = None, 0
+        await close_agent(agent)
+
+    def _on_idle(self, slot: Slot) -> None:
+        slot.idle_timer = None
+        if slot.consumer is not None or slot.mailbox or self._closed or self._slots.get(slot.agent_id) is not slot:
+            return
+        # The deactivation is the slot's consumer while it runs: a message arriving meanwhile waits for it.
+        slot.consumer = asyncio.get_running_loop().create_task(self._deactivate(slot))
+
+    async def _deactivate(self, slot: Slot) -> None:
+        try:
+            await self._release(slot, save=True)
+        finally:
+            slot.consumer = None
+            if slot.mailbox and not self._closed:
+                slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
+            elif self._slots.get(slot.agent_id) is slot:
+                del self._slots[slot.agent_id]  # nothing of the agent stays in memory
 
     def _settle(self, item: Delivery, result: Any, error: BaseException | None) -> None:
         future = item.future
@@ -431,7 +519,7 @@ class LocalAgentRuntime:
                 future.set_exception(error)
 
     async def _finish(self, item: Delivery, result: Any, error: BaseException | None) -> None:
-        item.state = _DONE
+        item.state = DONE
         item._slot.current = None
         self._settle(item, result, error)
         ctx = item.ctx
@@ -454,11 +542,3 @@ class LocalAgentRuntime:
             await item.reply(result, error)
         except Exception:
             logger.exception("replying for %s failed", item.ctx.recipient)
-
-
-def _uncancel() -> None:
-    """Forget a handled cancellation (3.11+), so later handlers on this consumer see a clean task."""
-    task = asyncio.current_task()
-    uncancel = getattr(task, "uncancel", None)
-    if uncancel is not None:
-        uncancel()

@@ -21,8 +21,10 @@ from ext.testing.conformance._runtime import (
     Relay,
     RuntimeConformance,
     Slow,
+    Spoil,
     Unhandled,
 )
+from ext.testing.conformance._state import StateStoreConformance
 from ext.testing.conformance._vectors import VectorStoreConformance
 from ext.testing.conformance._workbench import WorkbenchConformance
 
@@ -51,9 +53,11 @@ __all__ = [
     "Relay",
     "RuntimeConformance",
     "Slow",
+    "Spoil",
     "Unhandled",
     "VectorStoreConformance",
     "WorkbenchConformance",
+    "StateStoreConformance",
     "assert_dump_round_trip",
     "plain_config",
 ]

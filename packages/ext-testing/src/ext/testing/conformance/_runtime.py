@@ -3,26 +3,27 @@
 Subclass it (class name starting with `Test`) and provide the runtime::
 
     class TestMyRuntime(RuntimeConformance):
-        async def make_runtime(self) -> AgentRuntime:
-            return MyRuntime(...)            # returned not started; the suite starts and stops it
+        async def make_runtime(self, **options: Any) -> AgentRuntime:
+            return MyRuntime(..., **options)  # returned not started; the suite starts and stops it;
+                                              # options: state_store, save_policy, idle_timeout
 
         async def make_peer_runtime(self) -> AgentRuntime | None:
             return MyRuntime(...)            # a second member of the same cluster, or None (single process)
 
 Messages are the pydantic models in `MESSAGE_TYPES`; a runtime that serializes messages registers them in
-`make_runtime`. Agents live in the test process, so the suite observes them directly (a journal).
+`make_runtime`. Agents live in the test process, so the suite observes them directly (a journal). The durable
+state scenarios are `RuntimeStateScenarios` (`_runtime_state.py`), part of this suite.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
-from pydantic import BaseModel
 
 from ext.core import (
     AgentId,
@@ -30,132 +31,52 @@ from ext.core import (
     AgentRuntime,
     CancellationToken,
     CantHandleError,
-    MessageContext,
     MessageHandlerError,
-    RoutedAgent,
     RuntimeClosedError,
     UndeliverableError,
-    message_handler,
 )
+from ext.testing.conformance._runtime_agents import (
+    MESSAGE_TYPES,
+    EchoAgent,
+    Fail,
+    GetNotes,
+    Journal,
+    Note,
+    Notes,
+    Ping,
+    Pong,
+    Relay,
+    Slow,
+    Spoil,
+    Unhandled,
+    _within,
+)
+from ext.testing.conformance._runtime_state import RuntimeStateScenarios
 
-T = TypeVar("T")
-
-WAIT = 15.0
-"""Upper bound on every wait in the suite: a broken runtime fails, it never hangs the run."""
-
-
-class Ping(BaseModel):
-    text: str
-
-
-class Pong(BaseModel):
-    text: str
-    agent: str
-    count: int
-    sender: str | None = None
-
-
-class Note(BaseModel):
-    text: str
-
-
-class GetNotes(BaseModel):
-    pass
-
-
-class Notes(BaseModel):
-    agent: str
-    notes: list[str]
-
-
-class Fail(BaseModel):
-    text: str
-
-
-class Slow(BaseModel):
-    seconds: float
+__all__ = [
+    "MESSAGE_TYPES",
+    "EchoAgent",
+    "Fail",
+    "GetNotes",
+    "Journal",
+    "Note",
+    "Notes",
+    "Ping",
+    "Pong",
+    "Relay",
+    "RuntimeConformance",
+    "Slow",
+    "Spoil",
+    "Unhandled",
+]
 
 
-class Relay(BaseModel):
-    target_type: str
-    target_key: str
-    text: str
-
-
-class Unhandled(BaseModel):
-    pass
-
-
-MESSAGE_TYPES: tuple[type[BaseModel], ...] = (Ping, Pong, Note, GetNotes, Notes, Fail, Slow, Relay, Unhandled)
-
-
-class Journal:
-    """What the suite's agents did, observed by the tests: created and closed agents, cancelled handlers."""
-
-    def __init__(self) -> None:
-        self.created: list[AgentId] = []
-        self.closed: list[AgentId] = []
-        self.cancelled: list[AgentId] = []
-        self.slow_started = asyncio.Event()
-
-
-class EchoAgent(RoutedAgent):
-    """Answers `Ping` with `Pong`, keeps `Note`s, fails on `Fail`, sleeps on `Slow`, forwards a `Relay`."""
-
-    def __init__(self, id: AgentId, runtime: AgentRuntime, journal: Journal) -> None:
-        super().__init__(id, runtime)
-        self.journal = journal
-        self.count = 0
-        self.notes: list[str] = []
-        journal.created.append(id)
-
-    @message_handler
-    async def on_ping(self, message: Ping, ctx: MessageContext) -> Pong:
-        self.count += 1
-        sender = str(ctx.sender) if ctx.sender is not None else None
-        return Pong(text=message.text, agent=str(self.id), count=self.count, sender=sender)
-
-    @message_handler
-    async def on_note(self, message: Note, ctx: MessageContext) -> None:
-        self.notes.append(message.text + ("!" if ctx.is_broadcast else ""))
-
-    @message_handler
-    async def on_get_notes(self, message: GetNotes, ctx: MessageContext) -> Notes:
-        return Notes(agent=str(self.id), notes=list(self.notes))
-
-    @message_handler
-    async def on_fail(self, message: Fail, ctx: MessageContext) -> None:
-        raise ValueError(f"boom: {message.text}")
-
-    @message_handler
-    async def on_slow(self, message: Slow, ctx: MessageContext) -> Pong:
-        self.journal.slow_started.set()
-        try:
-            await asyncio.sleep(message.seconds)
-        except asyncio.CancelledError:
-            self.journal.cancelled.append(self.id)
-            raise
-        return Pong(text="slow", agent=str(self.id), count=self.count)
-
-    @message_handler
-    async def on_relay(self, message: Relay, ctx: MessageContext) -> Pong:
-        target = AgentId(message.target_type, message.target_key)
-        reply = await self.send_and_await_response(Ping(text=message.text), target, 10.0)
-        assert isinstance(reply, Pong)
-        return reply
-
-    async def close(self) -> None:
-        self.journal.closed.append(self.id)
-
-
-async def _within(awaitable: Awaitable[T], seconds: float = WAIT) -> T:
-    return await asyncio.wait_for(awaitable, seconds)
-
-
-class RuntimeConformance:
+class RuntimeConformance(RuntimeStateScenarios):
     """Runtime-neutral scenarios for an `AgentRuntime`. See the module docstring."""
 
-    async def make_runtime(self) -> AgentRuntime:
+    async def make_runtime(self, **options: Any) -> AgentRuntime:
+        """A new runtime, not started. `options` (`state_store`, `save_policy`, `idle_timeout`) go to its
+        constructor."""
         raise NotImplementedError
 
     async def make_peer_runtime(self) -> AgentRuntime | None:

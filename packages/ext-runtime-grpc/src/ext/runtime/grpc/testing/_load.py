@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from ext.core import AgentId
-from ext.runtime.grpc import GrpcAgentRuntime
+from ext.runtime.grpc import GrpcAgentRuntime, RedisStateStore
 
 from ._sequence import (
     MESSAGE_TYPES,
@@ -73,10 +73,15 @@ class LoadWorkerProcess:
         connect_timeout: float = 5.0,
         reconnect_backoff: float = 0.05,
         timeout: float = 30.0,
+        state_redis_url: str | None = None,
+        state_prefix: str = "ext",
     ) -> LoadWorkerProcess:
         """Start the process and wait (up to `timeout`) until it is connected with its types registered.
-        `EXT_GRPC*` variables of this process are not passed on (give a token in `env` as `EXT_GRPC_TOKEN`)."""
+        `EXT_GRPC*` variables of this process are not passed on (give a token in `env` as `EXT_GRPC_TOKEN`).
+        With `state_redis_url`, its agents keep their state in a `RedisStateStore` (saved after each message)."""
         args = [sys.executable, "-m", "ext.runtime.grpc.testing", "load-worker", "--name", name]
+        if state_redis_url is not None:
+            args += ["--state-redis-url", state_redis_url, "--state-prefix", state_prefix]
         for address in addresses:
             args += ["--address", address]
         for agent_type in host_types:
@@ -332,12 +337,14 @@ class _WorkerMain:
 
 async def _worker_main(args: argparse.Namespace) -> None:
     report = SenderReport()
+    store = RedisStateStore(args.state_redis_url, prefix=args.state_prefix) if args.state_redis_url else None
     runtime = GrpcAgentRuntime(
         args.address,
         connect_timeout=args.connect_timeout,
         reconnect_backoff=args.reconnect_backoff,
         reconnect_max_backoff=1.0,
         on_undelivered=report.note_undelivered,
+        state_store=store,
     )
     for message_type in MESSAGE_TYPES:
         runtime.register_message_type(message_type)
@@ -364,6 +371,8 @@ async def _worker_main(args: argparse.Namespace) -> None:
             main.tasks.add(task)
             task.add_done_callback(main.tasks.discard)
         # stdin closed: the parent is gone.
+    if store is not None:
+        await store.close()
 
 
 def worker_main(argv: Sequence[str]) -> int:
@@ -375,6 +384,8 @@ def worker_main(argv: Sequence[str]) -> int:
     parser.add_argument("--connect-timeout", type=float, default=5.0)
     parser.add_argument("--reconnect-backoff", type=float, default=0.05)
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument("--state-redis-url", help="keep the agents' state in this Redis (RedisStateStore)")
+    parser.add_argument("--state-prefix", default="ext", help="the RedisStateStore's key prefix")
     args = parser.parse_args(list(argv))
     logging.basicConfig(level=args.log_level, format=f"[{args.name}] %(levelname)s %(name)s: %(message)s")
     asyncio.run(_worker_main(args))

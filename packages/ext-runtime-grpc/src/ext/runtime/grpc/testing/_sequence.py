@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,6 +221,11 @@ class SequenceAgent(BaseAgent):
     """Records every `Seq` in a `SequenceChecker` (shared by the agents of a process), answers `SeqCall` with
     `expected_answer(its id, seq)` and `Hold` after a pause. `on_hold(agent_id)` is called when a `Hold` starts.
 
+    Its state (for runtimes with a state store) is what it has handled: `handled` (messages handled without
+    error) and, per sender, the `StreamRecord` of the `Seq` numbers it saw (ranges, duplicates, out of order).
+    A state that moved with the agent between processes continues there, so a stream that went backwards or
+    lost saved messages shows in the record.
+
     Factory: `lambda agent_id, runtime: SequenceAgent(agent_id, runtime, checker)`.
     """
 
@@ -235,12 +240,20 @@ class SequenceAgent(BaseAgent):
         self._checker = checker
         self._on_hold = on_hold
         self._name = str(id)
+        self._handled = 0
+        self._seen: dict[str, StreamRecord] = {}
 
     async def on_message(self, message: Any, ctx: MessageContext) -> Any:
         if message.__class__ is Seq:
             self._checker.record(message.sender, self._name, message.seq)
+            seen = self._seen.get(message.sender)
+            if seen is None:
+                seen = self._seen[message.sender] = StreamRecord()
+            seen.add(message.seq)
+            self._handled += 1
             return None
         if message.__class__ is SeqCall:
+            self._handled += 1
             return expected_answer(self._name, message.seq)
         if isinstance(message, Hold):
             if self._on_hold is not None:
@@ -248,6 +261,25 @@ class SequenceAgent(BaseAgent):
             await asyncio.sleep(message.seconds)
             return f"{self._name}:held"
         raise TypeError(f"SequenceAgent does not handle {type(message).__name__}")
+
+    async def save_state(self) -> Mapping[str, Any]:
+        return {
+            "handled": self._handled,
+            "seen": {k: {**r.to_json(), "highest": r.highest} for k, r in self._seen.items()},
+        }
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        self._handled = int(state["handled"])
+        self._seen = {
+            sender: StreamRecord(
+                ranges=[list(r) for r in data["ranges"]],
+                received=data["received"],
+                duplicates=data["duplicates"],
+                out_of_order=data["out_of_order"],
+                highest=data["highest"],
+            )
+            for sender, data in state["seen"].items()
+        }
 
 
 # --- the sender --------------------------------------------------------------------------------------------
