@@ -131,7 +131,14 @@ from ._providers import (
     provider_of_client,
     server_address,
 )
-from ._retry import RETRYABLE_STATUS, RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
+from ._retry import (
+    RETRYABLE_STATUS,
+    RetryDecision,
+    RetryPolicy,
+    generic_classifier,
+    parse_retry_after,
+    should_retry_header,
+)
 from ._runtime import (
     DEFAULT_RPC_TIMEOUT,
     Agent,
@@ -381,4 +388,5 @@ __all__ = [
     "VectorMemory",
     "format_memories",
     "split_text",
+    "should_retry_header",
 ]
