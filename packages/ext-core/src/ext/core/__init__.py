@@ -107,6 +107,7 @@ from ._options import (
     ChatOptions,
     VectorStoreOptions,
     check_api_version,
+    check_stop_sequences,
     merge_default_options,
 )
 from ._pipeline import (
@@ -389,4 +390,5 @@ __all__ = [
     "format_memories",
     "split_text",
     "should_retry_header",
+    "check_stop_sequences",
 ]

@@ -11,7 +11,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from ext.core import ChatOptions, merge_default_options
+from ext.core import ChatOptions, check_stop_sequences, merge_default_options
 
 from ._mapping import check_sampling, check_thinking
 
@@ -53,9 +53,7 @@ class AnthropicMessagesConfig(BaseModel):
     @field_validator("stop_sequences")
     @classmethod
     def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any(not s for s in value):
-            raise ValueError("stop_sequences must not contain empty strings")
-        return value
+        return check_stop_sequences(value)
 
     @model_validator(mode="after")
     def _thinking(self) -> AnthropicMessagesConfig:

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ext.core import check_api_version
+from ext.core import check_api_version, check_stop_sequences
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
@@ -75,9 +75,7 @@ class AzureAIClientConfig(BaseModel):
     @field_validator("stop")
     @classmethod
     def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any(not s for s in value):
-            raise ValueError("stop must not contain empty strings")
-        return value
+        return check_stop_sequences(value, "stop")
 
     @field_validator("model_extras")
     @classmethod

@@ -11,7 +11,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ext.core import check_api_version
+from ext.core import check_api_version, check_stop_sequences
 
 from ._models import SystemRole
 
@@ -75,9 +75,7 @@ class _CommonConfig(BaseModel):
     @field_validator("stop")
     @classmethod
     def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any(not s for s in value):
-            raise ValueError("stop must not contain empty strings")
-        return value
+        return check_stop_sequences(value, "stop")
 
 
 class OpenAIClientConfig(_CommonConfig):
