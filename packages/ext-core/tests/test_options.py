@@ -8,6 +8,7 @@ from ext.core import (
     ChatMessage,
     ChatOptions,
     VectorStoreOptions,
+    check_http_url,
     check_stop_sequences,
 )
 
@@ -115,3 +116,16 @@ def test_check_stop_sequences_names_the_field() -> None:
         check_stop_sequences([""], "stop")
     with pytest.raises(ValidationError, match="stop_sequences must not contain empty strings"):
         ChatOptions(stop_sequences=[""])
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/v1", "https://example.com"])
+def test_check_http_url_accepts(url: str) -> None:
+    assert check_http_url(url, "base_url") == url
+
+
+@pytest.mark.parametrize(
+    "url", ["", "example.com", "HTTPS://x", "ftp://example.com", "http://", "https:// host", "http:///path"]
+)
+def test_check_http_url_rejects_naming_the_field(url: str) -> None:
+    with pytest.raises(ValueError, match=r"^endpoint must be an http:// or https:// URL$"):
+        check_http_url(url, "endpoint")

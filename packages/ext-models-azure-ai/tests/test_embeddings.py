@@ -92,6 +92,7 @@ async def test_a_token_credential_cannot_be_dumped() -> None:
     ("kwargs", "match"),
     [
         ({"endpoint": "x.azure.com"}, "endpoint"),
+        ({"endpoint": "https:///models"}, "endpoint must be an http:// or https:// URL"),  # no host
         ({"input_type": "passage"}, "input_type"),
         ({"batch_size": 5000}, "batch_size"),
         ({"credential": 42}, "credential must be a key"),

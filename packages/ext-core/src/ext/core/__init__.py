@@ -107,6 +107,7 @@ from ._options import (
     ChatOptions,
     VectorStoreOptions,
     check_api_version,
+    check_http_url,
     check_stop_sequences,
     merge_default_options,
 )
@@ -391,4 +392,5 @@ __all__ = [
     "split_text",
     "should_retry_header",
     "check_stop_sequences",
+    "check_http_url",
 ]

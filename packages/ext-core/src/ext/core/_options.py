@@ -149,3 +149,14 @@ def check_stop_sequences(value: list[str] | None, field: str = "stop_sequences")
     if value is not None and any(not s for s in value):
         raise ValueError(f"{field} must not contain empty strings")
     return value
+
+
+_HTTP_URL = re.compile(r"^https?://[^\s/]+")
+
+
+def check_http_url(value: str, field: str) -> str:
+    """`value` if it is an http:// or https:// URL with a host, else ValueError naming `field`; checked
+    before any client is built so a typo fails here, not as a connection error on the first call."""
+    if not _HTTP_URL.match(value):
+        raise ValueError(f"{field} must be an http:// or https:// URL")
+    return value

@@ -6,12 +6,11 @@ environment variable a loaded client reads it from.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from ext.core import ChatOptions, check_stop_sequences, merge_default_options
+from ext.core import ChatOptions, check_http_url, check_stop_sequences, merge_default_options
 
 from ._mapping import check_sampling, check_thinking
 
@@ -91,6 +90,4 @@ class AnthropicClientConfig(AnthropicMessagesConfig):
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("base_url must be an http:// or https:// URL")
-        return value
+        return None if value is None else check_http_url(value, "base_url")

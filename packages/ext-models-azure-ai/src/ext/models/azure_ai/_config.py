@@ -6,12 +6,11 @@ variable a loaded client reads it from. A token credential is an object and is n
 
 from __future__ import annotations
 
-import re
 from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ext.core import check_api_version, check_stop_sequences
+from ext.core import check_api_version, check_http_url, check_stop_sequences
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
@@ -58,9 +57,7 @@ class AzureAIClientConfig(BaseModel):
     @field_validator("endpoint")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("endpoint must be an http:// or https:// URL")
-        return value.rstrip("/")
+        return check_http_url(value, "endpoint").rstrip("/")
 
     @field_validator("api_version")
     @classmethod

@@ -22,6 +22,7 @@ from ext.core import (
     RequestUsage,
     RetryPolicy,
     check_api_version,
+    check_http_url,
     config_from_arguments,
     resolve_secret,
 )
@@ -56,9 +57,7 @@ class AzureAIEmbeddingConfig(BaseModel):
     @field_validator("endpoint")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("endpoint must be an http:// or https:// URL")
-        return value.rstrip("/")
+        return check_http_url(value, "endpoint").rstrip("/")
 
     @field_validator("api_version")
     @classmethod

@@ -18,6 +18,7 @@ from ext.core import (
     RequestUsage,
     RetryPolicy,
     check_api_version,
+    check_http_url,
     config_from_arguments,
     resolve_secret,
 )
@@ -55,12 +56,6 @@ class _EmbeddingConfig(BaseModel):
     max_retries: int = Field(3, ge=0, description="Retries of rate limits and transient errors.")
 
 
-def _check_url(value: str | None, field: str) -> str | None:
-    if value is not None and not value.startswith(("http://", "https://")):
-        raise ValueError(f"{field} must be an http:// or https:// URL")
-    return value
-
-
 class OpenAIEmbeddingConfig(_EmbeddingConfig):
     """`OpenAIEmbeddingClient` configuration."""
 
@@ -74,7 +69,7 @@ class OpenAIEmbeddingConfig(_EmbeddingConfig):
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        return _check_url(value, "base_url")
+        return None if value is None else check_http_url(value, "base_url")
 
 
 class AzureOpenAIEmbeddingConfig(_EmbeddingConfig):
@@ -97,7 +92,7 @@ class AzureOpenAIEmbeddingConfig(_EmbeddingConfig):
     @field_validator("azure_endpoint")
     @classmethod
     def _url(cls, value: str) -> str:
-        return _check_url(value, "azure_endpoint") or value
+        return check_http_url(value, "azure_endpoint")
 
 
 class _OpenAIEmbeddings(BaseEmbeddingClient):
