@@ -88,6 +88,11 @@ async def test_a_token_credential_cannot_be_dumped() -> None:
         await client.close()
 
 
+class _SyncTokenCredential:
+    def get_token(self, *scopes: str) -> object:
+        raise AssertionError("never called: the client refuses a synchronous credential at construction")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -96,6 +101,9 @@ async def test_a_token_credential_cannot_be_dumped() -> None:
         ({"input_type": "passage"}, "input_type"),
         ({"batch_size": 5000}, "batch_size"),
         ({"credential": 42}, "credential must be a key"),
+        # The chat client's rule (one check for both): the async SDK awaits get_token, so a sync one is refused.
+        ({"credential": _SyncTokenCredential()}, "an async get_token"),
+        ({"credential": None, "api_key_env": None}, "no credential: pass credential="),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, Any], match: str) -> None:
