@@ -35,6 +35,7 @@ from ._component import (
     ComponentModel,
     load_component,
     registered_components,
+    require_secret,
     resolve_secret,
     resolve_secret_map,
     validate_config,
@@ -393,4 +394,5 @@ __all__ = [
     "should_retry_header",
     "check_stop_sequences",
     "check_http_url",
+    "require_secret",
 ]

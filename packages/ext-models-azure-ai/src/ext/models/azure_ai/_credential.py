@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-from ext.core import ConfigurationError, resolve_secret
+from ext.core import ConfigurationError, require_secret
 
 if TYPE_CHECKING:
     from azure.core.credentials import AzureKeyCredential
@@ -55,12 +55,13 @@ def sdk_credential(credential: Any, api_key: SecretStr | None, api_key_env: str 
         return credential
     if credential is not None:
         return credential
-    key, _ = resolve_secret(api_key, api_key_env)
-    if key is None or not key.get_secret_value():
-        where = f" or set the {api_key_env} environment variable" if api_key_env else ""
-        raise ConfigurationError(
-            f"{owner}: no credential: pass credential=<key, AzureKeyCredential or async token credential>{where}"
-        )
+    key = require_secret(
+        api_key,
+        api_key_env,
+        owner,
+        what="credential",
+        argument="credential=<key, AzureKeyCredential or async token credential>",
+    )
     return AzureKeyCredential(key.get_secret_value())
 
 

@@ -20,7 +20,7 @@ from ext.core import (
     check_api_version,
     check_http_url,
     config_from_arguments,
-    resolve_secret,
+    require_secret,
 )
 
 from ._azure import TokenProvider, azure_credentials, azure_target, check_credential_arguments
@@ -194,10 +194,7 @@ class OpenAIEmbeddingClient(_OpenAIEmbeddings):
     ) -> None:
         owner = type(self).__name__
         config = config_from_arguments(OpenAIEmbeddingConfig, locals(), owner)
-        key, _ = resolve_secret(config.api_key, config.api_key_env)
-        if key is None or not key.get_secret_value():
-            where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
-            raise ConfigurationError(f"{owner}: no API key: pass api_key=...{where}")
+        key = require_secret(config.api_key, config.api_key_env, owner)
         import openai  # deferred: importing the package stays cheap for config loading
 
         sdk = openai.AsyncOpenAI(
