@@ -98,6 +98,7 @@ class _SyncTokenCredential:
     [
         ({"endpoint": "x.azure.com"}, "endpoint"),
         ({"endpoint": "https:///models"}, "endpoint must be an http:// or https:// URL"),  # no host
+        ({"api_version": "May 2024"}, "api_version must be a date like 2024-05-01-preview"),  # the SDK's default
         ({"input_type": "passage"}, "input_type"),
         ({"batch_size": 5000}, "batch_size"),
         ({"credential": 42}, "credential must be a key"),

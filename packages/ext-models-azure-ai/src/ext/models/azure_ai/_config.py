@@ -17,20 +17,36 @@ DEFAULT_MAX_RETRIES = 3
 DEFAULT_API_KEY_ENV = "AZURE_AI_API_KEY"
 
 
-class AzureAIClientConfig(BaseModel):
-    """`AzureAIChatCompletionClient` configuration."""
+class EndpointConfig(BaseModel):
+    """The settings both clients' configurations start with (the chat client's and the embedding client's): where
+    the Model Inference API is, the model, the key and the API version."""
 
     # Validators are built on first use, not at import.
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
 
     endpoint: str = Field(
-        description="https://<resource>.services.ai.azure.com/models, https://<name>.<region>.models.ai.azure.com, "
-        "or an Azure OpenAI deployment URL."
+        description="https://<resource>.services.ai.azure.com/models, https://<name>.<region>.models.ai.azure.com "
+        "(serverless), or an Azure OpenAI deployment URL."
     )
     model: str = Field(min_length=1, description="Model (deployment) name, sent as the body's `model`.")
     api_key: Optional[SecretStr] = Field(None, description="Key; default from the api_key_env variable.")
     api_key_env: Optional[str] = Field(DEFAULT_API_KEY_ENV, description="Environment variable holding the key.")
     api_version: Optional[str] = Field(None, description="API version; None: the SDK's default.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_http_url(value, "endpoint").rstrip("/")
+
+    @field_validator("api_version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        return None if value is None else check_api_version(value, example="2024-05-01-preview")
+
+
+class AzureAIClientConfig(EndpointConfig):
+    """`AzureAIChatCompletionClient` configuration."""
+
     credential_scopes: Optional[list[str]] = Field(
         None, description="Scopes a token credential is asked for; None: the SDK's (https://ml.azure.com/.default)."
     )
@@ -53,16 +69,6 @@ class AzureAIClientConfig(BaseModel):
     model_info: Optional[dict[str, Any]] = Field(None, description="Capability overrides (ModelInfo fields).")
     token_limit: Optional[int] = Field(None, gt=0, description="Context window override.")
     default_options: Optional[dict[str, Any]] = Field(None, description="Default ChatOptions for every call.")
-
-    @field_validator("endpoint")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return check_http_url(value, "endpoint").rstrip("/")
-
-    @field_validator("api_version")
-    @classmethod
-    def _version(cls, value: str | None) -> str | None:
-        return None if value is None else check_api_version(value, example="2024-05-01-preview")
 
     @field_validator("stop", mode="before")
     @classmethod

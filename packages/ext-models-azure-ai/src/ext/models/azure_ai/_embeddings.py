@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr
 
 from ext.core import (
     BaseEmbeddingClient,
@@ -19,12 +19,10 @@ from ext.core import (
     EmbeddingResult,
     RequestUsage,
     RetryPolicy,
-    check_api_version,
-    check_http_url,
     config_from_arguments,
 )
 
-from ._config import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT
+from ._config import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT, EndpointConfig
 from ._credential import Credential, call_options, sdk_credential, sdk_options, split_credential
 from ._retry import classify_azure_error
 
@@ -34,31 +32,14 @@ InputType = Literal["text", "query", "document"]
 """What the texts are, for models that embed queries and documents differently."""
 
 
-class AzureAIEmbeddingConfig(BaseModel):
+class AzureAIEmbeddingConfig(EndpointConfig):
     """`AzureAIEmbeddingClient` configuration."""
 
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
-
-    endpoint: str = Field(description="https://<resource>.services.ai.azure.com/models, or a serverless endpoint.")
-    model: str = Field(min_length=1, description="Model (deployment) name, sent as the body's `model`.")
-    api_key: Optional[SecretStr] = Field(None, description="Key; default from the api_key_env variable.")
-    api_key_env: Optional[str] = Field(DEFAULT_API_KEY_ENV, description="Environment variable holding the key.")
-    api_version: Optional[str] = Field(None, description="API version; None: the SDK's default.")
     dimensions: Optional[int] = Field(None, gt=0, description="Vector size to ask for (models that can shorten).")
     input_type: Optional[InputType] = Field(None, description="text, query or document; None sends nothing.")
     batch_size: Optional[int] = Field(None, gt=0, le=2048, description="Most texts per request (default 96).")
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds to connect, and between reads of a reply.")
     max_retries: int = Field(3, ge=0, description="Retries of rate limits and transient errors.")
-
-    @field_validator("endpoint")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return check_http_url(value, "endpoint").rstrip("/")
-
-    @field_validator("api_version")
-    @classmethod
-    def _version(cls, value: str | None) -> str | None:
-        return None if value is None else check_api_version(value)
 
 
 class AzureAIEmbeddingClient(BaseEmbeddingClient):
