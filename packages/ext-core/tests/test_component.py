@@ -12,6 +12,7 @@ from ext.core import (
     ConfigurationError,
     load_component,
     registered_components,
+    require_secret,
     resolve_secret,
     resolve_secret_map,
 )
@@ -188,3 +189,20 @@ def test_validate_config_names_owner_and_field_without_the_value() -> None:
     with pytest.raises(ConfigurationError, match=r"^Greeter: retries: ") as info:
         validate_config(GreeterConfig, {"greeting": "hi", "retries": "sk-leak-000"}, "Greeter")
     assert "sk-leak-000" not in str(info.value)
+
+
+def test_require_secret_returns_the_secret_or_says_what_to_pass() -> None:
+    assert require_secret("k-1", None, "Owner").get_secret_value() == "k-1"
+    with pytest.raises(ConfigurationError, match=r"^Owner: no API key: pass api_key=\.\.\.$"):
+        require_secret(None, None, "Owner")
+    with pytest.raises(ConfigurationError, match=r"^Owner: no API key: pass api_key=\.\.\. \(local\)$"):
+        require_secret("", None, "Owner", hint=" (local)")  # an empty key is no key
+
+
+def test_require_secret_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EXT_TEST_REQUIRED_KEY", "from-env")
+    assert require_secret(None, "EXT_TEST_REQUIRED_KEY", "Owner").get_secret_value() == "from-env"
+    monkeypatch.setenv("EXT_TEST_REQUIRED_KEY", "")
+    expected = r"^Owner: no credential: pass credential=<k> or set the EXT_TEST_REQUIRED_KEY environment variable$"
+    with pytest.raises(ConfigurationError, match=expected):
+        require_secret(None, "EXT_TEST_REQUIRED_KEY", "Owner", what="credential", argument="credential=<k>")

@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from ext.core import AIClientOptions, ChatMessage, ChatOptions, VectorStoreOptions
+from ext.core import (
+    AIClientOptions,
+    ChatMessage,
+    ChatOptions,
+    VectorStoreOptions,
+    check_http_url,
+    check_stop_sequences,
+)
 
 
 @pytest.mark.parametrize(
@@ -98,3 +105,27 @@ def test_merge_default_options() -> None:
     assert merged == ChatOptions(temperature=0.7, seed=3)
     with pytest.raises(ConfigurationError, match=r"default_options\.temperature"):
         merge_default_options({"temperature": 9})
+
+
+def test_check_stop_sequences_names_the_field() -> None:
+    assert check_stop_sequences(None) is None
+    assert check_stop_sequences(["\n\n", "END"]) == ["\n\n", "END"]
+    with pytest.raises(ValueError, match=r"^stop_sequences must not contain empty strings$"):
+        check_stop_sequences(["END", ""])
+    with pytest.raises(ValueError, match=r"^stop must not contain empty strings$"):
+        check_stop_sequences([""], "stop")
+    with pytest.raises(ValidationError, match="stop_sequences must not contain empty strings"):
+        ChatOptions(stop_sequences=[""])
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/v1", "https://example.com"])
+def test_check_http_url_accepts(url: str) -> None:
+    assert check_http_url(url, "base_url") == url
+
+
+@pytest.mark.parametrize(
+    "url", ["", "example.com", "HTTPS://x", "ftp://example.com", "http://", "https:// host", "http:///path"]
+)
+def test_check_http_url_rejects_naming_the_field(url: str) -> None:
+    with pytest.raises(ValueError, match=r"^endpoint must be an http:// or https:// URL$"):
+        check_http_url(url, "endpoint")

@@ -155,6 +155,29 @@ async def test_built_pipeline_is_a_client_and_delegates() -> None:
     assert inner.closed_calls == 1
 
 
+class ClosingOrder(ChatMiddleware):
+    def __init__(self, name: str, closed: list[str], fail: bool = False) -> None:
+        self.name, self.closed, self.fail = name, closed, fail
+
+    async def close(self) -> None:
+        self.closed.append(self.name)
+        if self.fail:
+            raise RuntimeError(f"{self.name} could not close")
+
+
+async def test_close_closes_middleware_outermost_first_then_the_client_once_even_when_one_fails() -> None:
+    closed: list[str] = []
+    inner = Scripted()
+    pipeline = ChatPipeline(inner, [ClosingOrder("outer", closed), ClosingOrder("inner", closed, fail=True)])
+    with pytest.raises(RuntimeError, match="inner could not close"):
+        await pipeline.close()
+    assert closed == ["outer", "inner"]
+    assert inner.closed_calls == 1  # the client is closed although a middleware failed
+    await pipeline.close()
+    assert closed == ["outer", "inner"]
+    assert inner.closed_calls == 1
+
+
 async def test_builder_rejects_what_is_not_middleware_or_client() -> None:
     with pytest.raises(ConfigurationError, match="ChatCompletionClient"):
         ChatClientBuilder(object())  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from ext.core import RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
+from ext.core import RetryDecision, RetryPolicy, generic_classifier, parse_retry_after, should_retry_header
 
 
 class _Response:
@@ -30,6 +30,14 @@ def test_parse_retry_after_forms() -> None:
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after(None) is None
     assert parse_retry_after({}) is None
+
+
+def test_should_retry_header_decides_when_present() -> None:
+    assert should_retry_header({"x-should-retry": "true", "retry-after": "2"}) == RetryDecision(True, 2.0)
+    assert should_retry_header({"x-should-retry": "false", "retry-after": "2"}) == RetryDecision(False)
+    assert should_retry_header({"x-should-retry": "maybe"}) is None
+    assert should_retry_header({}) is None
+    assert should_retry_header(None) is None
 
 
 def test_generic_classifier() -> None:

@@ -88,13 +88,23 @@ async def test_a_token_credential_cannot_be_dumped() -> None:
         await client.close()
 
 
+class _SyncTokenCredential:
+    def get_token(self, *scopes: str) -> object:
+        raise AssertionError("never called: the client refuses a synchronous credential at construction")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
         ({"endpoint": "x.azure.com"}, "endpoint"),
+        ({"endpoint": "https:///models"}, "endpoint must be an http:// or https:// URL"),  # no host
+        ({"api_version": "May 2024"}, "api_version must be a date like 2024-05-01-preview"),  # the SDK's default
         ({"input_type": "passage"}, "input_type"),
         ({"batch_size": 5000}, "batch_size"),
         ({"credential": 42}, "credential must be a key"),
+        # The chat client's rule (one check for both): the async SDK awaits get_token, so a sync one is refused.
+        ({"credential": _SyncTokenCredential()}, "an async get_token"),
+        ({"credential": None, "api_key_env": None}, "no credential: pass credential="),
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, Any], match: str) -> None:

@@ -131,6 +131,7 @@ def test_dimensions_refused_for_ada_before_any_request() -> None:
         ({"batch_size": 0}, "batch_size"),
         ({"dimensions": 0}, "dimensions"),
         ({"base_url": "ftp://x"}, "base_url"),
+        ({"base_url": "http://"}, "base_url must be an http:// or https:// URL"),  # no host: the chat client's rule
     ],
 )
 def test_bad_settings_name_the_field(kwargs: dict[str, Any], match: str) -> None:

@@ -35,6 +35,7 @@ from ._component import (
     ComponentModel,
     load_component,
     registered_components,
+    require_secret,
     resolve_secret,
     resolve_secret_map,
     validate_config,
@@ -107,6 +108,8 @@ from ._options import (
     ChatOptions,
     VectorStoreOptions,
     check_api_version,
+    check_http_url,
+    check_stop_sequences,
     merge_default_options,
 )
 from ._pipeline import (
@@ -131,7 +134,14 @@ from ._providers import (
     provider_of_client,
     server_address,
 )
-from ._retry import RETRYABLE_STATUS, RetryDecision, RetryPolicy, generic_classifier, parse_retry_after
+from ._retry import (
+    RETRYABLE_STATUS,
+    RetryDecision,
+    RetryPolicy,
+    generic_classifier,
+    parse_retry_after,
+    should_retry_header,
+)
 from ._runtime import (
     DEFAULT_RPC_TIMEOUT,
     Agent,
@@ -404,4 +414,8 @@ __all__ = [
     "encode_state",
     "expected_version_of",
     "sorted_agent_ids",
+    "should_retry_header",
+    "check_stop_sequences",
+    "check_http_url",
+    "require_secret",
 ]

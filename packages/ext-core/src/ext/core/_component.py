@@ -280,3 +280,22 @@ def resolve_secret(
         if found:
             return SecretStr(found), env_var
     return None, None
+
+
+def require_secret(
+    value: str | SecretStr | None,
+    env_var: str | None,
+    owner: str,
+    *,
+    what: str = "API key",
+    argument: str = "api_key=...",
+    hint: str = "",
+) -> SecretStr:
+    """The non-empty secret `resolve_secret` finds, else a `ConfigurationError` before any request, saying what
+    to pass and which environment variable to set: `"{owner}: no {what}: pass {argument} or set the {env_var}
+    environment variable{hint}"` (no variable part when `env_var` is None)."""
+    secret, _ = resolve_secret(value, env_var)
+    if secret is None or not secret.get_secret_value():
+        where = f" or set the {env_var} environment variable" if env_var else ""
+        raise ConfigurationError(f"{owner}: no {what}: pass {argument}{where}{hint}")
+    return secret

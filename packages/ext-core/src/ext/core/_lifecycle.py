@@ -1,28 +1,25 @@
-"""`ClientLifecycle`: what every client base shares around its calls (chat in `_client`, embeddings in
-`_embeddings`): usage bookkeeping, an idempotent `close` and `async with`, and a dump that refuses to drop a
-`RetryPolicy` object given in code."""
+"""`UsageLifecycle`: what a client and a `ChatPipeline` (`_pipeline`) share around their calls: usage
+bookkeeping, an idempotent `close` and `async with`. `ClientLifecycle` adds what every client base shares (chat in
+`_client`, embeddings in `_embeddings`): a dump that refuses to drop a `RetryPolicy` object given in code."""
 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ._component import Component
+from ._component import Component, ConfigT
 from ._messages import RequestUsage, UsageTally
 
-_LifecycleT = TypeVar("_LifecycleT", bound="ClientLifecycle")
+_LifecycleT = TypeVar("_LifecycleT", bound="UsageLifecycle[Any]")
 
 
-class ClientLifecycle(Component[BaseModel]):
-    """A subclass sets `_model`, `_usage`, `_closed` and `_custom_retry_policy` in its constructor and releases its
-    resources in `_close`."""
+class UsageLifecycle(Component[ConfigT]):
+    """A subclass sets `_usage` and `_closed` in its constructor and releases its resources in `_close`."""
 
-    _model: str
     _usage: UsageTally
     _closed: bool
-    _custom_retry_policy: bool
 
     async def _close(self) -> None:
         """Release the provider's connections (or model)."""
@@ -49,6 +46,14 @@ class ClientLifecycle(Component[BaseModel]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+class ClientLifecycle(UsageLifecycle[BaseModel]):
+    """A subclass sets `_model`, `_usage`, `_closed` and `_custom_retry_policy` in its constructor and releases its
+    resources in `_close`."""
+
+    _model: str
+    _custom_retry_policy: bool
 
     def _undumpable_settings(self) -> dict[str, str]:
         settings = super()._undumpable_settings()

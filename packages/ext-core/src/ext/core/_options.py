@@ -34,9 +34,7 @@ class ChatOptions(BaseModel):
     @field_validator("stop_sequences")
     @classmethod
     def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any(not s for s in value):
-            raise ValueError("stop_sequences must not contain empty strings")
-        return value
+        return check_stop_sequences(value)
 
     def merged_over(self, base: ChatOptions | None) -> ChatOptions:
         """These options with unset fields taken from `base` (the client's defaults)."""
@@ -142,4 +140,23 @@ def check_api_version(value: str, *, example: str = "2024-10-21") -> str:
             match = None
     if match is None:
         raise ValueError(f"api_version must be a date like {example} (YYYY-MM-DD, optionally -preview), got {value!r}")
+    return value
+
+
+def check_stop_sequences(value: list[str] | None, field: str = "stop_sequences") -> list[str] | None:
+    """`value` unless it holds an empty string (ValueError naming `field`): APIs reject an empty stop
+    sequence, and where one is accepted it would end every reply before its first token."""
+    if value is not None and any(not s for s in value):
+        raise ValueError(f"{field} must not contain empty strings")
+    return value
+
+
+_HTTP_URL = re.compile(r"^https?://[^\s/]+")
+
+
+def check_http_url(value: str, field: str) -> str:
+    """`value` if it is an http:// or https:// URL with a host, else ValueError naming `field`; checked
+    before any client is built so a typo fails here, not as a connection error on the first call."""
+    if not _HTTP_URL.match(value):
+        raise ValueError(f"{field} must be an http:// or https:// URL")
     return value

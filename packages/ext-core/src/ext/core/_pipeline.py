@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,12 +32,12 @@ from ._cancellation import CancellationToken
 from ._client import BaseChatCompletionClient, ChatCompletionClient, JsonOutput, ToolChoice, _coerce_messages
 from ._component import Component, ComponentModel, load_component
 from ._errors import ComponentError, ConfigurationError
+from ._lifecycle import UsageLifecycle
 from ._messages import (
     CreateResult,
     FunctionCall,
     FunctionExecutionResult,
     LLMMessage,
-    RequestUsage,
     StreamChunk,
     UsageTally,
 )
@@ -237,7 +236,7 @@ class PipelineConfig(BaseModel):
     middleware: list[ComponentModel] = Field(default_factory=list)
 
 
-class ChatPipeline(Component[PipelineConfig]):
+class ChatPipeline(UsageLifecycle[PipelineConfig]):
     """A model client wrapped in middleware: itself a `ChatCompletionClient`. Build one with `ChatClientBuilder`.
 
     One retry owner: when a middleware retries (`RetryMiddleware`) and the client is a `BaseChatCompletionClient`
@@ -359,30 +358,13 @@ class ChatPipeline(Component[PipelineConfig]):
         """The middlewares, outermost first."""
         return self._middleware
 
-    def actual_usage(self) -> RequestUsage:
-        return self._usage.actual
-
-    def total_usage(self) -> RequestUsage:
-        return self._usage.total()
-
-    async def close(self) -> None:
-        """Close every middleware (outermost first), then the client. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _close(self) -> None:
+        """Close every middleware (outermost first), then the client (`close()` does it once)."""
         try:
             for middleware in self._middleware:
                 await middleware.close()
         finally:
             await self._client.close()
-
-    async def __aenter__(self) -> ChatPipeline:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
 
     def __repr__(self) -> str:
         names = ", ".join(repr(m) for m in self._middleware)

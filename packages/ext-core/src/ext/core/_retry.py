@@ -82,6 +82,21 @@ def parse_retry_after(headers: Mapping[str, str] | Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def should_retry_header(headers: Mapping[str, str] | Any) -> RetryDecision | None:
+    """The decision an `x-should-retry` response header states (`true`: retry, honouring `Retry-After`;
+    `false`: don't), or None when the header is absent or says neither. The OpenAI and Anthropic APIs send
+    it, and their SDKs let it override the status code; provider classifiers call this first."""
+    get = getattr(headers, "get", None)
+    if get is None:
+        return None
+    should = get("x-should-retry")
+    if should == "true":
+        return RetryDecision(True, parse_retry_after(headers))
+    if should == "false":
+        return RetryDecision(False)
+    return None
+
+
 def status_of(error: BaseException) -> int | None:
     """The HTTP status an SDK error carries, if any."""
     status = getattr(error, "status_code", None)

@@ -18,13 +18,12 @@ from pydantic import BaseModel, SecretStr
 from ext.core import (
     ChatOptions,
     ChatRequest,
-    ConfigurationError,
     CreateResult,
     EventStream,
     ModelInfo,
     RetryPolicy,
     json_loads,
-    resolve_secret,
+    require_secret,
     resolve_secret_map,
 )
 
@@ -84,12 +83,9 @@ class AnthropicChatCompletionClient(AnthropicMessagesClient):
     ) -> None:
         owner = type(self).__name__
         config = self._config_from(AnthropicClientConfig, locals())
-        key, _ = resolve_secret(config.api_key, config.api_key_env)
-        if key is None or not key.get_secret_value():
-            where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
-            raise ConfigurationError(
-                f"{owner}: no API key: pass api_key=...{where} (a local server that needs no key takes any placeholder)"
-            )
+        key = require_secret(
+            config.api_key, config.api_key_env, owner, hint=" (a local server that needs no key takes any placeholder)"
+        )
         self._setup(config, retry_policy=retry_policy, classifier=classify_anthropic_error)
         headers = resolve_secret_map(config.default_headers, config.default_headers_env, "default_headers") or None
         self._sdk = anthropic.AsyncAnthropic(

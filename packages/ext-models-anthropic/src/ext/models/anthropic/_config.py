@@ -6,12 +6,11 @@ environment variable a loaded client reads it from.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from ext.core import ChatOptions, merge_default_options
+from ext.core import ChatOptions, check_http_url, check_stop_sequences, merge_default_options
 
 from ._mapping import check_sampling, check_thinking
 
@@ -53,9 +52,7 @@ class AnthropicMessagesConfig(BaseModel):
     @field_validator("stop_sequences")
     @classmethod
     def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any(not s for s in value):
-            raise ValueError("stop_sequences must not contain empty strings")
-        return value
+        return check_stop_sequences(value)
 
     @model_validator(mode="after")
     def _thinking(self) -> AnthropicMessagesConfig:
@@ -93,6 +90,4 @@ class AnthropicClientConfig(AnthropicMessagesConfig):
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("base_url must be an http:// or https:// URL")
-        return value
+        return None if value is None else check_http_url(value, "base_url")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anthropic
 
-from ext.core import RetryDecision, parse_retry_after
+from ext.core import RetryDecision, should_retry_header
 
 # Error types the API sends in a 200 stream's `error` event: the HTTP status says nothing there.
 _RETRYABLE_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error", "timeout_error"})
@@ -16,12 +16,9 @@ def classify_anthropic_error(error: BaseException) -> RetryDecision | None:
     error type (overloaded, rate limit, server error). Status codes are left to core's generic rule
     (429, 529, 5xx, 408, 409 retried; `Retry-After`/`retry-after-ms` honoured)."""
     if isinstance(error, anthropic.APIStatusError):
-        headers = error.response.headers
-        should = headers.get("x-should-retry")
-        if should == "true":
-            return RetryDecision(True, parse_retry_after(headers))
-        if should == "false":
-            return RetryDecision(False)
+        decision = should_retry_header(error.response.headers)
+        if decision is not None:
+            return decision
         if error.status_code < 400:  # an error event in a stream that had started fine
             return RetryDecision(error.type in _RETRYABLE_TYPES)
         return None

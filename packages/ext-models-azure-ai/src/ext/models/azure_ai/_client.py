@@ -10,11 +10,9 @@ with backoff and Retry-After, so a retry is never doubled.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Union
-from urllib.parse import urlsplit
+from typing import Any, ClassVar
 
 from azure.core.exceptions import (
     ClientAuthenticationError,
@@ -31,7 +29,6 @@ from ext.core import (
     BaseChatCompletionClient,
     ChatOptions,
     ChatRequest,
-    ConfigurationError,
     CreateResult,
     EventStream,
     ModelInfo,
@@ -42,18 +39,14 @@ from ext.core import (
     json_dumps_compact,
     json_loads,
     merge_default_options,
-    resolve_secret,
     sse_events,
 )
 
 from ._config import AzureAIClientConfig
+from ._credential import Credential, call_options, sdk_credential, sdk_options, split_credential
 from ._mapping import StreamState, WireSettings, map_request, map_response, map_stream_update, split_extra_args
 from ._models import AZURE_AI_MODELS
 from ._retry import classify_azure_error
-
-if TYPE_CHECKING:
-    from azure.core.credentials import AzureKeyCredential
-    from azure.core.credentials_async import AsyncTokenCredential
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +60,6 @@ _ERROR_MAP: dict[int, type[HttpResponseError]] = {
     304: ResourceNotModifiedError,
 }
 
-Credential = Union[str, SecretStr, "AzureKeyCredential", "AsyncTokenCredential"]
-"""A key (string, `SecretStr` or `AzureKeyCredential`) or an async token credential (`azure.identity.aio`)."""
-
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 SDK_DEFAULT_API_VERSION = "2024-05-01-preview"
 """The `api-version` azure-ai-inference 1.0.0b9's `complete()` sends when none is given (a test checks it)."""
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -89,10 +78,6 @@ def _default_options(config: AzureAIClientConfig) -> ChatOptions | None:
         seed=config.seed,
         stop_sequences=config.stop,
     )
-
-
-def _is_token_credential(credential: object) -> bool:
-    return inspect.iscoroutinefunction(getattr(credential, "get_token", None))
 
 
 class AzureAIChatCompletionClient(BaseChatCompletionClient):
@@ -138,41 +123,10 @@ class AzureAIChatCompletionClient(BaseChatCompletionClient):
         api_key: str | SecretStr | None = None,
     ) -> None:
         owner = type(self).__name__
-        from azure.core.credentials import AzureKeyCredential  # deferred: importing ext stays cheap
-
-        sdk_credential: Any
-        if credential is not None and api_key is not None:
-            raise ConfigurationError(f"{owner}: pass credential or api_key, not both")
-        if credential is None or isinstance(credential, (str, SecretStr)):
-            if isinstance(credential, (str, SecretStr)):
-                api_key = credential
-            self._auth = "api_key"
-        elif isinstance(credential, AzureKeyCredential):
-            self._auth = "api_key"
-        elif _is_token_credential(credential):
-            self._auth = "token_credential"
-        else:
-            raise ConfigurationError(
-                f"{owner}: credential must be a key (str, SecretStr or AzureKeyCredential) or an async token "
-                f"credential (an object with an async get_token, e.g. azure.identity.aio), got "
-                f"{type(credential).__name__}"
-            )
+        credential, api_key, is_token = split_credential(credential, api_key, owner)
+        self._auth = "token_credential" if is_token else "api_key"
         config = config_from_arguments(AzureAIClientConfig, locals(), owner)
-        if isinstance(credential, AzureKeyCredential):
-            if not credential.key:
-                raise ConfigurationError(f"{owner}: credential: the AzureKeyCredential holds an empty key")
-            sdk_credential = credential
-        elif self._auth == "token_credential":
-            sdk_credential = credential
-        else:
-            key, _ = resolve_secret(config.api_key, config.api_key_env)
-            if key is None or not key.get_secret_value():
-                where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
-                raise ConfigurationError(
-                    f"{owner}: no credential: pass credential=<key, AzureKeyCredential or async token credential>"
-                    f"{where}"
-                )
-            sdk_credential = AzureKeyCredential(key.get_secret_value())
+        sdk_auth = sdk_credential(credential, config.api_key, config.api_key_env, owner)
 
         super().__init__(
             model=config.model,
@@ -190,26 +144,14 @@ class AzureAIChatCompletionClient(BaseChatCompletionClient):
 
         from azure.ai.inference.aio import ChatCompletionsClient
 
-        options: dict[str, Any] = {
-            "retry_total": 0,
-            "connection_timeout": config.timeout,
-            "read_timeout": config.timeout,
-        }
-        if config.api_version is not None:
-            options["api_version"] = config.api_version
+        options = sdk_options(config.timeout, config.api_version)
         if config.credential_scopes is not None:
             options["credential_scopes"] = list(config.credential_scopes)
-        self._sdk = ChatCompletionsClient(config.endpoint, sdk_credential, **options)
+        self._sdk = ChatCompletionsClient(config.endpoint, sdk_auth, **options)
         # The SDK's own route and parameters: `complete()` posts to {endpoint}/chat/completions?api-version=...
         self._chat_url = config.endpoint + "/chat/completions"
         self._params = {"api-version": config.api_version or SDK_DEFAULT_API_VERSION}
-        # azure-core refuses bearer tokens over plain http; a loopback endpoint keeps them on this machine.
-        split = urlsplit(config.endpoint)
-        self._call_options: dict[str, Any] = (
-            {"enforce_https": False}
-            if self._auth == "token_credential" and split.scheme == "http" and split.hostname in _LOOPBACK_HOSTS
-            else {}
-        )
+        self._call_options = call_options(config.endpoint, is_token)
 
     # --- the provider's part ---------------------------------------------------------------------
 

@@ -6,32 +6,47 @@ variable a loaded client reads it from. A token credential is an object and is n
 
 from __future__ import annotations
 
-import re
 from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ext.core import check_api_version
+from ext.core import check_api_version, check_http_url, check_stop_sequences
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_API_KEY_ENV = "AZURE_AI_API_KEY"
 
 
-class AzureAIClientConfig(BaseModel):
-    """`AzureAIChatCompletionClient` configuration."""
+class EndpointConfig(BaseModel):
+    """The settings both clients' configurations start with (the chat client's and the embedding client's): where
+    the Model Inference API is, the model, the key and the API version."""
 
     # Validators are built on first use, not at import.
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
 
     endpoint: str = Field(
-        description="https://<resource>.services.ai.azure.com/models, https://<name>.<region>.models.ai.azure.com, "
-        "or an Azure OpenAI deployment URL."
+        description="https://<resource>.services.ai.azure.com/models, https://<name>.<region>.models.ai.azure.com "
+        "(serverless), or an Azure OpenAI deployment URL."
     )
     model: str = Field(min_length=1, description="Model (deployment) name, sent as the body's `model`.")
     api_key: Optional[SecretStr] = Field(None, description="Key; default from the api_key_env variable.")
     api_key_env: Optional[str] = Field(DEFAULT_API_KEY_ENV, description="Environment variable holding the key.")
     api_version: Optional[str] = Field(None, description="API version; None: the SDK's default.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_http_url(value, "endpoint").rstrip("/")
+
+    @field_validator("api_version")
+    @classmethod
+    def _version(cls, value: str | None) -> str | None:
+        return None if value is None else check_api_version(value, example="2024-05-01-preview")
+
+
+class AzureAIClientConfig(EndpointConfig):
+    """`AzureAIChatCompletionClient` configuration."""
+
     credential_scopes: Optional[list[str]] = Field(
         None, description="Scopes a token credential is asked for; None: the SDK's (https://ml.azure.com/.default)."
     )
@@ -55,18 +70,6 @@ class AzureAIClientConfig(BaseModel):
     token_limit: Optional[int] = Field(None, gt=0, description="Context window override.")
     default_options: Optional[dict[str, Any]] = Field(None, description="Default ChatOptions for every call.")
 
-    @field_validator("endpoint")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("endpoint must be an http:// or https:// URL")
-        return value.rstrip("/")
-
-    @field_validator("api_version")
-    @classmethod
-    def _version(cls, value: str | None) -> str | None:
-        return None if value is None else check_api_version(value, example="2024-05-01-preview")
-
     @field_validator("stop", mode="before")
     @classmethod
     def _stop_list(cls, value: Any) -> Any:
@@ -75,9 +78,7 @@ class AzureAIClientConfig(BaseModel):
     @field_validator("stop")
     @classmethod
     def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any(not s for s in value):
-            raise ValueError("stop must not contain empty strings")
-        return value
+        return check_stop_sequences(value, "stop")
 
     @field_validator("model_extras")
     @classmethod

@@ -9,61 +9,37 @@ The SDK's own retries are off (`retry_total=0`): core's policy retries, so a ret
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Optional
-from urllib.parse import urlsplit
+from typing import ClassVar, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr
 
 from ext.core import (
     BaseEmbeddingClient,
-    ConfigurationError,
     EmbeddingResponseError,
     EmbeddingResult,
     RequestUsage,
     RetryPolicy,
-    check_api_version,
     config_from_arguments,
-    resolve_secret,
 )
 
-from ._client import Credential
-from ._config import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT
+from ._config import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT, EndpointConfig
+from ._credential import Credential, call_options, sdk_credential, sdk_options, split_credential
 from ._retry import classify_azure_error
 
 __all__ = ["AzureAIEmbeddingClient", "AzureAIEmbeddingConfig", "InputType"]
 
 InputType = Literal["text", "query", "document"]
 """What the texts are, for models that embed queries and documents differently."""
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-class AzureAIEmbeddingConfig(BaseModel):
+class AzureAIEmbeddingConfig(EndpointConfig):
     """`AzureAIEmbeddingClient` configuration."""
 
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
-
-    endpoint: str = Field(description="https://<resource>.services.ai.azure.com/models, or a serverless endpoint.")
-    model: str = Field(min_length=1, description="Model (deployment) name, sent as the body's `model`.")
-    api_key: Optional[SecretStr] = Field(None, description="Key; default from the api_key_env variable.")
-    api_key_env: Optional[str] = Field(DEFAULT_API_KEY_ENV, description="Environment variable holding the key.")
-    api_version: Optional[str] = Field(None, description="API version; None: the SDK's default.")
     dimensions: Optional[int] = Field(None, gt=0, description="Vector size to ask for (models that can shorten).")
     input_type: Optional[InputType] = Field(None, description="text, query or document; None sends nothing.")
     batch_size: Optional[int] = Field(None, gt=0, le=2048, description="Most texts per request (default 96).")
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds to connect, and between reads of a reply.")
     max_retries: int = Field(3, ge=0, description="Retries of rate limits and transient errors.")
-
-    @field_validator("endpoint")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("endpoint must be an http:// or https:// URL")
-        return value.rstrip("/")
-
-    @field_validator("api_version")
-    @classmethod
-    def _version(cls, value: str | None) -> str | None:
-        return None if value is None else check_api_version(value)
 
 
 class AzureAIEmbeddingClient(BaseEmbeddingClient):
@@ -96,12 +72,9 @@ class AzureAIEmbeddingClient(BaseEmbeddingClient):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         owner = type(self).__name__
-        if credential is not None and api_key is not None:
-            raise ConfigurationError(f"{owner}: pass credential or api_key, not both")
-        if isinstance(credential, (str, SecretStr)):
-            api_key, credential = credential, None
+        credential, api_key, is_token = split_credential(credential, api_key, owner)
         config = config_from_arguments(AzureAIEmbeddingConfig, locals(), owner)
-        sdk_credential = _sdk_credential(config, credential, owner)
+        sdk_auth = sdk_credential(credential, config.api_key, config.api_key_env, owner)
         super().__init__(
             model=config.model,
             dimensions=config.dimensions,
@@ -111,21 +84,11 @@ class AzureAIEmbeddingClient(BaseEmbeddingClient):
         )
         self._retry = self._retry.with_classifiers([classify_azure_error])
         self._config = config
-        self._token_credential = credential is not None and not _is_key(credential)
+        self._token_credential = is_token
         from azure.ai.inference.aio import EmbeddingsClient  # deferred: importing ext stays cheap
 
-        options: dict[str, Any] = {
-            "retry_total": 0,
-            "connection_timeout": config.timeout,
-            "read_timeout": config.timeout,
-        }
-        if config.api_version is not None:
-            options["api_version"] = config.api_version
-        self._sdk = EmbeddingsClient(config.endpoint, sdk_credential, **options)
-        # azure-core refuses bearer tokens over plain http; a loopback endpoint keeps them on this machine.
-        split = urlsplit(config.endpoint)
-        loopback = split.scheme == "http" and split.hostname in _LOOPBACK_HOSTS
-        self._call_options: dict[str, Any] = {"enforce_https": False} if self._token_credential and loopback else {}
+        self._sdk = EmbeddingsClient(config.endpoint, sdk_auth, **sdk_options(config.timeout, config.api_version))
+        self._call_options = call_options(config.endpoint, is_token)
 
     @property
     def endpoint(self) -> str:
@@ -165,31 +128,3 @@ class AzureAIEmbeddingClient(BaseEmbeddingClient):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(endpoint={self.endpoint!r}, model={self.model!r})"
-
-
-def _is_key(credential: object) -> bool:
-    from azure.core.credentials import AzureKeyCredential
-
-    return isinstance(credential, AzureKeyCredential)
-
-
-def _sdk_credential(config: AzureAIEmbeddingConfig, credential: Any, owner: str) -> Any:
-    """The credential object the SDK takes: the one given, else a key credential from `api_key` / `api_key_env`."""
-    from azure.core.credentials import AzureKeyCredential
-
-    if isinstance(credential, AzureKeyCredential):
-        if not credential.key:
-            raise ConfigurationError(f"{owner}: credential: the AzureKeyCredential holds an empty key")
-        return credential
-    if credential is not None:
-        if not callable(getattr(credential, "get_token", None)):
-            raise ConfigurationError(
-                f"{owner}: credential must be a key (str, SecretStr or AzureKeyCredential) or an async token "
-                f"credential (an object with an async get_token), got {type(credential).__name__}"
-            )
-        return credential
-    key, _ = resolve_secret(config.api_key, config.api_key_env)
-    if key is None or not key.get_secret_value():
-        where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
-        raise ConfigurationError(f"{owner}: no credential: pass credential=<key or token credential>{where}")
-    return AzureKeyCredential(key.get_secret_value())

@@ -6,11 +6,11 @@ credentials through the standard AWS chain (environment variables, credentials f
 
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from ext.core import check_http_url
 from ext.models.anthropic import AnthropicMessagesConfig
 
 DEFAULT_TIMEOUT = 60.0
@@ -34,9 +34,7 @@ class BedrockClientConfig(AnthropicMessagesConfig):
     @field_validator("endpoint_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError("endpoint_url must be an http:// or https:// URL")
-        return value
+        return None if value is None else check_http_url(value, "endpoint_url")
 
     @field_validator("aws_region", "aws_profile")
     @classmethod

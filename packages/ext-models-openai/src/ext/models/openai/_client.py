@@ -30,7 +30,7 @@ from ext.core import (
     config_from_arguments,
     estimate_tokens,
     merge_default_options,
-    resolve_secret,
+    require_secret,
     resolve_secret_map,
     tool_schema_of,
 )
@@ -286,13 +286,12 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         config = config_from_arguments(OpenAIClientConfig, locals(), type(self).__name__)
-        key, _ = resolve_secret(config.api_key, config.api_key_env)
-        if key is None or not key.get_secret_value():
-            where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
-            raise ConfigurationError(
-                f"{type(self).__name__}: no API key: pass api_key=...{where} (a local server that needs no key "
-                "takes any placeholder)"
-            )
+        key = require_secret(
+            config.api_key,
+            config.api_key_env,
+            type(self).__name__,
+            hint=" (a local server that needs no key takes any placeholder)",
+        )
         import openai  # deferred: `import ext.models.openai` stays cheap for config loading and listing
 
         sdk = openai.AsyncOpenAI(

@@ -6,12 +6,11 @@ fields name the environment variables a loaded client reads them from.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ext.core import check_api_version
+from ext.core import check_api_version, check_http_url, check_stop_sequences
 
 from ._models import SystemRole
 
@@ -19,12 +18,6 @@ ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
-
-
-def _check_url(value: str | None, field: str) -> str | None:
-    if value is not None and not re.match(r"^https?://[^\s/]+", value):
-        raise ValueError(f"{field} must be an http:// or https:// URL")
-    return value
 
 
 class _CommonConfig(BaseModel):
@@ -75,9 +68,7 @@ class _CommonConfig(BaseModel):
     @field_validator("stop")
     @classmethod
     def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and any(not s for s in value):
-            raise ValueError("stop must not contain empty strings")
-        return value
+        return check_stop_sequences(value, "stop")
 
 
 class OpenAIClientConfig(_CommonConfig):
@@ -93,7 +84,7 @@ class OpenAIClientConfig(_CommonConfig):
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        return _check_url(value, "base_url")
+        return None if value is None else check_http_url(value, "base_url")
 
 
 class AzureOpenAIClientConfig(_CommonConfig):
@@ -122,7 +113,7 @@ class AzureOpenAIClientConfig(_CommonConfig):
     @field_validator("azure_endpoint")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        return _check_url(value, "azure_endpoint")
+        return None if value is None else check_http_url(value, "azure_endpoint")
 
 
 AnyConfig = Union[OpenAIClientConfig, AzureOpenAIClientConfig]

@@ -18,8 +18,9 @@ from ext.core import (
     RequestUsage,
     RetryPolicy,
     check_api_version,
+    check_http_url,
     config_from_arguments,
-    resolve_secret,
+    require_secret,
 )
 
 from ._azure import TokenProvider, azure_credentials, azure_target, check_credential_arguments
@@ -55,12 +56,6 @@ class _EmbeddingConfig(BaseModel):
     max_retries: int = Field(3, ge=0, description="Retries of rate limits and transient errors.")
 
 
-def _check_url(value: str | None, field: str) -> str | None:
-    if value is not None and not value.startswith(("http://", "https://")):
-        raise ValueError(f"{field} must be an http:// or https:// URL")
-    return value
-
-
 class OpenAIEmbeddingConfig(_EmbeddingConfig):
     """`OpenAIEmbeddingClient` configuration."""
 
@@ -74,7 +69,7 @@ class OpenAIEmbeddingConfig(_EmbeddingConfig):
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        return _check_url(value, "base_url")
+        return None if value is None else check_http_url(value, "base_url")
 
 
 class AzureOpenAIEmbeddingConfig(_EmbeddingConfig):
@@ -97,7 +92,7 @@ class AzureOpenAIEmbeddingConfig(_EmbeddingConfig):
     @field_validator("azure_endpoint")
     @classmethod
     def _url(cls, value: str) -> str:
-        return _check_url(value, "azure_endpoint") or value
+        return check_http_url(value, "azure_endpoint")
 
 
 class _OpenAIEmbeddings(BaseEmbeddingClient):
@@ -199,10 +194,7 @@ class OpenAIEmbeddingClient(_OpenAIEmbeddings):
     ) -> None:
         owner = type(self).__name__
         config = config_from_arguments(OpenAIEmbeddingConfig, locals(), owner)
-        key, _ = resolve_secret(config.api_key, config.api_key_env)
-        if key is None or not key.get_secret_value():
-            where = f" or set the {config.api_key_env} environment variable" if config.api_key_env else ""
-            raise ConfigurationError(f"{owner}: no API key: pass api_key=...{where}")
+        key = require_secret(config.api_key, config.api_key_env, owner)
         import openai  # deferred: importing the package stays cheap for config loading
 
         sdk = openai.AsyncOpenAI(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ext.core import RetryDecision, parse_retry_after
+from ext.core import RetryDecision, should_retry_header
 
 
 def classify_openai_error(error: BaseException) -> RetryDecision | None:
@@ -15,13 +15,7 @@ def classify_openai_error(error: BaseException) -> RetryDecision | None:
     if openai is None:  # no openai error can exist before the SDK was imported
         return None
     if isinstance(error, openai.APIStatusError):
-        headers = error.response.headers
-        should = headers.get("x-should-retry")
-        if should == "true":
-            return RetryDecision(True, parse_retry_after(headers))
-        if should == "false":
-            return RetryDecision(False)
-        return None
+        return should_retry_header(error.response.headers)
     if isinstance(error, openai.APIConnectionError):  # includes APITimeoutError
         return RetryDecision(True)
     return None

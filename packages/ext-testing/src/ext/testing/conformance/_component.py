@@ -8,11 +8,13 @@ environment variables the dump refers to before calling.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+import pytest
 from pydantic import SecretStr
 
-from ext.core import Component, ComponentModel, load_component
+from ext.core import Component, ComponentError, ComponentModel, load_component
 
 __all__ = ["assert_dump_round_trip", "plain_config"]
 
@@ -68,3 +70,20 @@ def assert_dump_round_trip(component: _C) -> _C:
     lost = {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert not lost, f"settings lost or changed by dump -> load (field: (before, after)): {lost}"
     return loaded
+
+
+def load_dumped_client(
+    client: _C, environment: Callable[[_C], dict[str, str]], secret: str, monkeypatch: pytest.MonkeyPatch
+) -> _C | None:
+    """`client` through `assert_dump_round_trip`, with the environment variables its dump refers to
+    (`environment(client)`) set; None when it refuses to be dumped. Refusing is right for a client built with
+    objects a config cannot hold, if the refusal says why and does not show `secret`."""
+    try:
+        variables = environment(client)
+    except ComponentError as exc:
+        refusal = str(exc)
+        assert "cannot be dumped" in refusal and secret not in refusal
+        return None
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    return assert_dump_round_trip(client)

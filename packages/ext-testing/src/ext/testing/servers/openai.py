@@ -333,7 +333,7 @@ class OpenAIServer(LoopbackServer):
     def _stream_frames(
         self, reply: Reply, completion_id: str, created: int, model: str, include_usage: bool
     ) -> list[bytes]:
-        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        def frame(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> bytes:
             obj: dict[str, Any] = {
                 "id": completion_id,
                 "object": "chat.completion.chunk",
@@ -341,11 +341,14 @@ class OpenAIServer(LoopbackServer):
                 "model": model,
                 "service_tier": "default",
                 "system_fingerprint": "fp_loopback",
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+                "choices": choices,
             }
-            if include_usage:
-                obj["usage"] = None
+            if include_usage:  # then every chunk carries `usage`: null but the last, which has it
+                obj["usage"] = usage
             return sse_frame(obj)
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+            return frame([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}])
 
         frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
         if reply.thought:
@@ -365,17 +368,7 @@ class OpenAIServer(LoopbackServer):
             )
         frames.append(chunk({}, self._finish(reply)))
         if include_usage:
-            usage_chunk = {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "service_tier": "default",
-                "system_fingerprint": "fp_loopback",
-                "choices": [],
-                "usage": self._usage(reply),
-            }
-            frames.append(sse_frame(usage_chunk))
+            frames.append(frame([], self._usage(reply)))
         frames.append(_DONE)
         return frames
 
