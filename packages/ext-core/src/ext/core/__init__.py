@@ -169,6 +169,7 @@ from ._state_file import FileStateStore
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tool_pairing import check_tool_pairing
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
+from ._tracing import MessageSpan, RuntimeObserver, SendInfo, TraceContext
 from ._vectors import (
     BaseVectorStore,
     CollectionNotFoundError,
@@ -404,4 +405,9 @@ __all__ = [
     "encode_state",
     "expected_version_of",
     "sorted_agent_ids",
+    # trace context across runtimes
+    "MessageSpan",
+    "RuntimeObserver",
+    "SendInfo",
+    "TraceContext",
 ]

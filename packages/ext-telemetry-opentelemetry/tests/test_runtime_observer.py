@@ -1,0 +1,187 @@
+"""OpenTelemetryRuntimeObserver in one process: a question sent to `front` crosses to `solver`, whose handler calls
+the model (the real OpenAI client against ext-testing's loopback server) and a tool; every span is in one trace,
+each with the right parent, read back with the OpenTelemetry SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from traced_agents import API_KEY, Front, script_solver_turns, solver_factory
+
+from ext.core import AgentId, MessageContext, RoutedAgent, RuntimeObserver, TraceContext, message_handler
+from ext.runtime.local import LocalAgentRuntime
+from ext.telemetry.opentelemetry import OpenTelemetryRuntimeObserver
+from ext.testing.servers import OpenAIServer
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def tracer_provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        yield provider
+    finally:
+        provider.shutdown()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[OpenAIServer]:
+    async with OpenAIServer(api_key=API_KEY) as srv:
+        yield srv
+
+
+def by_name(spans: Sequence[Any]) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    for span in spans:
+        found.setdefault(span["name"], []).append(span)
+    return found
+
+
+def as_dict(span: ReadableSpan) -> dict[str, Any]:
+    """A finished span as plain data (what the worker processes dump as JSON)."""
+    context = span.get_span_context()
+    assert context is not None
+    return {
+        "name": span.name,
+        "kind": span.kind.name,
+        "trace_id": f"{context.trace_id:032x}",
+        "span_id": f"{context.span_id:016x}",
+        "parent_id": f"{span.parent.span_id:016x}" if span.parent is not None else None,
+        "status": span.status.status_code.name,
+        "attributes": dict(span.attributes or {}),
+        "links": [f"{link.context.span_id:016x}" for link in span.links],
+    }
+
+
+def check_question_trace(spans: Sequence[Mapping[str, Any]]) -> None:
+    """One question from outside: send front -> process front -> send solver -> process solver -> the tool loop,
+    its two model calls and its tool call, all in one trace; each RPC's client span links the answering span."""
+    named = by_name(spans)
+    (send_front,) = named["send front"]
+    (process_front,) = named["process front"]
+    (send_solver,) = named["send solver"]
+    (process_solver,) = named["process solver"]
+    (loop,) = named["invoke_agent solver"]
+    chats = named["chat gpt-4o-mini"]
+    (tool,) = named["execute_tool add"]
+    assert len(chats) == 2
+    assert {s["trace_id"] for s in spans} == {send_front["trace_id"]}, "every span is in the question's trace"
+    assert send_front["parent_id"] is None
+    assert process_front["parent_id"] == send_front["span_id"]
+    assert send_solver["parent_id"] == process_front["span_id"]
+    assert process_solver["parent_id"] == send_solver["span_id"]
+    assert loop["parent_id"] == process_solver["span_id"]
+    assert {c["parent_id"] for c in chats} == {loop["span_id"]} and tool["parent_id"] == loop["span_id"]
+    # The answer came back with the handling span's context.
+    assert send_front["links"] == [process_front["span_id"]]
+    assert send_solver["links"] == [process_solver["span_id"]]
+    assert (send_front["kind"], process_front["kind"]) == ("CLIENT", "SERVER")
+    assert send_solver["attributes"] == {
+        "messaging.system": "ext",
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "rpc",
+        "messaging.destination.name": "solver",
+        "messaging.message.id": send_solver["attributes"]["messaging.message.id"],
+        "gen_ai.agent.name": "solver",
+        "gen_ai.agent.id": "solver/1",
+    }
+    assert process_solver["attributes"] == {
+        "messaging.system": "ext",
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": "solver",
+        "messaging.message.id": process_solver["attributes"]["messaging.message.id"],
+        "gen_ai.agent.name": "solver",
+        "gen_ai.agent.id": "solver/1",
+    }
+    assert all(s["status"] != "ERROR" for s in spans)
+
+
+async def test_one_trace_from_the_question_to_the_model_and_tool_calls(
+    server: OpenAIServer, tracer_provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    script_solver_turns(server)
+    observer = OpenTelemetryRuntimeObserver(tracer_provider=tracer_provider)
+    assert isinstance(observer, RuntimeObserver)
+    async with LocalAgentRuntime(observer=observer) as runtime:
+        await runtime.register_agent_factory("front", Front)
+        await runtime.register_agent_factory("solver", solver_factory(server.base_url + "/v1", tracer_provider))
+        answer = await runtime.send_and_await_response("what is 2+3?", AgentId("front", "1"), timeout=30)
+    assert answer == "front: 5"
+    spans = [as_dict(s) for s in exporter.get_finished_spans()]
+    assert len(spans) == 8
+    check_question_trace(spans)
+
+
+class Seen(RoutedAgent):
+    """Records the trace context each message arrived with; fails on "boom"."""
+
+    traces: list[TraceContext | None]
+
+    @message_handler
+    async def on_text(self, message: str, ctx: MessageContext) -> None:
+        type(self).traces.append(ctx.trace)
+        if message == "boom":
+            raise ValueError("boom")
+
+
+async def test_one_way_and_broadcast_spans_and_a_failing_handler(
+    tracer_provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    Seen.traces = []
+    observer = OpenTelemetryRuntimeObserver(tracer_provider=tracer_provider)
+    async with LocalAgentRuntime(observer=observer) as runtime:
+        await runtime.register_agent_factory("seen", Seen)
+        await runtime.send_message("one", AgentId("seen", "a"))
+        await runtime.send_and_await_response("sync", AgentId("seen", "a"), timeout=5)
+        await runtime.broadcast("all", "seen")
+        with pytest.raises(ValueError, match="boom"):
+            await runtime.send_and_await_response("boom", AgentId("seen", "a"), timeout=5)
+    spans = list(exporter.get_finished_spans())
+    sends = [s for s in spans if s.name == "send seen"]
+    processes = [s for s in spans if s.name == "process seen"]
+    assert [s.kind for s in sends] == [SpanKind.PRODUCER, SpanKind.CLIENT, SpanKind.PRODUCER, SpanKind.CLIENT]
+    assert [dict(s.attributes or {})["messaging.operation.name"] for s in sends] == ["send", "rpc", "broadcast", "rpc"]
+    assert "gen_ai.agent.id" not in dict(sends[2].attributes or {})  # a broadcast names a type, not an agent
+    assert sorted(s.kind.name for s in processes) == ["CONSUMER", "CONSUMER", "SERVER", "SERVER"]
+    # Each handler saw the context of its own send span, and its process span is that span's child.
+    for send, trace in zip(sends, Seen.traces, strict=True):
+        context = send.get_span_context()
+        assert context is not None and trace is not None
+        assert trace.traceparent.startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
+        (process,) = [p for p in processes if p.parent is not None and p.parent.span_id == context.span_id]
+        assert process.context is not None and process.context.trace_id == context.trace_id
+    failed = [s for s in spans if s.status.status_code is StatusCode.ERROR]
+    assert sorted((s.name, dict(s.attributes or {})["error.type"]) for s in failed) == [
+        ("process seen", "ValueError"),
+        ("send seen", "ValueError"),
+    ]
+
+
+def test_trace_context_parse_follows_w3c() -> None:
+    valid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    assert TraceContext.parse(valid, "congo=t61rcWkgMzE") == TraceContext(valid, "congo=t61rcWkgMzE")
+    assert TraceContext.parse(valid, "x" * 513) == TraceContext(valid, "")  # too long a tracestate is dropped
+    for bad in (
+        "",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",  # no flags
+        "00-00000000000000000000000000000000-b7ad6b7169203331-01",  # all-zero trace id
+        "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",  # all-zero parent id
+        "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",  # version ff
+        "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",  # upper case
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra",  # version 00 has four fields
+    ):
+        assert TraceContext.parse(bad) is None, bad
+    assert TraceContext.parse(valid[:-2] + "01-later") is None
+    assert TraceContext.parse("01" + valid[2:] + "-later") is not None  # a later version may add fields

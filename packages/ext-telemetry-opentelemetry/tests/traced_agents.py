@@ -1,0 +1,74 @@
+"""The agents of the runtime-trace tests, shared by the test process and its worker processes: `front` takes a
+question and asks `solver`, which answers it with a model call and a tool call through a traced chat pipeline
+(the real OpenAI client against ext-testing's loopback server)."""
+
+from __future__ import annotations
+
+from opentelemetry.trace import TracerProvider
+
+from ext.core import (
+    AgentId,
+    AgentRuntime,
+    ChatClientBuilder,
+    FunctionTool,
+    MessageContext,
+    RoutedAgent,
+    UserMessage,
+    message_handler,
+)
+from ext.models.openai import OpenAIChatCompletionClient
+from ext.telemetry.opentelemetry import OpenTelemetryMiddleware
+from ext.testing.servers import OpenAIServer, Reply, ToolCallSpec
+
+API_KEY = "sk-trace-test-0000"
+MODEL = "gpt-4o-mini"
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def script_solver_turns(server: OpenAIServer) -> None:
+    """What the model answers `solver`: a tool call, then the text."""
+    server.enqueue(
+        Reply(tool_calls=[ToolCallSpec("add", {"a": 2, "b": 3}, id="call_a")], prompt_tokens=9, completion_tokens=4),
+        Reply(text="5", prompt_tokens=12, completion_tokens=1),
+    )
+
+
+class Front(RoutedAgent):
+    """Passes a question on to `solver/1` and answers with its reply."""
+
+    @message_handler
+    async def on_question(self, message: str, ctx: MessageContext) -> str:
+        answer = await self.send_and_await_response(message, AgentId("solver", "1"), timeout=30)
+        return f"front: {answer}"
+
+
+def solver_factory(base_url: str, tracer_provider: TracerProvider) -> type[RoutedAgent]:
+    """A `solver` agent class whose handler calls the model at `base_url` through a traced tool loop."""
+
+    class Solver(RoutedAgent):
+        def __init__(self, id: AgentId, runtime: AgentRuntime) -> None:
+            super().__init__(id, runtime)
+            client = OpenAIChatCompletionClient(
+                MODEL, base_url=base_url, api_key=API_KEY, bundled_encodings=False, max_retries=0
+            )
+            self._client = (
+                ChatClientBuilder(client)
+                .use_tool_loop([FunctionTool(add)])
+                .use(OpenTelemetryMiddleware(tracer_provider=tracer_provider, agent_name="solver"))
+                .build()
+            )
+
+        @message_handler(types=str)
+        async def on_question(self, message: str, ctx: MessageContext) -> str:
+            result = await self._client.create([UserMessage(content=message)])
+            assert isinstance(result.content, str)
+            return result.content
+
+        async def close(self) -> None:
+            await self._client.close()
+
+    return Solver
