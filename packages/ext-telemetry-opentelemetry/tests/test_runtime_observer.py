@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from traced_agents import API_KEY, Front, script_solver_turns, solver_factory
+from traced_agents import API_KEY, Front, script_solver_turns, solver_factory, span_record
 
 from ext.core import AgentId, MessageContext, RoutedAgent, RuntimeObserver, TraceContext, message_handler
 from ext.runtime.local import LocalAgentRuntime
@@ -46,22 +46,6 @@ def by_name(spans: Sequence[Any]) -> dict[str, list[Any]]:
     for span in spans:
         found.setdefault(span["name"], []).append(span)
     return found
-
-
-def as_dict(span: ReadableSpan) -> dict[str, Any]:
-    """A finished span as plain data (what the worker processes dump as JSON)."""
-    context = span.get_span_context()
-    assert context is not None
-    return {
-        "name": span.name,
-        "kind": span.kind.name,
-        "trace_id": f"{context.trace_id:032x}",
-        "span_id": f"{context.span_id:016x}",
-        "parent_id": f"{span.parent.span_id:016x}" if span.parent is not None else None,
-        "status": span.status.status_code.name,
-        "attributes": dict(span.attributes or {}),
-        "links": [f"{link.context.span_id:016x}" for link in span.links],
-    }
 
 
 def check_question_trace(spans: Sequence[Mapping[str, Any]]) -> None:
@@ -119,7 +103,7 @@ async def test_one_trace_from_the_question_to_the_model_and_tool_calls(
         await runtime.register_agent_factory("solver", solver_factory(server.base_url + "/v1", tracer_provider))
         answer = await runtime.send_and_await_response("what is 2+3?", AgentId("front", "1"), timeout=30)
     assert answer == "front: 5"
-    spans = [as_dict(s) for s in exporter.get_finished_spans()]
+    spans = [span_record(s) for s in exporter.get_finished_spans()]
     assert len(spans) == 8
     check_question_trace(spans)
 

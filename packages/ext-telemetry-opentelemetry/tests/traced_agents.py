@@ -4,6 +4,9 @@ question and asks `solver`, which answers it with a model call and a tool call t
 
 from __future__ import annotations
 
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import TracerProvider
 
 from ext.core import (
@@ -72,3 +75,19 @@ def solver_factory(base_url: str, tracer_provider: TracerProvider) -> type[Route
             await self._client.close()
 
     return Solver
+
+
+def span_record(span: ReadableSpan) -> dict[str, Any]:
+    """A finished span as plain JSON data (what the worker processes dump)."""
+    context = span.get_span_context()
+    assert context is not None
+    return {
+        "name": span.name,
+        "kind": span.kind.name,
+        "trace_id": f"{context.trace_id:032x}",
+        "span_id": f"{context.span_id:016x}",
+        "parent_id": f"{span.parent.span_id:016x}" if span.parent is not None else None,
+        "status": span.status.status_code.name,
+        "attributes": dict(span.attributes or {}),
+        "links": [f"{link.context.span_id:016x}" for link in span.links],
+    }
