@@ -169,7 +169,8 @@ from ._state_file import FileStateStore
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tool_pairing import check_tool_pairing
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
-from ._tracing import MessageSpan, RuntimeObserver, SendInfo, TraceContext
+from ._trace_context import TraceContext
+from ._tracing import MessageSpan, RuntimeObserver, SendInfo
 from ._vectors import (
     BaseVectorStore,
     CollectionNotFoundError,

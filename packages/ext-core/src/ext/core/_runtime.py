@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, Union, cast, overload, runt
 from ._agent_id import AgentId, AgentType
 from ._cancellation import CancellationToken
 from ._errors import ExtError
-from ._tracing import TraceContext
+from ._trace_context import TraceContext
 
 DEFAULT_RPC_TIMEOUT = 60.0
 """Seconds `send_and_await_response` waits when the caller passes no timeout."""

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 from pydantic import SecretStr
@@ -289,7 +289,9 @@ class GrpcAgentRuntime(AgentHost):
             delivery.broadcast_type = broadcast_type
         span: MessageSpan | None = None
         if self._observer is not None:
-            what = "rpc" if request_id else "broadcast" if broadcast_type else "send"
+            what: Literal["send", "rpc", "broadcast"] = (
+                "rpc" if request_id else "broadcast" if broadcast_type else "send"
+            )
             agent_type = broadcast_type or (recipient.type if recipient is not None else "")
             span = self._observer.on_send(SendInfo(what, agent_type, recipient, sender, delivery.event.id))
             if span.trace is not None:
