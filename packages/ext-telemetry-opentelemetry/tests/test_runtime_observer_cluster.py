@@ -9,7 +9,7 @@ import asyncio
 import json
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from test_runtime_observer import check_question_trace
-from traced_agents import API_KEY, script_solver_turns, span_record
+from traced_agents import script_solver_turns, span_record
 
 from ext.core import AgentId
 from ext.runtime.grpc import GrpcAgentRuntime
@@ -38,12 +38,6 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[OpenAIServer]:
-    async with OpenAIServer(api_key=API_KEY) as srv:
-        yield srv
 
 
 class WorkerProcess:
@@ -87,7 +81,7 @@ async def start_worker(address: str, role: str, base_url: str, out: Path) -> Wor
 
 @pytest.mark.parametrize("replicas", [1, 2], ids=["one-gateway", "forwarded-between-replicas"])
 async def test_one_trace_across_gateway_and_worker_processes(
-    replicas: int, server: OpenAIServer, tmp_path: Path, request: pytest.FixtureRequest
+    replicas: int, model_server: OpenAIServer, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     gateways: list[GatewayProcess] = []
     workers: list[WorkerProcess] = []
@@ -102,8 +96,8 @@ async def test_one_trace_across_gateway_and_worker_processes(
         # With two replicas the caller and `solver` are on one, `front` on the other: the question, the inner RPC
         # and both answers each cross from one gateway to the other.
         caller_at, front_at = gateways[0].address, gateways[-1].address
-        script_solver_turns(server)
-        base_url = server.base_url + "/v1"
+        script_solver_turns(model_server)
+        base_url = model_server.base_url + "/v1"
         workers.append(await start_worker(front_at, "front", base_url, tmp_path / "front.json"))
         workers.append(await start_worker(caller_at, "solver", base_url, tmp_path / "solver.json"))
 

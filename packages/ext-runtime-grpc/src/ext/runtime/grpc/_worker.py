@@ -322,6 +322,10 @@ class GrpcAgentRuntime(AgentHost):
         if cancellation_token is not None and cancellation_token.is_cancelled():
             raise asyncio.CancelledError("cancelled by CancellationToken before sending")
         envelope, span = self._delivery(pb.DELIVERY_KIND_ONE_WAY, message, sender, recipient)
+        await self._post_observed(envelope, span)
+
+    async def _post_observed(self, envelope: pb.Message, span: MessageSpan | None) -> None:
+        """`_post` a one-way envelope, ending its send span (if any) once the gateway has it."""
         if span is None:
             await self._post(envelope)
             return
@@ -437,15 +441,7 @@ class GrpcAgentRuntime(AgentHost):
         check_sender(sender)
         self._check_open()
         envelope, span = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender, broadcast_type=name)
-        if span is None:
-            await self._post(envelope)
-            return
-        try:
-            await self._post(envelope)
-        except BaseException as exc:
-            span.end(exc)
-            raise
-        span.end()
+        await self._post_observed(envelope, span)
 
     async def list_agents(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
         """Every active agent in the cluster (of one type, or all), from the gateway's registry. Raises
