@@ -16,8 +16,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from test_runtime_observer import check_question_trace
-from traced_agents import script_solver_turns, span_record
+from traced_agents import check_question_trace, script_solver_turns, span_record
 
 from ext.core import AgentId
 from ext.runtime.grpc import GrpcAgentRuntime

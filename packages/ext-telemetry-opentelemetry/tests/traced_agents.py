@@ -4,6 +4,7 @@ question and asks `solver`, which answers it with a model call and a tool call t
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -91,3 +92,47 @@ def span_record(span: ReadableSpan) -> dict[str, Any]:
         "attributes": dict(span.attributes or {}),
         "links": [f"{link.context.span_id:016x}" for link in span.links],
     }
+
+
+def by_name(spans: Sequence[Any]) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    for span in spans:
+        found.setdefault(span["name"], []).append(span)
+    return found
+
+
+def check_question_trace(spans: Sequence[Mapping[str, Any]]) -> None:
+    """One question from outside: send front -> process front -> send solver -> process solver -> the tool loop,
+    its two model calls and its tool call, all in one trace; each RPC's client span links the answering span."""
+    named = by_name(spans)
+    (send_front,) = named["send front"]
+    (process_front,) = named["process front"]
+    (send_solver,) = named["send solver"]
+    (process_solver,) = named["process solver"]
+    (loop,) = named["invoke_agent solver"]
+    chats = named["chat gpt-4o-mini"]
+    (tool,) = named["execute_tool add"]
+    assert len(chats) == 2
+    assert {s["trace_id"] for s in spans} == {send_front["trace_id"]}, "every span is in the question's trace"
+    assert send_front["parent_id"] is None
+    assert process_front["parent_id"] == send_front["span_id"]
+    assert send_solver["parent_id"] == process_front["span_id"]
+    assert process_solver["parent_id"] == send_solver["span_id"]
+    assert loop["parent_id"] == process_solver["span_id"]
+    assert {c["parent_id"] for c in chats} == {loop["span_id"]} and tool["parent_id"] == loop["span_id"]
+    # The answer came back with the handling span's context.
+    assert send_front["links"] == [process_front["span_id"]]
+    assert send_solver["links"] == [process_solver["span_id"]]
+    assert (send_front["kind"], process_front["kind"]) == ("CLIENT", "SERVER")
+    for span, operation, name in ((send_solver, "send", "rpc"), (process_solver, "process", "process")):
+        assert span["attributes"] == {
+            "messaging.system": "ext",
+            "messaging.operation.type": operation,
+            "messaging.operation.name": name,
+            "messaging.destination.name": "solver",
+            "messaging.message.id": span["attributes"]["messaging.message.id"],
+            "gen_ai.agent.name": "solver",
+            "gen_ai.agent.id": "solver/1",
+        }
+        assert span["attributes"]["messaging.message.id"]
+    assert all(s["status"] != "ERROR" for s in spans)
