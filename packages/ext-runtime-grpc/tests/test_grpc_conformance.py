@@ -39,8 +39,8 @@ class TestGrpcRuntime(RuntimeConformance):
     async def make_runtime(self, **options: Any) -> AgentRuntime:
         return _worker(self.gateway, **options)
 
-    async def make_peer_runtime(self) -> AgentRuntime | None:
-        return _worker(self.gateway)
+    async def make_peer_runtime(self, **options: Any) -> AgentRuntime | None:
+        return _worker(self.gateway, **options)
 
 
 class TestGrpcReplicas(RuntimeConformance):
@@ -65,5 +65,5 @@ class TestGrpcReplicas(RuntimeConformance):
     async def make_runtime(self, **options: Any) -> AgentRuntime:
         return _worker(self.first, **options)
 
-    async def make_peer_runtime(self) -> AgentRuntime | None:
-        return _worker(self.second)
+    async def make_peer_runtime(self, **options: Any) -> AgentRuntime | None:
+        return _worker(self.second, **options)

@@ -14,10 +14,10 @@ from ext.testing.servers import OpenAIServer, Reply, ToolCallSpec
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def readme_example() -> str:
-    match = re.search(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
-    assert match, "no python example in the README"
-    return match.group(1)
+def readme_example(index: int = 0) -> str:
+    examples = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+    assert len(examples) > index, "the README has fewer python examples than expected"
+    return str(examples[index])
 
 
 async def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
@@ -42,3 +42,19 @@ async def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
         "answer: Light rain, 7 degrees.",
     ]
     assert len(server.requests) == 2
+
+
+async def test_the_readme_runtime_example_runs_as_written(tmp_path: Path) -> None:
+    script = tmp_path / "runtime_example.py"
+    script.write_text(readme_example(1), encoding="utf-8")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    assert out.decode().splitlines() == [
+        "hello ada",
+        "span: process greeter SERVER",
+        "span: send greeter CLIENT",
+        "one trace: True",
+    ]

@@ -179,6 +179,8 @@ from ._state_file import FileStateStore
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tool_pairing import check_tool_pairing
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
+from ._trace_context import TraceContext
+from ._tracing import MessageSpan, RuntimeObserver, SendInfo
 from ._vectors import (
     BaseVectorStore,
     CollectionNotFoundError,
@@ -418,4 +420,9 @@ __all__ = [
     "check_stop_sequences",
     "check_http_url",
     "require_secret",
+    # trace context across runtimes
+    "MessageSpan",
+    "RuntimeObserver",
+    "SendInfo",
+    "TraceContext",
 ]

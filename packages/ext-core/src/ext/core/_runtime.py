@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, Union, cast, overload, runt
 from ._agent_id import AgentId, AgentType
 from ._cancellation import CancellationToken
 from ._errors import ExtError
+from ._trace_context import TraceContext
 
 DEFAULT_RPC_TIMEOUT = 60.0
 """Seconds `send_and_await_response` waits when the caller passes no timeout."""
@@ -67,10 +68,11 @@ class MessageContext:
         is_broadcast: True when the message was delivered by `broadcast`.
         cancellation_token: cancelled when the caller stops waiting (timeout, cancellation) or the runtime
             stops (created on first use: most handlers never look at it).
+        trace: the W3C trace context the message came with (None when the sender traced nothing).
     """
 
     # A plain slotted class rather than a frozen dataclass: one is built per delivered message.
-    __slots__ = ("_token", "is_broadcast", "is_rpc", "message_id", "recipient", "sender")
+    __slots__ = ("_token", "is_broadcast", "is_rpc", "message_id", "recipient", "sender", "trace")
 
     def __init__(
         self,
@@ -80,12 +82,14 @@ class MessageContext:
         message_id: str,
         cancellation_token: CancellationToken | None = None,
         is_broadcast: bool = False,
+        trace: TraceContext | None = None,
     ) -> None:
         self.recipient = recipient
         self.sender = sender
         self.is_rpc = is_rpc
         self.message_id = message_id
         self.is_broadcast = is_broadcast
+        self.trace = trace
         self._token = cancellation_token
 
     @property

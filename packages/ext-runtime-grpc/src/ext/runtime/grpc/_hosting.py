@@ -16,13 +16,21 @@ from typing import Any
 
 import grpc
 
-from ext.core import AgentId, AgentNotFoundError, RuntimeClosedError, SavePolicy, StateStore, UndeliverableError
+from ext.core import (
+    AgentId,
+    AgentNotFoundError,
+    RuntimeClosedError,
+    RuntimeObserver,
+    SavePolicy,
+    StateStore,
+    UndeliverableError,
+)
 from ext.runtime.local import Delivery, LocalAgentRuntime
 
 from ._connection import STREAM_ERRORS, GatewayConnection
 from ._outbox import resume
 from ._serializer import ProtobufMessageSerializer, SerializationError
-from ._wire import EOF, Malformed, error_of
+from ._wire import EOF, Malformed, error_of, set_trace, trace_of
 from .protos import agent_worker_pb2 as pb
 
 __all__ = ["AgentHost"]
@@ -43,14 +51,21 @@ class AgentHost(GatewayConnection):
         state_store: StateStore | None = None,
         save_policy: SavePolicy | None = None,
         idle_timeout: float | None = None,
+        observer: RuntimeObserver | None = None,
         **connection: Any,
     ) -> None:
         super().__init__(address, **connection)
         self.serializer = serializer if serializer is not None else ProtobufMessageSerializer()
         # Hosted agents live in a local runtime, which also keeps their state (one implementation for both).
         self._local = LocalAgentRuntime(
-            stop_timeout=stop_timeout, state_store=state_store, save_policy=save_policy, idle_timeout=idle_timeout
+            stop_timeout=stop_timeout,
+            state_store=state_store,
+            save_policy=save_policy,
+            idle_timeout=idle_timeout,
+            observer=observer,
         )
+        # The local runtime observes the handling; this runtime's sends are observed in `_worker.py`.
+        self._observer = observer
         if on_undelivered is not None and not callable(on_undelivered):
             raise TypeError(f"on_undelivered must be a callable or None, got {type(on_undelivered).__name__}")
         self._on_undelivered = on_undelivered
@@ -186,9 +201,11 @@ class AgentHost(GatewayConnection):
                 else:
                     logger.error("dropped a message this worker cannot decode: %s", exc)
                 return None
+            event = delivery.event
+            trace = trace_of(event) if event.attributes else None
             if kind == pb.DELIVERY_KIND_BROADCAST:
                 with contextlib.suppress(RuntimeClosedError):
-                    self._local.broadcast_now(message, delivery.broadcast_type, sender=sender)
+                    self._local.broadcast_now(message, delivery.broadcast_type, sender=sender, trace=trace)
                 return None
             wire = delivery.recipient
             key = (wire.type, wire.key)
@@ -200,11 +217,11 @@ class AgentHost(GatewayConnection):
                 try:
                     if may_run_here:
                         handle, run_here = self._local.deliver_here(
-                            message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply
+                            message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply, trace=trace
                         )
                     else:
                         handle = self._local.deliver(
-                            message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply
+                            message, recipient, sender=sender, rpc=True, message_id=request_id, reply=reply, trace=trace
                         )
                 except (AgentNotFoundError, RuntimeClosedError) as exc:
                     await self._reply(request_id, recipient, None, exc)
@@ -212,7 +229,7 @@ class AgentHost(GatewayConnection):
                 self._hosted[request_id] = handle
                 return run_here
             try:
-                self._local.deliver(message, recipient, sender=sender)
+                self._local.deliver(message, recipient, sender=sender, trace=trace)
             except (AgentNotFoundError, RuntimeClosedError) as exc:
                 logger.error("dropped a one-way message for %s: %s", recipient, exc)
             return None
@@ -238,7 +255,7 @@ class AgentHost(GatewayConnection):
     async def _reply(self, request_id: str, recipient: AgentId, result: Any, error: BaseException | None) -> None:
         """Answer an RPC this worker hosted (the handler's result or error)."""
         hosted = self._hosted
-        hosted.pop(request_id, None)
+        handle = hosted.pop(request_id, None)
         if error is None:
             envelope = pb.Message()
             response = envelope.response
@@ -248,6 +265,8 @@ class AgentHost(GatewayConnection):
             except (SerializationError, ValueError) as exc:
                 error = exc
             else:
+                if handle is not None and handle.answer_trace is not None:
+                    set_trace(response.event, handle.answer_trace)  # the handling span's: back to the caller
                 # `_write`, inlined on this hot path: with other RPCs in flight here, the answer joins a batch.
                 try:
                     outbox = self._outbox

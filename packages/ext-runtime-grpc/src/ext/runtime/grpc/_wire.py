@@ -1,6 +1,6 @@
 """What worker and gateway share on the wire: the stream's method and framing (a bad frame is `Malformed`, not
-fatal), the authorization metadata, the size limit, and how errors travel (a handler's exception as the wire's
-`Error` and back, and the worker's `AuthenticationError`)."""
+fatal), the authorization metadata, the size limit, how errors travel (a handler's exception as the wire's
+`Error` and back, and the worker's `AuthenticationError`), and where a message's trace context rides."""
 
 from __future__ import annotations
 
@@ -17,11 +17,13 @@ from ext.core import (
     CantHandleError,
     ExtError,
     MessageHandlerError,
+    TraceContext,
     UndeliverableError,
 )
 
 from ._serializer import SerializationError
 from .protos import agent_worker_pb2 as pb
+from .protos.cloudevent_pb2 import CloudEvent
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -39,6 +41,8 @@ __all__ = [
     "error_of",
     "parse_message",
     "raise_error",
+    "set_trace",
+    "trace_of",
     "wire_error",
 ]
 
@@ -151,3 +155,28 @@ def raise_error(error: pb.Error) -> None:
     if kind in (pb.ERROR_KIND_UNDELIVERABLE, pb.ERROR_KIND_CANCELLED):
         raise UndeliverableError(error.message)
     raise MessageHandlerError(error.message, error_type=error.error_type or "Exception")
+
+
+# The CloudEvents distributed-tracing extension (https://github.com/cloudevents/spec/blob/v1.0.2/cloudevents/
+# extensions/distributed-tracing.md): W3C Trace Context strings as the event's `traceparent` and `tracestate`
+# attributes. Gateways pass events through untouched, so the context reaches the handler and, on the response's
+# event, comes back.
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+
+
+def set_trace(event: CloudEvent, trace: TraceContext) -> None:
+    """Put `trace` on an event (a delivery's, or an RPC response's)."""
+    attributes = event.attributes
+    attributes[TRACEPARENT].ce_string = trace.traceparent
+    if trace.tracestate:
+        attributes[TRACESTATE].ce_string = trace.tracestate
+
+
+def trace_of(event: CloudEvent) -> TraceContext | None:
+    """The trace context an event carries: None when it has none, or an invalid one (ignored, as W3C says)."""
+    attributes = event.attributes
+    if TRACEPARENT not in attributes:
+        return None
+    state = attributes[TRACESTATE].ce_string if TRACESTATE in attributes else ""
+    return TraceContext.parse(attributes[TRACEPARENT].ce_string, state)

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 from pydantic import SecretStr
@@ -28,9 +28,12 @@ from ext.core import (
     AgentNotFoundError,
     AgentType,
     CancellationToken,
+    MessageSpan,
     RoutedAgent,
     RuntimeClosedError,
+    RuntimeObserver,
     SavePolicy,
+    SendInfo,
     StateStore,
     UndeliverableError,
     agent_type_name,
@@ -45,7 +48,7 @@ from ._deadlines import Deadlines, Expired
 from ._hosting import AgentHost
 from ._outbox import resume
 from ._serializer import ProtobufMessageSerializer
-from ._wire import DEFAULT_MAX_MESSAGE_BYTES, raise_error
+from ._wire import DEFAULT_MAX_MESSAGE_BYTES, raise_error, set_trace, trace_of
 from .protos import agent_worker_pb2 as pb
 
 __all__ = ["GrpcAgentRuntime"]
@@ -84,6 +87,10 @@ class GrpcAgentRuntime(AgentHost):
         state_store, save_policy, idle_timeout: durable state of the hosted agents, as for `LocalAgentRuntime`
             (which hosts them): loaded on activation, saved per the policy, idle agents deactivated. Workers
             of one cluster share state through `RedisStateStore`.
+        observer: a `RuntimeObserver` (such as ext-telemetry-opentelemetry's `OpenTelemetryRuntimeObserver`) told
+            of each message this worker sends and each one its agents handle. The trace context it gives a
+            message travels as the CloudEvent's `traceparent` / `tracestate` attributes through the gateway (and
+            between replicas) to the handler (`ctx.trace`), and an RPC's answer brings the handling's back.
     """
 
     def __init__(
@@ -106,6 +113,7 @@ class GrpcAgentRuntime(AgentHost):
         state_store: StateStore | None = None,
         save_policy: SavePolicy | None = None,
         idle_timeout: float | None = None,
+        observer: RuntimeObserver | None = None,
     ) -> None:
         super().__init__(
             address,
@@ -115,6 +123,7 @@ class GrpcAgentRuntime(AgentHost):
             state_store=state_store,
             save_policy=save_policy,
             idle_timeout=idle_timeout,
+            observer=observer,
             token=token,
             token_env=token_env,
             token_file=token_file,
@@ -258,7 +267,8 @@ class GrpcAgentRuntime(AgentHost):
         recipient: AgentId | None = None,
         request_id: str = "",
         broadcast_type: str = "",
-    ) -> pb.Message:
+    ) -> tuple[pb.Message, MessageSpan | None]:
+        """The envelope of a message to send, and the observer's span of the send (None without an observer)."""
         envelope = pb.Message()
         delivery = envelope.delivery
         delivery.kind = kind  # type: ignore[assignment]
@@ -277,10 +287,24 @@ class GrpcAgentRuntime(AgentHost):
             wire.key = recipient.key
         if broadcast_type:
             delivery.broadcast_type = broadcast_type
+        span: MessageSpan | None = None
+        if self._observer is not None:
+            what: Literal["send", "rpc", "broadcast"] = (
+                "rpc" if request_id else "broadcast" if broadcast_type else "send"
+            )
+            agent_type = broadcast_type or (recipient.type if recipient is not None else "")
+            span = self._observer.on_send(SendInfo(what, agent_type, recipient, sender, delivery.event.id))
+            if span.trace is not None:
+                set_trace(delivery.event, span.trace)
         size = envelope.ByteSize()
         if size > self._max_message_bytes:
-            raise ValueError(f"message is {size} bytes on the wire, above max_message_bytes={self._max_message_bytes}")
-        return envelope
+            error = ValueError(
+                f"message is {size} bytes on the wire, above max_message_bytes={self._max_message_bytes}"
+            )
+            if span is not None:
+                span.end(error)
+            raise error
+        return envelope, span
 
     async def send_message(
         self,
@@ -297,8 +321,20 @@ class GrpcAgentRuntime(AgentHost):
         self._check_open()
         if cancellation_token is not None and cancellation_token.is_cancelled():
             raise asyncio.CancelledError("cancelled by CancellationToken before sending")
-        envelope = self._delivery(pb.DELIVERY_KIND_ONE_WAY, message, sender, recipient)
-        await self._post(envelope)
+        envelope, span = self._delivery(pb.DELIVERY_KIND_ONE_WAY, message, sender, recipient)
+        await self._post_observed(envelope, span)
+
+    async def _post_observed(self, envelope: pb.Message, span: MessageSpan | None) -> None:
+        """`_post` a one-way envelope, ending its send span (if any) once the gateway has it."""
+        if span is None:
+            await self._post(envelope)
+            return
+        try:
+            await self._post(envelope)
+        except BaseException as exc:
+            span.end(exc)
+            raise
+        span.end()
 
     async def send_and_await_response(
         self,
@@ -321,7 +357,27 @@ class GrpcAgentRuntime(AgentHost):
         if self._closed or not self._started:
             self._check_open()
         request_id = str(next(self._ids))
-        envelope = self._delivery(pb.DELIVERY_KIND_RPC, message, sender, recipient, request_id)
+        envelope, span = self._delivery(pb.DELIVERY_KIND_RPC, message, sender, recipient, request_id)
+        if span is None:
+            return await self._rpc(envelope, request_id, message, recipient, timeout, cancellation_token)
+        try:
+            result = await self._rpc(envelope, request_id, message, recipient, timeout, cancellation_token, span)
+        except BaseException as exc:
+            span.end(exc)
+            raise
+        return result
+
+    async def _rpc(
+        self,
+        envelope: pb.Message,
+        request_id: str,
+        message: Any,
+        recipient: AgentId,
+        timeout: float | None,
+        cancellation_token: CancellationToken | None,
+        span: MessageSpan | None = None,
+    ) -> Any:
+        """Send an RPC's envelope and return its answer (ending `span`, when there is one, on a decoded answer)."""
         outbox = self._outbox
         if outbox is None or not self._connected:
             outbox = self._current_outbox()  # raises
@@ -370,7 +426,10 @@ class GrpcAgentRuntime(AgentHost):
                 remove()
         if response.HasField("error"):
             raise_error(response.error)
-        return self.serializer.from_cloud_event(response.event)
+        result = self.serializer.from_cloud_event(response.event)
+        if span is not None:
+            span.end(None, trace_of(response.event))
+        return result
 
     async def _cancel_remote(self, request_id: str) -> None:
         with contextlib.suppress(UndeliverableError, RuntimeClosedError):
@@ -381,8 +440,8 @@ class GrpcAgentRuntime(AgentHost):
         name = agent_type_name(agent_type)
         check_sender(sender)
         self._check_open()
-        envelope = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender, broadcast_type=name)
-        await self._post(envelope)
+        envelope, span = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender, broadcast_type=name)
+        await self._post_observed(envelope, span)
 
     async def list_agents(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
         """Every active agent in the cluster (of one type, or all), from the gateway's registry. Raises

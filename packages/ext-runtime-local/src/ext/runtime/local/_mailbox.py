@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ext.core import Agent, AgentId, MessageContext
+from ext.core import Agent, AgentId, MessageContext, TraceContext
 
 __all__ = [
     "CANCELLING",
@@ -34,9 +34,10 @@ QUEUED, RUNNING, CANCELLING, DONE = range(4)
 
 class Delivery:
     """One message on its way to one agent: queued in the agent's mailbox, then handled. Returned by
-    `LocalAgentRuntime.deliver` so a hosting runtime can cancel it."""
+    `LocalAgentRuntime.deliver` so a hosting runtime can cancel it. `answer_trace` is the trace context of its
+    handling (set by the runtime's observer), which an RPC's answer carries back."""
 
-    __slots__ = ("_slot", "ctx", "future", "message", "reply", "state")
+    __slots__ = ("_slot", "answer_trace", "ctx", "future", "message", "reply", "state")
 
     def __init__(
         self,
@@ -52,6 +53,7 @@ class Delivery:
         self.future = future
         self.reply = reply
         self.state = QUEUED
+        self.answer_trace: TraceContext | None = None
 
     @property
     def done(self) -> bool:

@@ -22,8 +22,11 @@ from ext.core import (
     InMemoryStateStore,
     MessageContext,
     RuntimeClosedError,
+    RuntimeObserver,
     SavePolicy,
+    SendInfo,
     StateStore,
+    TraceContext,
     UndeliverableError,
     agent_type_name,
     check_agent_id,
@@ -72,6 +75,9 @@ class LocalAgentRuntime:
         idle_timeout: seconds after which an agent with nothing to do is deactivated: its state is saved, it
             is closed and released, and its next message creates it again with that state (default None:
             agents live until `stop()`).
+        observer: a `RuntimeObserver` (such as ext-telemetry-opentelemetry's `OpenTelemetryRuntimeObserver`) told
+            of each send and each handling; the trace context it gives a message reaches the handler as
+            `ctx.trace` (default None: nothing is observed).
     """
 
     def __init__(
@@ -81,7 +87,11 @@ class LocalAgentRuntime:
         state_store: StateStore | None = None,
         save_policy: SavePolicy | None = None,
         idle_timeout: float | None = None,
+        observer: RuntimeObserver | None = None,
     ) -> None:
+        if observer is not None and not isinstance(observer, RuntimeObserver):
+            raise TypeError(f"observer must be a RuntimeObserver (on_send, on_process), got {type(observer).__name__}")
+        self._observer = observer
         self._stop_timeout = check_seconds(stop_timeout, "stop_timeout")
         if state_store is not None and not isinstance(state_store, StateStore):
             raise TypeError(f"state_store must be a StateStore, got {type(state_store).__name__}")
@@ -217,7 +227,14 @@ class LocalAgentRuntime:
         check_sender(sender)
         self._check_open()
         slot = self._slot(recipient)
-        item = self._enqueue(slot, message, MessageContext(recipient, sender, False, self._next_id()), None, None)
+        ctx = MessageContext(recipient, sender, False, self._next_id())
+        if self._observer is None:
+            item = self._enqueue(slot, message, ctx, None, None)
+        else:
+            span = self._observer.on_send(SendInfo("send", recipient.type, recipient, sender, ctx.message_id))
+            ctx.trace = span.trace
+            item = self._enqueue(slot, message, ctx, None, None)
+            span.end()
         if cancellation_token is not None:
             cancellation_token.add_callback(lambda: self._cancel(item))
 
@@ -240,14 +257,25 @@ class LocalAgentRuntime:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         ctx = MessageContext(recipient, sender, True, self._next_id())
+        span = None
+        if self._observer is not None:
+            span = self._observer.on_send(SendInfo("rpc", recipient.type, recipient, sender, ctx.message_id))
+            ctx.trace = span.trace
         item = self._enqueue(slot, message, ctx, future, None)
         remove = cancellation_token.add_callback(lambda: self._cancel(item)) if cancellation_token else None
         timer = loop.call_later(timeout, self._expire, item, timeout) if timeout is not None else None
         try:
-            return await future
-        except asyncio.CancelledError:
-            self._cancel(item)
+            result = await future
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                self._cancel(item)
+            if span is not None:
+                span.end(exc, item.answer_trace)
             raise
+        else:
+            if span is not None:
+                span.end(None, item.answer_trace)
+            return result
         finally:
             if timer is not None:
                 timer.cancel()
@@ -261,7 +289,12 @@ class LocalAgentRuntime:
         self._check_open()
         if name not in self._factories:
             raise AgentNotFoundError(f"no agent factory is registered for agent type {name!r}")
-        self.broadcast_now(message, name, sender=sender)
+        if self._observer is None:
+            self.broadcast_now(message, name, sender=sender)
+            return
+        span = self._observer.on_send(SendInfo("broadcast", name, None, sender))
+        self.broadcast_now(message, name, sender=sender, trace=span.trace)
+        span.end()
 
     # --- hosting for remote callers ----------------------------------------------------------------------
 
@@ -274,6 +307,7 @@ class LocalAgentRuntime:
         rpc: bool = False,
         message_id: str | None = None,
         reply: Reply | None = None,
+        trace: TraceContext | None = None,
     ) -> Delivery:
         """Queue `message` for `recipient` now and return the `Delivery`: for runtimes that host agents on
         behalf of remote callers (`ext.runtime.grpc`). Deliveries are handled in call order.
@@ -281,10 +315,12 @@ class LocalAgentRuntime:
         With `reply`, the runtime awaits `reply(result, None)` or `reply(None, error)` after the handler (the
         error is the handler's, `CancelledError` when cancelled; a one-way handler's error is also logged).
         `cancel_delivery(delivery)` cancels it. Raises `AgentNotFoundError` / `RuntimeClosedError` at once.
+        `trace` is the trace context the message came with (the handler's `ctx.trace`); after the handler, the
+        delivery's `answer_trace` is the one its answer carries back.
         """
         self._check_open()
         slot = self._slot(recipient)
-        ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id())
+        ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id(), trace=trace)
         return self._enqueue(slot, message, ctx, None, reply)
 
     def deliver_here(
@@ -296,6 +332,7 @@ class LocalAgentRuntime:
         rpc: bool = False,
         message_id: str | None = None,
         reply: Reply | None = None,
+        trace: TraceContext | None = None,
     ) -> tuple[Delivery, Coroutine[Any, Any, None] | None]:
         """`deliver`, plus: when the agent is idle, a coroutine that the calling task must await at once. It
         runs the agent's mailbox in the calling task, so the handler starts without a task switch (a hosting
@@ -303,7 +340,7 @@ class LocalAgentRuntime:
         consumer task handles the message in turn."""
         self._check_open()
         slot = self._slot(recipient)
-        ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id())
+        ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id(), trace=trace)
         item = Delivery(slot, message, ctx, None, reply)
         slot.mailbox.append(item)
         slot.cancel_idle_timer()
@@ -319,15 +356,17 @@ class LocalAgentRuntime:
         cancellation token is cancelled first)."""
         self._cancel(delivery)
 
-    def broadcast_now(self, message: Any, agent_type: str, *, sender: AgentId | None = None) -> int:
+    def broadcast_now(
+        self, message: Any, agent_type: str, *, sender: AgentId | None = None, trace: TraceContext | None = None
+    ) -> int:
         """`broadcast` for hosting runtimes: queues the deliveries now and returns how many there are;
-        a type with no factory here reaches nobody."""
+        a type with no factory here reaches nobody. `trace`: as for `deliver`."""
         self._check_open()
         count = 0
         for agent_id, slot in list(self._slots.items()):
             if agent_id.type != agent_type or slot.agent is None or agent_id == sender:
                 continue
-            ctx = MessageContext(agent_id, sender, False, self._next_id(), is_broadcast=True)
+            ctx = MessageContext(agent_id, sender, False, self._next_id(), is_broadcast=True, trace=trace)
             self._enqueue(slot, message, ctx, None, None)
             count += 1
         return count
@@ -433,8 +472,12 @@ class LocalAgentRuntime:
                     agent = slot.agent if slot.agent is not None else await self._ensure_agent(slot)
                     if message.__class__ is AgentCall:
                         result = await message.fn(agent)
-                    else:
+                    elif self._observer is None:
                         result = await agent.on_message(message, item.ctx)
+                        if self._states is not None:
+                            await self._states.handled(slot, agent)
+                    else:
+                        result = await self._observed(agent, item)
                         if self._states is not None:
                             await self._states.handled(slot, agent)
                 except asyncio.CancelledError as exc:
@@ -468,6 +511,19 @@ class LocalAgentRuntime:
                 slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
             elif self._idle_timeout is not None and not self._closed:
                 slot.idle_timer = asyncio.get_running_loop().call_later(self._idle_timeout, self._on_idle, slot)
+
+    async def _observed(self, agent: Agent, item: Delivery) -> Any:
+        """The handler inside the observer's process span, begun and ended in this task (so it may be current)."""
+        assert self._observer is not None
+        span = self._observer.on_process(item.ctx)
+        item.answer_trace = span.trace
+        try:
+            result = await agent.on_message(item.message, item.ctx)
+        except BaseException as exc:
+            span.end(exc)
+            raise
+        span.end()
+        return result
 
     # --- state and deactivation ------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """ext-telemetry-opentelemetry: OpenTelemetry spans and metrics for ext's chat pipeline, after the GenAI semantic
-conventions (`ChatClientBuilder(client).use_tool_loop(tools).use(OpenTelemetryMiddleware())`)."""
+conventions (`ChatClientBuilder(client).use_tool_loop(tools).use(OpenTelemetryMiddleware())`), and spans for an
+agent runtime's messages (`LocalAgentRuntime(observer=OpenTelemetryRuntimeObserver())`)."""
 
 from ext.telemetry.opentelemetry.__about__ import __version__
 from ext.telemetry.opentelemetry._middleware import (
@@ -11,14 +12,17 @@ from ext.telemetry.opentelemetry._middleware import (
     OpenTelemetryConfig,
     OpenTelemetryMiddleware,
 )
+from ext.telemetry.opentelemetry._runtime_observer import MESSAGING_SYSTEM, OpenTelemetryRuntimeObserver
 
 __all__ = [
     "CACHED",
     "CANCELLED",
     "INSTRUMENTATION_NAME",
+    "MESSAGING_SYSTEM",
     "NO_RESULT",
     "TOOL_ERROR",
     "OpenTelemetryConfig",
     "OpenTelemetryMiddleware",
+    "OpenTelemetryRuntimeObserver",
     "__version__",
 ]

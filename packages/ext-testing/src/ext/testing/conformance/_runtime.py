@@ -5,14 +5,15 @@ Subclass it (class name starting with `Test`) and provide the runtime::
     class TestMyRuntime(RuntimeConformance):
         async def make_runtime(self, **options: Any) -> AgentRuntime:
             return MyRuntime(..., **options)  # returned not started; the suite starts and stops it;
-                                              # options: state_store, save_policy, idle_timeout
+                                              # options: state_store, save_policy, idle_timeout, observer
 
-        async def make_peer_runtime(self) -> AgentRuntime | None:
-            return MyRuntime(...)            # a second member of the same cluster, or None (single process)
+        async def make_peer_runtime(self, **options: Any) -> AgentRuntime | None:
+            return MyRuntime(..., **options)  # a second member of the same cluster, or None (single process)
 
 Messages are the pydantic models in `MESSAGE_TYPES`; a runtime that serializes messages registers them in
 `make_runtime`. Agents live in the test process, so the suite observes them directly (a journal). The durable
-state scenarios are `RuntimeStateScenarios` (`_runtime_state.py`), part of this suite.
+state scenarios are `RuntimeStateScenarios` (`_runtime_state.py`) and the trace-context ones
+`RuntimeTraceScenarios` (`_runtime_trace.py`), both part of this suite.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from ext.testing.conformance._runtime_agents import (
     _within,
 )
 from ext.testing.conformance._runtime_state import RuntimeStateScenarios
+from ext.testing.conformance._runtime_trace import RecordedSpan, RecordingObserver, RuntimeTraceScenarios
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -63,6 +65,8 @@ __all__ = [
     "Notes",
     "Ping",
     "Pong",
+    "RecordedSpan",
+    "RecordingObserver",
     "Relay",
     "RuntimeConformance",
     "Slow",
@@ -71,16 +75,17 @@ __all__ = [
 ]
 
 
-class RuntimeConformance(RuntimeStateScenarios):
+class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios):
     """Runtime-neutral scenarios for an `AgentRuntime`. See the module docstring."""
 
     async def make_runtime(self, **options: Any) -> AgentRuntime:
-        """A new runtime, not started. `options` (`state_store`, `save_policy`, `idle_timeout`) go to its
-        constructor."""
+        """A new runtime, not started. `options` (`state_store`, `save_policy`, `idle_timeout`, `observer`) go to
+        its constructor."""
         raise NotImplementedError
 
-    async def make_peer_runtime(self) -> AgentRuntime | None:
-        """A second runtime in the same cluster as `make_runtime`'s, or None when there is only one."""
+    async def make_peer_runtime(self, **options: Any) -> AgentRuntime | None:
+        """A second runtime in the same cluster as `make_runtime`'s, or None when there is only one. `options`
+        (`observer`) go to its constructor."""
         return None
 
     def is_handler_error(self, exc: BaseException, text: str) -> bool:
