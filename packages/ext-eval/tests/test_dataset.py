@@ -98,3 +98,25 @@ def test_the_shipped_datasets_load_with_their_attribution() -> None:
     demo = load_dataset("demo")
     assert len(demo) == 10
     assert {t.name for c in demo for t in c.tools} == {"local_time", "get_weather"}
+
+
+async def test_the_readme_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ext.models.openai import OpenAIChatCompletionClient
+    from ext.testing.readme import python_example
+    from ext.testing.servers import OpenAIServer, Reply, ToolCallSpec
+
+    code = python_example(Path(__file__).parent.parent / "README.md", "run_eval(")
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    monkeypatch.chdir(tmp_path)
+    right = Reply(tool_calls=[ToolCallSpec("local_time", {"city": "Paris"})])
+    async with OpenAIServer(api_key="sk-readme", default=right) as server:
+        client = OpenAIChatCompletionClient(
+            "gpt-4o-mini", base_url=server.base_url + "/v1", api_key="sk-readme", bundled_encodings=False
+        )
+        async with client:
+            await namespace["main"](client)
+    report = json.loads((tmp_path / "report.json").read_text())
+    # The selection: time in Paris (right), time in Tokyo (wrong city), weather in Oslo (local_time is not among
+    # that case's tools: malformed), a joke (irrelevance: any call is wrong).
+    assert [r["correct"] for r in report["configs"][0]["results"]] == [True, False, False, False]
