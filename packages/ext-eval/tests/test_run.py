@@ -152,6 +152,25 @@ async def test_bad_run_arguments_fail_before_any_call(tmp_path: Path) -> None:
         assert server.requests == []
 
 
+async def test_a_pipeline_file_and_a_provider_spec_as_configurations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dataset = load_dataset(write_dataset(tmp_path, CASES[:1]))
+    right = Reply(tool_calls=[ToolCallSpec("local_time", {"city": "Paris"})])
+    async with OpenAIServer(api_key=KEY, default=right) as server:
+        monkeypatch.setenv("EVAL_TEST_KEY", KEY)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url + "/v1")
+        options = {"endpoint": server.base_url + "/v1", "default_model": "gpt-4o-mini", "api_key_env": "EVAL_TEST_KEY"}
+        pipeline = tmp_path / "pipeline.json"
+        pipeline.write_text(json.dumps({"client": {"provider": "openai", "options": options}}))
+        report = await run_eval(dataset, [str(pipeline), "openai:gpt-4.1-mini"])
+        models = [r.json["model"] for r in server.requests if isinstance(r.json, dict)]
+    assert [c.name for c in report.configs] == ["pipeline", "openai:gpt-4.1-mini"]
+    assert [c.overall.correct for c in report.configs] == [1, 1]
+    assert models == ["gpt-4o-mini", "gpt-4.1-mini"]
+
+
 def test_summary_figures_from_hand_made_results() -> None:
     results = [
         CaseResult(id=str(i), category="simple", correct=i < 3, malformed=i == 4, latency_s=float(i), prompt_tokens=2)

@@ -6,7 +6,6 @@ report, every case included.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,6 @@ if TYPE_CHECKING:
     from ext.eval import CaseResult, ConfigReport, EvalReport, EvalTarget
 
 _INSTALL_HINT = "install ext-eval (from a clone: pip install -e 'packages/ext-cli[eval]')"
-_PIPELINE_SUFFIXES = (".yaml", ".yml", ".json")
 _PIPE_WIDTH = 160
 
 
@@ -139,14 +137,14 @@ async def run_eval_command(
 
 def _target(spec: str | None) -> EvalTarget:
     """A configuration as `ext chat -m` builds it (the same providers, defaults and errors), or a pipeline file."""
-    from ext.eval import EvalTarget, target_from_spec
+    from ext.eval import EvalTarget, is_pipeline_spec, target_from_spec
 
     from ._chat import _model_label
     from ._defaults import DEFAULT_MODEL_SETTINGS, default_model_spec
     from ._providers import make_client
 
     try:
-        if spec is not None and (spec.endswith(_PIPELINE_SUFFIXES) or os.path.isfile(spec)):
+        if spec is not None and is_pipeline_spec(spec):
             return target_from_spec(spec)
         model = spec or default_model_spec()
         client = make_client(model, DEFAULT_MODEL_SETTINGS if spec is None else {})

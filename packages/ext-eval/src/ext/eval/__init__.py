@@ -28,7 +28,7 @@ from ext.eval._report import (
     percentile,
     summarize,
 )
-from ext.eval._run import EvalTarget, ProgressCallback, run_case, run_eval, target_from_spec
+from ext.eval._run import EvalTarget, ProgressCallback, is_pipeline_spec, run_case, run_eval, target_from_spec
 from ext.eval._scoring import Verdict, normalize, score
 from ext.eval._wellformed import malformed_reason
 
@@ -52,6 +52,7 @@ __all__ = [
     "Verdict",
     "__version__",
     "config_report",
+    "is_pipeline_spec",
     "load_dataset",
     "load_report",
     "malformed_reason",

@@ -46,10 +46,15 @@ class EvalTarget:
     owned: bool = False
 
 
+def is_pipeline_spec(spec: str) -> bool:
+    """Whether a configuration names a pipeline file (by its suffix, or because the file exists)."""
+    return spec.endswith(_CONFIG_SUFFIXES) or os.path.isfile(spec)
+
+
 def target_from_spec(spec: str) -> EvalTarget:
     """A target from a pipeline file (`.yaml`, `.yml`, `.json`: `ext.core.load_pipeline`) or `PROVIDER:MODEL`
     (`ext.core.build_client`, the model going to the argument the provider declares)."""
-    if spec.endswith(_CONFIG_SUFFIXES) or os.path.isfile(spec):
+    if is_pipeline_spec(spec):
         return EvalTarget(Path(spec).stem, load_pipeline(spec), owned=True)
     provider, sep, model = spec.partition(":")
     if not sep or not provider or not model:
