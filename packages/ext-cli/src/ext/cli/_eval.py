@@ -10,9 +10,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from ext.core import ComponentError, ConfigurationError
 
@@ -20,6 +17,8 @@ from ._errors import CliError
 from ._output import Output
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from ext.eval import CaseResult, ConfigReport, EvalReport, EvalTarget
 
 _INSTALL_HINT = "install ext-eval (from a clone: pip install -e 'packages/ext-cli[eval]')"
@@ -92,6 +91,10 @@ async def run_eval_command(
     tool_choice: str = "auto",
 ) -> EvalReport:
     """Load, run, and print the tables; the report is returned for --json."""
+    # Imported here, not with the module: every `ext` command imports this module to register `eval`.
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     try:
         from ext.eval import DatasetError, load_dataset, run_eval
     except ImportError:
@@ -158,6 +161,8 @@ def _percent(value: float) -> str:
 
 
 def _summary_table(config: ConfigReport) -> Table:
+    from rich.table import Table
+
     table = Table(title=config.name, title_justify="left")
     for name in ("category", "cases", "accuracy", "malformed", "errors", "p50 s", "p99 s", "tokens in/out"):
         table.add_column(name, justify="left" if name == "category" else "right", no_wrap=True)
@@ -177,6 +182,8 @@ def _summary_table(config: ConfigReport) -> Table:
 
 
 def _comparison_table(report: EvalReport) -> Table:
+    from rich.table import Table
+
     a, b = report.configs[0].name, report.configs[1].name
     table = Table(title=f"{b} vs {a} (delta = B - A)", title_justify="left")
     for name in ("category", "accuracy A", "accuracy B", "delta", "malformed A", "malformed B", "delta", "p50 delta s"):
