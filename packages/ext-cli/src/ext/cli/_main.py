@@ -13,6 +13,7 @@ import click
 
 from .__about__ import __version__
 from ._errors import CliError
+from ._eval import eval_command
 from ._output import Output
 
 T = TypeVar("T")
@@ -316,6 +317,9 @@ def config_check(ctx: click.Context, file: str) -> None:
         return 0
 
     ctx.exit(_run(ctx, go))
+
+
+cli.add_command(eval_command)
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
