@@ -62,9 +62,7 @@ async def remember(server: OpenAIServer, db: Path) -> None:
         await VectorMemory(embedder, store).add([MemoryDocument(text=NOTE, source="ops.md")])
 
 
-async def test_a_pipeline_file_with_memory_sends_the_memories(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_pipeline_file_with_memory_sends_the_memories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, KEY)  # the embedding client reads its key from the environment itself
     db = tmp_path / "memory.db"
     file = tmp_path / "pipeline.json"
