@@ -211,9 +211,8 @@ def load_pipeline(
           - retry: {max_retries: 3}
           - tool_loop: {tools: [...component dumps...], max_iterations: 8}
           - memory:                     # a MemoryMiddleware over a VectorMemory
-              embedder: {provider: ext.models.openai.OpenAIEmbeddingClient, config: {model: text-embedding-3-small}}
-              store: {provider: ext.vectors.sqlite.SqliteVectorStore,
-                      config: {path: memory.db, collection_name: docs, vector_size: 1536}}
+              embedder: {provider: my.EmbeddingClient, config: {...}}   # component dumps
+              store: {provider: my.VectorStore, config: {...}}
               top_k: 5                  # also min_score, token_budget, filter, chunk_size, chunk_overlap
           - {provider: my.Middleware, config: {}}   # any registered middleware component
 

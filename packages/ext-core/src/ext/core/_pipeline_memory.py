@@ -40,8 +40,8 @@ def check_memory_settings(settings: Mapping[str, Any], where: str) -> None:
         dump = settings.get(key)
         if not isinstance(dump, Mapping) or "provider" not in dump:
             raise ConfigurationError(
-                f"{where}.{key} must be a component dump such as {{provider: ext.vectors.sqlite.SqliteVectorStore, "
-                f"config: {{...}}}}, got {type(dump).__name__ if dump is not None else 'nothing'}"
+                f"{where}.{key} must be a component dump {{provider: <registered class path>, config: {{...}}}}, "
+                f"got {type(dump).__name__ if dump is not None else 'nothing'}"
             )
         config = dump.get("config", {})
         if not isinstance(config, Mapping):
