@@ -127,5 +127,8 @@ async def test_bad_input_fails_before_any_request(
     ran = await run_ext("memory", "add", str(ops), "--embedder", "nosuch:model", "--db", db, env=openai_env)
     assert ran.code == 1 and "no installed provider 'nosuch'" in ran.err and "pip install -e" in ran.err
 
+    ran = await run_ext("chat", "-m", "openai:gpt-4o-mini", *OPENAI_EMBEDDER, "hi", env=openai_env)
+    assert ran.code == 1 and "--collection and --embedder choose the memory of --memory" in ran.err
+
     assert server.requests == []
     assert not (tmp_path / "m.db").exists()

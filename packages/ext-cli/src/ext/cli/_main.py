@@ -154,6 +154,8 @@ def chat(
     async def go() -> int:
         if json_mode and schema:
             raise CliError("--json and --schema go separately", hint="--schema already asks for JSON")
+        if memory_db is None and (embedder is not None or collection != "memory"):
+            raise CliError("--collection and --embedder choose the memory of --memory", hint="add --memory DB")
         settings = ChatSettings(
             model=model or default_model_spec(),
             client_settings=DEFAULT_MODEL_SETTINGS if model is None else {},
