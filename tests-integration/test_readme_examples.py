@@ -160,6 +160,14 @@ def _ext_examples() -> list[str]:
 
 
 EXT_EXAMPLES = _ext_examples()
+# The fact of tools/demo_notes.txt that `ext chat --memory` must answer with: the model cannot know it otherwise.
+_MEMORY_FACT = "Pimble"
+
+
+@pytest.fixture(scope="module")
+def data_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One data directory for the module's `ext` lines: `ext memory add` fills the memory a later line reads."""
+    return tmp_path_factory.mktemp("ext-data")
 
 
 def test_ext_examples_are_found() -> None:
@@ -173,13 +181,14 @@ def _checkable(result: str) -> list[str]:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("example", EXT_EXAMPLES)
-async def test_readme_ext_example_gives_a_sensible_answer(example: str) -> None:
+async def test_readme_ext_example_gives_a_sensible_answer(example: str, data_home: Path) -> None:
     import shlex
 
     argv = shlex.split(example, comments=True)
     assert argv[0] == "ext"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "AZURE_", "OLLAMA_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `python` in an example
+    env["XDG_DATA_HOME"] = str(data_home)  # `ext memory`'s default database, kept out of the user's
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "ext.cli", *argv[1:], cwd=ROOT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -205,3 +214,5 @@ async def test_readme_ext_example_gives_a_sensible_answer(example: str) -> None:
         assert all(w in out for w in words), f"{example}: the answer {out!r} does not carry the tool's result {results}"
     else:
         assert len(out.split()) >= 3, f"{example}: not a sentence: {out!r}"
+    if "--memory" in argv:
+        assert _MEMORY_FACT in out, f"{example}: the answer {out!r} does not carry the document's fact"

@@ -22,6 +22,7 @@ from ext.core import (
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
     LLMMessage,
+    MemoryMiddleware,
     ModelTurn,
     StreamChunk,
     SystemMessage,
@@ -34,6 +35,7 @@ from ext.core import (
 )
 
 from ._errors import CliError
+from ._memory import MemorySettings, open_memory
 from ._output import Output
 from ._providers import make_client
 
@@ -80,6 +82,8 @@ class ChatSettings:
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     tool_choice: str = "auto"
     client_settings: Mapping[str, Any] = field(default_factory=dict)
+    memory: MemorySettings | None = None
+    memory_top_k: int = 5
 
 
 class ToolTurns:
@@ -195,6 +199,11 @@ async def run_chat(settings: ChatSettings, question: str | None, out: Output, re
         )
     async with AsyncExitStack() as stack:
         stack.push_async_callback(client.close)
+        if settings.memory is not None:
+            # Inside the tool loop: each model turn gets the memories closest to the question.
+            memory = await stack.enter_async_context(open_memory(settings.memory, out, create=False))
+            middleware = MemoryMiddleware(memory, top_k=settings.memory_top_k)
+            client = ChatClientBuilder(client).use(middleware).build()
         for workbench in settings.workbenches:
             with out.status("Starting MCP server …"):
                 await workbench.start()

@@ -116,6 +116,14 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
     metavar="auto|required|none|TOOL",
     help="Whether the model must call a tool on its first turn (small models often need 'required').",
 )
+@click.option(
+    "--memory",
+    "memory_db",
+    metavar="DB",
+    help="Answer with the memories of this `ext memory` database ('default': the one ext memory uses by default).",
+)
+@click.option("--collection", default="memory", show_default=True, help="The memory's collection (with --memory).")
+@click.option("--embedder", metavar="PROVIDER:MODEL", help="The memory's embedder (default: the embedded model).")
 @click.pass_context
 def chat(
     ctx: click.Context,
@@ -131,10 +139,14 @@ def chat(
     function_tools: Sequence[str],
     max_iterations: int,
     tool_choice: str,
+    memory_db: str | None,
+    collection: str,
+    embedder: str | None,
 ) -> None:
     """Ask QUESTION and stream the answer; with no QUESTION, chat interactively."""
     from ._chat import ChatSettings, parse_options, run_chat
     from ._defaults import DEFAULT_MODEL_SETTINGS, default_model_spec
+    from ._memory import MemorySettings
     from ._schema import schema_model
     from ._tools import function_tool, http_tool, mcp_workbench
 
@@ -143,6 +155,8 @@ def chat(
     async def go() -> int:
         if json_mode and schema:
             raise CliError("--json and --schema go separately", hint="--schema already asks for JSON")
+        if memory_db is None and (embedder is not None or collection != "memory"):
+            raise CliError("--collection and --embedder choose the memory of --memory", hint="add --memory DB")
         settings = ChatSettings(
             model=model or default_model_spec(),
             client_settings=DEFAULT_MODEL_SETTINGS if model is None else {},
@@ -154,6 +168,11 @@ def chat(
             workbenches=[mcp_workbench(s) for s in mcp_servers],
             max_iterations=max_iterations,
             tool_choice=tool_choice,
+            memory=None
+            if memory_db is None
+            else MemorySettings(
+                db=None if memory_db == "default" else memory_db, collection=collection, embedder=embedder
+            ),
         )
         return await run_chat(settings, question, state.out)
 
@@ -292,6 +311,93 @@ def gateway(ctx: click.Context, args: Sequence[str]) -> None:
         )
         ctx.exit(1)
     ctx.exit(gateway_main(list(args), prog="ext gateway"))
+
+
+# --- memory ----------------------------------------------------------------------------------------
+
+
+def _memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--db, --collection and --embedder: where a memory lives and what embeds it (the same for every subcommand,
+    so a query embeds with what the documents were added with)."""
+    command = click.option(
+        "--embedder", metavar="PROVIDER:MODEL", help="The embedding model (default: the embedded SmolLM2, offline)."
+    )(command)
+    command = click.option("--collection", default="memory", show_default=True, help="The collection in the file.")(
+        command
+    )
+    return click.option("--db", metavar="PATH", help="The SQLite file (default: memory.db in ext's data directory).")(
+        command
+    )
+
+
+@cli.group()
+def memory() -> None:
+    """A vector memory of your documents: add files, search them, answer from them (ext chat --memory)."""
+
+
+@memory.command("add")
+@click.argument("files", nargs=-1, required=True, metavar="FILES...")
+@_memory_options
+@click.option("--chunk-size", default=200, show_default=True, help="Words per chunk.")
+@click.option("--overlap", default=40, show_default=True, help="Words a chunk shares with the one before.")
+@click.pass_context
+def memory_add(
+    ctx: click.Context,
+    files: Sequence[str],
+    db: str | None,
+    collection: str,
+    embedder: str | None,
+    chunk_size: int,
+    overlap: int,
+) -> None:
+    """Chunk, embed and store FILES (UTF-8 text); adding a file again replaces it."""
+    from ._memory import MemorySettings, add_files
+
+    state: _State = ctx.obj
+    settings = MemorySettings(db, collection, embedder, chunk_size=chunk_size, chunk_overlap=overlap)
+    ctx.exit(_run(ctx, lambda: add_files(settings, files, state.out)))
+
+
+@memory.command("query")
+@click.argument("text")
+@_memory_options
+@click.option("-k", "top_k", default=5, show_default=True, help="How many memories.")
+@click.option("--min-score", type=float, help="Leave out memories scoring lower (cosine similarity, -1 to 1).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+@click.pass_context
+def memory_query(
+    ctx: click.Context,
+    text: str,
+    db: str | None,
+    collection: str,
+    embedder: str | None,
+    top_k: int,
+    min_score: float | None,
+    as_json: bool,
+) -> None:
+    """The memories closest to TEXT: source#chunk [start:end] score text."""
+    from ._memory import MemorySettings, query_memory
+
+    state: _State = ctx.obj
+    settings = MemorySettings(db, collection, embedder)
+    ctx.exit(
+        _run(ctx, lambda: query_memory(settings, text, state.out, top_k=top_k, min_score=min_score, as_json=as_json))
+    )
+
+
+@memory.command("clear")
+@click.argument("sources", nargs=-1, metavar="[FILES]...")
+@_memory_options
+@click.pass_context
+def memory_clear(
+    ctx: click.Context, sources: Sequence[str], db: str | None, collection: str, embedder: str | None
+) -> None:
+    """Forget FILES (as they were added), or everything in the collection."""
+    from ._memory import MemorySettings, clear_memory
+
+    state: _State = ctx.obj
+    settings = MemorySettings(db, collection, embedder)
+    ctx.exit(_run(ctx, lambda: clear_memory(settings, state.out, sources)))
 
 
 # --- config -----------------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ from ._building import check_secrets, plan_client
 from ._component import load_component
 from ._errors import ComponentError, ConfigurationError
 from ._pipeline import ChatMiddleware, ChatPipeline
+from ._pipeline_memory import build_memory_middleware, check_memory_settings
 
-_MIDDLEWARE_KINDS = "logging, retry, cache or tool_loop"
+_MIDDLEWARE_KINDS = "logging, retry, cache, tool_loop or memory"
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def _middleware_entry(entry: Any, index: int) -> tuple[str, dict[str, Any]] | di
     if len(entry) != 1:
         raise ConfigurationError(f"{where} must have one key ({_MIDDLEWARE_KINDS}), got {sorted(map(str, entry))}")
     ((kind, settings),) = entry.items()
-    if kind not in ("logging", "retry", "cache", "tool_loop"):
+    if kind not in ("logging", "retry", "cache", "tool_loop", "memory"):
         raise ConfigurationError(f"{where}: unknown middleware {kind!r}; expected {_MIDDLEWARE_KINDS}")
     if settings is None:
         settings = {}
@@ -73,6 +74,8 @@ def _middleware_entry(entry: Any, index: int) -> tuple[str, dict[str, Any]] | di
         raise ConfigurationError(
             f"{where}.{kind} must be a mapping of its settings (or empty), got {type(settings).__name__}"
         )
+    if kind == "memory":
+        check_memory_settings(settings, f"{where}.memory")
     return str(kind), dict(settings)
 
 
@@ -90,6 +93,8 @@ def _build_middleware(entry: Any, index: int) -> ChatMiddleware:
     from ._retry import RetryPolicy
     from ._tool_loop import ToolLoop
 
+    if kind == "memory":
+        return build_memory_middleware(settings, f"{where}.memory")
     try:
         if kind == "logging":
             return LoggingMiddleware(**settings)
@@ -205,6 +210,10 @@ def load_pipeline(
           - cache: {store: memory, max_entries: 1000, store_ttl: 600}
           - retry: {max_retries: 3}
           - tool_loop: {tools: [...component dumps...], max_iterations: 8}
+          - memory:                     # a MemoryMiddleware over a VectorMemory
+              embedder: {provider: my.EmbeddingClient, config: {...}}   # component dumps
+              store: {provider: my.VectorStore, config: {...}}
+              top_k: 5                  # also min_score, token_budget, filter, chunk_size, chunk_overlap
           - {provider: my.Middleware, config: {}}   # any registered middleware component
 
     A cache's `store` is `memory` (the default; `max_entries` and `store_ttl` beside it, 1024 entries of one

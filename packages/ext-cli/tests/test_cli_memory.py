@@ -1,0 +1,134 @@
+"""`ext memory add|query|clear` and `ext chat --memory`, as real processes: on the embedded defaults (SmolLM2
+embeddings, the SQLite store; offline), and with an installed provider's embedder on the loopback OpenAI server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ext_cli_support import Ran, run_ext
+
+from ext.core import MEMORY_HEADER
+from ext.testing.script import Reply
+from ext.testing.servers import OpenAIServer
+
+OPENAI_EMBEDDER = ("--embedder", "openai:text-embedding-3-small")
+
+
+def notes(tmp_path: Path) -> tuple[Path, Path]:
+    ops = tmp_path / "ops.md"
+    ops.write_text("The deploy key rotates every ninety days on Monday.", encoding="utf-8")
+    lunch = tmp_path / "office.md"
+    lunch.write_text("Lunch is served in the blue kitchen at noon.", encoding="utf-8")
+    return ops, lunch
+
+
+def query_lines(ran: Ran) -> list[str]:
+    assert ran.code == 0, ran.err
+    return ran.out.splitlines()
+
+
+async def test_add_query_clear_with_a_provider_embedder(
+    tmp_path: Path, server: OpenAIServer, openai_env: dict[str, str]
+) -> None:
+    ops, lunch = notes(tmp_path)
+    db = str(tmp_path / "m.db")
+    ran = await run_ext("memory", "add", str(ops), str(lunch), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.code == 0, ran.err
+    assert ran.out == f"added 2 chunks from 2 file(s) to {db} (2 chunks in all)\n"
+    assert "2/2" in ran.err  # the progress bar, on stderr
+    embedded = [r.json["input"] for r in server.requests if r.path.endswith("/embeddings")]  # type: ignore[index]
+    assert sorted(t for batch in embedded for t in batch) == sorted([lunch.read_text(), ops.read_text()])
+
+    # Adding a file again replaces its chunks.
+    ran = await run_ext("memory", "add", str(ops), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.out.endswith("(2 chunks in all)\n"), ran.err
+
+    lines = query_lines(
+        await run_ext("memory", "query", "deploy key", "--db", db, "-k", "5", *OPENAI_EMBEDDER, env=openai_env)
+    )
+    assert len(lines) == 2
+    by_source = {line.split("#")[0]: line for line in lines}
+    _, rest = by_source[str(ops)].split("#", 1)
+    position, bounds, score, text = rest.split(" ", 3)
+    assert (position, bounds) == ("0", f"[0:{len(ops.read_text())}]")
+    assert -1 <= float(score) <= 1 and text.strip() == ops.read_text()
+
+    ran = await run_ext("memory", "query", "noon", "--db", db, "-k", "1", "--json", *OPENAI_EMBEDDER, env=openai_env)
+    [hit] = [json.loads(line) for line in query_lines(ran)]
+    assert set(hit) == {"source", "chunk", "start", "end", "score", "text"} and hit["chunk"] == 0
+
+    ran = await run_ext("memory", "clear", str(ops), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.out == f"removed 1 chunks from {db}\n", ran.err
+    lines = query_lines(await run_ext("memory", "query", "x", "--db", db, *OPENAI_EMBEDDER, env=openai_env))
+    assert [line.split("#")[0] for line in lines] == [str(lunch)]
+    ran = await run_ext("memory", "clear", "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.out == f"removed 1 chunks from {db}\n", ran.err
+
+
+async def test_chat_with_memory_sends_the_memories(
+    tmp_path: Path, server: OpenAIServer, openai_env: dict[str, str]
+) -> None:
+    ops, _ = notes(tmp_path)
+    db = str(tmp_path / "m.db")
+    ran = await run_ext("memory", "add", str(ops), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.code == 0, ran.err
+    server.enqueue(Reply(text="Every ninety days."))
+    ran = await run_ext(
+        "chat", "-m", "openai:gpt-4o-mini", "--memory", db, *OPENAI_EMBEDDER, "How often does the key rotate?",
+        env=openai_env,
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    assert ran.out == "Every ninety days.\n"
+    [chat] = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    memories = server.decode(chat).system[0]
+    assert memories.startswith(MEMORY_HEADER)
+    assert f"| {ops} (chunk 0): The deploy key rotates every ninety days on Monday." in memories
+
+
+async def test_the_embedded_defaults_offline(tmp_path: Path) -> None:
+    """No --embedder, no --db: SmolLM2 embeddings into memory.db under the data directory, no network."""
+    ops, lunch = notes(tmp_path)
+    from ext_cli_support import clean_env
+
+    env = clean_env(XDG_DATA_HOME=str(tmp_path / "data"))
+    ran = await run_ext("memory", "add", str(ops), str(lunch), env=env, timeout=300)
+    assert ran.code == 0, ran.err
+    db = tmp_path / "data" / "ext" / "memory.db"
+    assert ran.out == f"added 2 chunks from 2 file(s) to {db} (2 chunks in all)\n"
+    lines = query_lines(await run_ext("memory", "query", "When is lunch served?", "-k", "1", env=env, timeout=300))
+    assert [line.split("#")[0] for line in lines] == [str(lunch)]
+
+
+async def test_bad_input_fails_before_any_request(
+    tmp_path: Path, server: OpenAIServer, openai_env: dict[str, str]
+) -> None:
+    db = str(tmp_path / "m.db")
+    ran = await run_ext("memory", "add", str(tmp_path / "missing.txt"), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.code == 1 and "missing.txt: no such file" in ran.err
+
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("caf\xe9".encode("latin-1"))
+    ran = await run_ext("memory", "add", str(latin1), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.code == 1 and "latin1.txt: not UTF-8 text (byte 3 is b'\\xe9')" in ran.err, ran.err
+
+    ran = await run_ext(
+        "memory", "add", str(latin1), "--chunk-size", "10", "--overlap", "10", "--db", db, env=openai_env
+    )
+    assert ran.code == 1 and "--chunk-size/--overlap" in ran.err, ran.err
+
+    ran = await run_ext("memory", "query", "x", "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.code == 1 and f"no memory at {db}" in ran.err and "ext memory add" in ran.err
+
+    ops, _ = notes(tmp_path)
+    ran = await run_ext("memory", "add", str(ops), "--embedder", "anthropic:claude", "--db", db, env=openai_env)
+    assert ran.code == 1 and "ext-models-anthropic has no embedding client" in ran.err, ran.err
+
+    ran = await run_ext("memory", "add", str(ops), "--embedder", "nosuch:model", "--db", db, env=openai_env)
+    assert ran.code == 1 and "no installed provider 'nosuch'" in ran.err and "pip install -e" in ran.err
+
+    ran = await run_ext("chat", "-m", "openai:gpt-4o-mini", *OPENAI_EMBEDDER, "hi", env=openai_env)
+    assert ran.code == 1 and "--collection and --embedder choose the memory of --memory" in ran.err
+
+    assert server.requests == []
+    assert not (tmp_path / "m.db").exists()
