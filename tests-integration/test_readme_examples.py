@@ -3,10 +3,11 @@
 Each ```python block of the repo README and of every distribution's README runs in a fresh interpreter (cwd: a
 temporary directory). Examples that talk to a provider run against ext-testing's loopback servers through the
 SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, AZURE_AI_ENDPOINT, ...), the gRPC
-runtime's against a gateway process the test starts (EXT_GRPC_GATEWAY_ADDRESS). A block that cannot run as written
-is marked right above it with an HTML comment that says why: `not runnable: ...` (only compiled: a template,
-a placeholder host, or a peer the reader starts first) or `xfail: ...` (it should run as written but does not
-yet: it runs, and the test fails once it passes, so the mark is removed then):
+runtime's against a gateway process the test starts (EXT_GRPC_GATEWAY_ADDRESS), one that reads DATABASE_URL
+against a PostgreSQL with pgvector the test starts (ext.testing.postgres; the password in PGPASSWORD). A block
+that cannot run as written is marked right above it with an HTML comment that says why: `not runnable: ...` (only
+compiled: a template, a placeholder host, or a peer the reader starts first) or `xfail: ...` (it should run as
+written but does not yet: it runs, and the test fails once it passes, so the mark is removed then):
 
     <!-- readme-test: not runnable: needs a running gateway on port 50051 -->
 
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from ext.runtime.grpc.testing import start_gateway_process
+from ext.testing.postgres import PASSWORD, PostgresServer, start_postgres_server
 from ext.testing.script import Reply
 from ext.testing.servers import (
     AnthropicServer,
@@ -78,18 +80,26 @@ async def test_readme_example_runs(name: str, code: str, mark: str | None, tmp_p
         return
     # The ext-runtime-grpc example runs against a real gateway process.
     gateway = start_gateway_process(env={"EXT_GRPC_GATEWAY_TOKEN": "change-me"}) if "GrpcAgentRuntime" in code else None
+    # The ext-vectors-pgvector example runs against a real PostgreSQL with pgvector.
+    postgres: PostgresServer | None = None
     try:
-        returncode, output = await _run(code, tmp_path, gateway.address if gateway is not None else None)
+        postgres = start_postgres_server() if "DATABASE_URL" in code else None
+        peers = {"DATABASE_URL": postgres.url_without_password, "PGPASSWORD": PASSWORD} if postgres else {}
+        returncode, output = await _run(code, tmp_path, gateway.address if gateway is not None else None, peers)
     finally:
         if gateway is not None:
             gateway.kill()
+        if postgres is not None:
+            postgres.stop()
     if mark is not None:
         assert returncode != 0, f"{name} runs now: remove its readme-test xfail mark"
         pytest.xfail(mark)
     assert returncode == 0, f"{name} failed:\n{output.decode(errors='replace')[-3000:]}"
 
 
-async def _run(code: str, tmp_path: Path, gateway_address: str | None) -> tuple[int, bytes]:
+async def _run(
+    code: str, tmp_path: Path, gateway_address: str | None, peers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
     """Run `code` in a fresh interpreter with the loopback servers in its environment: exit code and output."""
     async with (
         OpenAIServer(default=_answer) as openai_server,
@@ -119,6 +129,7 @@ async def _run(code: str, tmp_path: Path, gateway_address: str | None) -> tuple[
         )
         if gateway_address is not None:
             env["EXT_GRPC_GATEWAY_ADDRESS"] = gateway_address
+        env.update(peers or {})
         script = tmp_path / "example.py"
         script.write_text(code, encoding="utf-8")
         process = await asyncio.create_subprocess_exec(
