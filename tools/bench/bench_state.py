@@ -17,48 +17,35 @@ identical runtimes without a store: their ratio is the noise. Stores: ``memory``
 - ``activate``: the first message (an RPC) to an agent whose state is in the store, vs a new agent without a
   store. These runtimes save only on deactivation, so the op is create + load + handle; the reply carries the
   loaded count, which is checked.
-- memory (local runtime, one fresh process per row): agents created over time in waves, each by an RPC, with and
-  without ``idle_timeout``; RSS growth per agent, live agents and RSS once the idle ones are deactivated, and the
-  Python heap per agent under ``tracemalloc`` (a further batch: its bookkeeping would inflate the RSS figure).
+- memory (local runtime, one fresh process per row; ``_state_memory.py``): agents created over time in waves, each
+  by an RPC, with and without ``idle_timeout`` (states in memory or in Redis); RSS growth per agent, live agents
+  and RSS once the idle ones are deactivated, and the Python heap per agent under ``tracemalloc``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import itertools
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
-import tracemalloc
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Script-dir imports: `python tools/bench/bench_state.py` puts tools/bench on sys.path.
-from _harness import Result, measure, rss_bytes
+from _harness import Result, measure
+from _state_memory import MEMORY_HEADER, MEMORY_MODES, MemoryPlan, factory_for, format_memory, measure_memory
 from bench_runtime import Counter, batch, start_process
 from google.protobuf.wrappers_pb2 import StringValue
 
-from ext.core import (
-    AgentId,
-    FileStateStore,
-    InMemoryStateStore,
-    MessageContext,
-    RoutedAgent,
-    SavePolicy,
-    StateStore,
-    message_handler,
-)
+from ext.core import AgentId, FileStateStore, InMemoryStateStore, SavePolicy, StateStore
 from ext.runtime.grpc import GrpcAgentRuntime, RedisStateStore
 from ext.runtime.local import LocalAgentRuntime
 from ext.testing.redis import RedisServer, start_redis_server
 
-SCRIPT = os.path.abspath(__file__)
 STORES = ("off", "off A/A", "memory", "file", "redis")
 RUNTIMES = ("local", "grpc")
 CASES = ("one-way", "rpc seq", "activate")
@@ -66,10 +53,10 @@ CASES = ("one-way", "rpc seq", "activate")
 
 @dataclass(frozen=True)
 class Settings:
-    rounds: int = 6
+    rounds: int = 10
     rpcs: int = 200  # sequential RPCs per store per round
     batch: int = 500  # one-way messages per batch
-    batches: int = 2  # one-way batches per store per round
+    batches: int = 3  # one-way batches per store per round
     activations: int = 100  # first messages per store per round
     agents: int = 100_000  # memory: agents created over time
     waves: int = 100  # ... in this many waves (each wave's RPCs concurrently)
@@ -78,36 +65,6 @@ class Settings:
 
 
 QUICK = Settings(rounds=2, rpcs=20, batch=50, batches=1, activations=10, agents=2_000, waves=4, heap_agents=500)
-
-
-class StateAgent(RoutedAgent):
-    """Counts its messages and keeps the count as its state; an RPC answers with the count."""
-
-    counter: Counter
-    count = 0
-
-    @message_handler
-    async def on_text(self, message: StringValue, ctx: MessageContext) -> StringValue | None:
-        self.count += 1
-        if ctx.is_rpc:
-            return StringValue(value=str(self.count))
-        self.counter.hit()
-        return None
-
-    async def save_state(self) -> Mapping[str, Any]:
-        return {"count": self.count}
-
-    async def load_state(self, state: Mapping[str, Any]) -> None:
-        self.count = state["count"]
-
-
-def factory_for(counter: Counter) -> Callable[[AgentId, Any], StateAgent]:
-    def factory(agent_id: AgentId, runtime: Any) -> StateAgent:
-        agent = StateAgent(agent_id, runtime)
-        agent.counter = counter
-        return agent
-
-    return factory
 
 
 class Stores:
@@ -298,102 +255,11 @@ async def measure_runtime(kind: str, settings: Settings, stores: Stores, gateway
     return rows
 
 
-# --- memory per idle agent (one fresh process per row) ------------------------------------------------------
-
-
-async def memory_child(settings: Settings, idle: bool) -> dict[str, Any]:
-    """Create `agents` agents in `waves` waves on a local runtime (with `idle_timeout` if `idle`), then report."""
-    runtime = LocalAgentRuntime(idle_timeout=settings.idle_timeout if idle else None)
-    await runtime.start()
-    counter = Counter()
-    await runtime.register_agent_factory("m", factory_for(counter))
-    await runtime.register_agent_factory("h", factory_for(counter))
-    await runtime.register_agent_factory("w", factory_for(counter))
-
-    async def create(agent_type: str, first: int, count: int) -> None:
-        ids = [AgentId(agent_type, str(i)) for i in range(first, first + count)]
-        await asyncio.gather(*(runtime.send_and_await_response(StringValue(value="c"), a, 60) for a in ids))
-
-    async def settled(agent_type: str) -> int:
-        """With idle_timeout, wait (bounded) until the idle timers have deactivated every agent of the type."""
-        deadline = time.monotonic() + settings.idle_timeout * 5 + 30
-        # No deactivation event in the public API: poll the runtime's own count, bounded above.
-        while idle and await runtime.list_agents(agent_type) and time.monotonic() < deadline:  # noqa: ASYNC110
-            await asyncio.sleep(settings.idle_timeout / 4)
-        return len(await runtime.list_agents(agent_type))
-
-    await create("w", 0, 1000)  # warm-up: code paths and the allocator's first pools
-    await settled("w")
-    gc.collect()
-    baseline = rss_bytes(os.getpid())
-    per_wave = settings.agents // settings.waves
-    peak = baseline
-    start = time.perf_counter()
-    for wave in range(settings.waves):
-        await create("m", wave * per_wave, per_wave)
-        peak = max(peak, rss_bytes(os.getpid()))
-    created_s = time.perf_counter() - start
-    live_created = len(await runtime.list_agents("m"))
-    gc.collect()
-    rss_created = rss_bytes(os.getpid())
-    live_after = await settled("m")
-    gc.collect()
-    rss_after = rss_bytes(os.getpid())
-
-    tracemalloc.start()
-    heap0, _ = tracemalloc.get_traced_memory()
-    await create("h", 0, settings.heap_agents)
-    gc.collect()
-    heap_live, _ = tracemalloc.get_traced_memory()
-    await settled("h")
-    gc.collect()
-    heap_idle, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    store = runtime.state_store
-    records = len(store) if isinstance(store, InMemoryStateStore) else 0
-    await runtime.stop()
-    return {
-        "idle_timeout": settings.idle_timeout if idle else None,
-        "agents": per_wave * settings.waves,
-        "created_s": created_s,
-        "live_created": live_created,
-        "live_after": live_after,
-        "rss_baseline": baseline,
-        "rss_peak": peak,
-        "rss_created": rss_created,
-        "rss_after": rss_after,
-        "heap_agents": settings.heap_agents,
-        "heap_live_bytes": (heap_live - heap0) / settings.heap_agents,
-        "heap_idle_bytes": (heap_idle - heap0) / settings.heap_agents,
-        "records": records,
-    }
-
-
-def measure_memory(settings: Settings, idle: bool) -> dict[str, Any]:
-    args = [
-        sys.executable,
-        SCRIPT,
-        "--memory-child",
-        "idle" if idle else "none",
-        "--settings",
-        json.dumps(asdict(settings)),
-    ]
-    done = subprocess.run(args, capture_output=True, text=True, check=False, timeout=900)
-    if done.returncode != 0:
-        raise RuntimeError(f"memory child failed: {done.stderr.strip()[-800:]}")
-    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
-
-
 # --- report ----------------------------------------------------------------------------------------------------
 
 HEADER = (
     f"{'runtime':<8} {'case':<9} {'store':<8} {'checked':>11} {'p50 ms':>8} {'p99 ms':>8} {'ops/s':>9} "
-    f"{'CPU µs/op':>10} {'vs off':>7}"
-)
-MEMORY_HEADER = (
-    f"{'idle_timeout':<12} {'agents':>8} {'create s':>8} {'live':>8} {'live idle':>9} "
-    f"{'RSS MiB base/peak/created/idle':>31} {'RSS B/agent':>11} {'heap B/agent live/idle':>22} {'records':>8}"
+    f"{'CPU µs/op':>10} {'vs off':>7} {'CPU vs off':>10}"
 )
 
 
@@ -409,20 +275,10 @@ def format_row(row: TimedRow, off: TimedRow) -> str:
     one_way = row.per_op > 1
     p50, p99 = ("-", "-") if one_way else (f"{r.p50_ms:.3f}", f"{r.p99_ms:.3f}")
     ratio = time_per_op(row) / time_per_op(off)
+    cpu_ratio = r.cpu_us_per_op / off.result.cpu_us_per_op
     return (
         f"{row.runtime:<8} {row.case:<9} {row.store:<8} {f'{row.checked}/{row.expected}':>11} {p50:>8} {p99:>8} "
-        f"{r.ops_per_s * row.per_op:>9,.0f} {r.cpu_us_per_op / row.per_op:>10.1f} {ratio:>6.2f}x"
-    )
-
-
-def format_memory(m: dict[str, Any]) -> str:
-    mib = "/".join(f"{m[k] / 2**20:.1f}" for k in ("rss_baseline", "rss_peak", "rss_created", "rss_after"))
-    per_agent = (m["rss_created"] - m["rss_baseline"]) / m["agents"]
-    idle = "none" if m["idle_timeout"] is None else f"{m['idle_timeout']:g} s"
-    heap = f"{m['heap_live_bytes']:,.0f}/{m['heap_idle_bytes']:,.0f}"
-    return (
-        f"{idle:<12} {m['agents']:>8,} {m['created_s']:>8.1f} {m['live_created']:>8,} {m['live_after']:>9,} "
-        f"{mib:>31} {per_agent:>11,.0f} {heap:>22} {m['records']:>8,}"
+        f"{r.ops_per_s * row.per_op:>9,.0f} {r.cpu_us_per_op / row.per_op:>10.1f} {ratio:>6.2f}x {cpu_ratio:>9.2f}x"
     )
 
 
@@ -458,8 +314,9 @@ async def run(settings: Settings, runtimes: Sequence[str]) -> dict[str, Any]:
     print()
     print(MEMORY_HEADER, flush=True)
     memory = []
-    for idle in (False, True):
-        memory.append(measure_memory(settings, idle))
+    plan = MemoryPlan(settings.agents, settings.waves, settings.idle_timeout, settings.heap_agents)
+    for mode in MEMORY_MODES:
+        memory.append(measure_memory(plan, mode))
         print(format_memory(memory[-1]), flush=True)
     print()
     print(f"load average at the end: {load()}")
@@ -488,16 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small counts (seconds, not minutes): for tests")
     parser.add_argument("--runtime", choices=RUNTIMES, action="append", help="only this runtime (repeatable)")
-    parser.add_argument("--rounds", type=int, help="rounds per case (default 6)")
+    parser.add_argument("--rounds", type=int, help="rounds per case (default 10)")
     parser.add_argument("--agents", type=int, help="memory: agents created over time (default 100000)")
     parser.add_argument("--json", help="also write the figures to this file as JSON")
-    parser.add_argument("--memory-child", choices=("none", "idle"), help=argparse.SUPPRESS)
-    parser.add_argument("--settings", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.memory_child:
-        figures = asyncio.run(memory_child(Settings(**json.loads(args.settings)), args.memory_child == "idle"))
-        sys.stdout.write(json.dumps(figures) + "\n")
-        return 0
     base = QUICK if args.quick else Settings()
     overrides = {name: v for name in ("rounds", "agents") if (v := getattr(args, name)) is not None}
     for name, value in overrides.items():
