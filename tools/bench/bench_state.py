@@ -29,6 +29,7 @@ import asyncio
 import itertools
 import json
 import os
+import statistics
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Script-dir imports: `python tools/bench/bench_state.py` puts tools/bench on sys.path.
-from _harness import Result, measure
+from _harness import Result, measure_interleaved
 from _state_memory import MEMORY_HEADER, MEMORY_MODES, MemoryPlan, factory_for, format_memory, measure_memory
 from bench_runtime import Counter, batch, start_process
 from google.protobuf.wrappers_pb2 import StringValue
@@ -140,25 +141,13 @@ async def interleave(
     rounds: int,
     iterations: int,
     warmup: int,
-) -> dict[str, Result]:
-    """Each round runs every side once, the order rotating, so drifting machine load falls on all alike."""
-    per_side: dict[str, list[Result]] = {s.store: [] for s in sides}
-    fns = {s.store: make_fn(s) for s in sides}
-    for round_no in range(rounds):
-        for k in range(len(sides)):
-            side = sides[(k + round_no) % len(sides)]
-            per_side[side.store].append(
-                await measure(side.store, fns[side.store], iterations=iterations, warmup=warmup if round_no == 0 else 0)
-            )
-    return {
-        name: Result(
-            name,
-            tuple(x for r in results for x in r.latencies_ns),
-            sum(r.wall_ns for r in results),
-            sum(r.cpu_ns for r in results),
-        )
-        for name, results in per_side.items()
-    }
+) -> dict[str, tuple[Result, float]]:
+    """The harness's interleaved blocks over the stores: each round runs every store once, the order rotating, so
+    drifting machine load falls on all alike. With each store's result, the median of its per-round CPU ratios to
+    the first store's (off) round next to it."""
+    fns = [(side.store, make_fn(side)) for side in sides]
+    results, ratios = await measure_interleaved(fns, blocks=rounds, block=iterations, warmup=warmup)
+    return {r.name: (r, statistics.median(q)) for r, q in zip(results, ratios, strict=True)}
 
 
 def one_way_fn(settings: Settings) -> Callable[[Side], Callable[[], Awaitable[None]]]:
@@ -213,6 +202,7 @@ class TimedRow:
     case: str
     store: str
     result: Result
+    cpu_ratio: float  # median per-round CPU ratio to the store-off round next to it
     per_op: int  # messages per timed op (a one-way batch), else 1
     checked: int  # messages handled (one-way), activations that loaded the stored count, or RPCs answered
     expected: int
@@ -223,32 +213,21 @@ async def measure_runtime(kind: str, settings: Settings, stores: Stores, gateway
     stack: list[Any] = []
     try:
         sides = await open_sides(kind, stores, gateway, None, "s", stack)
-        ops = settings.batches * settings.rounds
         one_way = await interleave(sides, one_way_fn(settings), settings.rounds, settings.batches, 1)
-        for side in sides:
-            # The warm-up batch counts too; the expected total includes it.
-            rows.append(
-                TimedRow(
-                    kind,
-                    "one-way",
-                    side.store,
-                    one_way[side.store],
-                    settings.batch,
-                    side.handled,
-                    (ops + 1) * settings.batch,
-                )
-            )
+        # The warm-up batch is handled too: the expected total includes it.
+        expected = (settings.batches * settings.rounds + 1) * settings.batch
+        rows += [
+            TimedRow(kind, "one-way", s.store, *one_way[s.store], settings.batch, s.handled, expected) for s in sides
+        ]
         rpcs = await interleave(sides, rpc_fn, settings.rounds, settings.rpcs, 10)
-        for side in sides:
-            result = rpcs[side.store]
-            rows.append(TimedRow(kind, "rpc seq", side.store, result, 1, result.ops, settings.rpcs * settings.rounds))
+        expected = settings.rpcs * settings.rounds
+        rows += [TimedRow(kind, "rpc seq", s.store, *rpcs[s.store], 1, rpcs[s.store][0].ops, expected) for s in sides]
         # Activation: runtimes that save only on deactivation, so the timed op loads but does not write.
         activation = await open_sides(kind, stores, gateway, SavePolicy.on_deactivation(), "a", stack)
-        total = settings.activations * settings.rounds
-        await seed(activation, total)
+        expected = settings.activations * settings.rounds
+        await seed(activation, expected)
         timed = await interleave(activation, activate_fn, settings.rounds, settings.activations, 0)
-        for side in activation:
-            rows.append(TimedRow(kind, "activate", side.store, timed[side.store], 1, side.loaded, total))
+        rows += [TimedRow(kind, "activate", s.store, *timed[s.store], 1, s.loaded, expected) for s in activation]
     finally:
         for runtime in reversed(stack):
             await runtime.stop()
@@ -275,10 +254,9 @@ def format_row(row: TimedRow, off: TimedRow) -> str:
     one_way = row.per_op > 1
     p50, p99 = ("-", "-") if one_way else (f"{r.p50_ms:.3f}", f"{r.p99_ms:.3f}")
     ratio = time_per_op(row) / time_per_op(off)
-    cpu_ratio = r.cpu_us_per_op / off.result.cpu_us_per_op
     return (
         f"{row.runtime:<8} {row.case:<9} {row.store:<8} {f'{row.checked}/{row.expected}':>11} {p50:>8} {p99:>8} "
-        f"{r.ops_per_s * row.per_op:>9,.0f} {r.cpu_us_per_op / row.per_op:>10.1f} {ratio:>6.2f}x {cpu_ratio:>9.2f}x"
+        f"{r.ops_per_s * row.per_op:>9,.0f} {r.cpu_us_per_op / row.per_op:>10.1f} {ratio:>6.2f}x {row.cpu_ratio:>9.2f}x"
     )
 
 
@@ -334,6 +312,7 @@ async def run(settings: Settings, runtimes: Sequence[str]) -> dict[str, Any]:
                 "p99_ms": r.result.p99_ms,
                 "per_s": r.result.ops_per_s * r.per_op,
                 "cpu_us": r.result.cpu_us_per_op / r.per_op,
+                "cpu_ratio": r.cpu_ratio,
             }
             for r in rows
         ],
