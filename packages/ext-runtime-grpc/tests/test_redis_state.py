@@ -3,6 +3,7 @@ worker whose agents' states outlive it (a second worker picks them up)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -43,6 +44,19 @@ def test_bad_arguments() -> None:
         RedisStateStore("http://127.0.0.1:6379")
     with pytest.raises(ValueError, match="timeout"):
         RedisStateStore("redis://127.0.0.1:6379", timeout=0)
+
+
+async def test_more_concurrent_calls_than_connections_wait_their_turn(redis_server: RedisServer) -> None:
+    # redis-py's default pool holds 100 connections and refused the 101st concurrent command at once
+    # (MaxConnectionsError): a worker activating or saving more than 100 agents at a time failed their messages.
+    store = RedisStateStore(redis_server.url, prefix=f"t{uuid.uuid4().hex[:8]}")
+    ids = [AgentId("t", str(i)) for i in range(250)]
+    try:
+        assert await asyncio.gather(*(store.put(a, {"n": i}, None) for i, a in enumerate(ids))) == [1] * 250
+        loaded = await asyncio.gather(*(store.get(a) for a in ids))
+        assert [(s.state, s.version) if s else None for s in loaded] == [({"n": i}, 1) for i in range(250)]
+    finally:
+        await store.close()
 
 
 @pytest_asyncio.fixture

@@ -65,7 +65,13 @@ class RedisStateStore:
         parts = urlsplit(url)
         # Host and port only: the URL may hold a password.
         self._where = f"{parts.hostname}:{parts.port}" if parts.hostname else "a unix socket"
-        self._redis: Any = aioredis.from_url(url, socket_connect_timeout=connect_timeout, socket_timeout=timeout)
+        # redis-py's default pool refuses a command at once (MaxConnectionsError) when its 100 connections are
+        # busy, so a worker activating or saving more agents at a time would fail their messages; a blocking pool
+        # makes the extra commands wait (up to `timeout`) for a free connection instead.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=100, timeout=timeout, socket_connect_timeout=connect_timeout, socket_timeout=timeout
+        )
+        self._redis: Any = aioredis.Redis.from_pool(pool)
         self._put_script: Any = self._redis.register_script(_PUT_SCRIPT)
         self._errors: tuple[type[BaseException], ...] = (RedisError, OSError)
 
