@@ -64,7 +64,7 @@ class AgentHost(GatewayConnection):
             idle_timeout=idle_timeout,
             observer=observer,
         )
-        # The local runtime observes the handling; this runtime's sends are observed in `_worker.py`.
+        # The local runtime observes the handling; this runtime's sends are observed in `_sending.py`.
         self._observer = observer
         if on_undelivered is not None and not callable(on_undelivered):
             raise TypeError(f"on_undelivered must be a callable or None, got {type(on_undelivered).__name__}")

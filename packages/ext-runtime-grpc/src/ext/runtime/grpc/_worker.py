@@ -1,7 +1,7 @@
 """`GrpcAgentRuntime`: a worker runtime. Its public API (registering agent factories, sending, RPCs with
-deadlines, broadcast, listing agents) is here; what it hosts and how it dispatches what arrives is `AgentHost`
-(`_hosting.py`), and the stream to the gateway, with reconnection and failover, is `GatewayConnection`
-(`_connection.py`)."""
+deadlines, broadcast, listing agents) is here; building and sending envelopes and the RPC bookkeeping is `Sender`
+(`_sending.py`), what it hosts and how it dispatches what arrives is `AgentHost` (`_hosting.py`), and the stream
+to the gateway, with reconnection and failover, is `GatewayConnection` (`_connection.py`)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ import asyncio
 import contextlib
 import functools
 import inspect
-import itertools
 import logging
 import math
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import grpc
 from pydantic import SecretStr
@@ -28,12 +27,10 @@ from ext.core import (
     AgentNotFoundError,
     AgentType,
     CancellationToken,
-    MessageSpan,
     RoutedAgent,
     RuntimeClosedError,
     RuntimeObserver,
     SavePolicy,
-    SendInfo,
     StateStore,
     UndeliverableError,
     agent_type_name,
@@ -43,12 +40,10 @@ from ext.core import (
     check_timeout,
 )
 
-from ._connection import DEFAULT_TOKEN_ENV, STREAM_ERRORS
-from ._deadlines import Deadlines, Expired
-from ._hosting import AgentHost
-from ._outbox import resume
+from ._connection import DEFAULT_TOKEN_ENV
+from ._sending import Sender
 from ._serializer import ProtobufMessageSerializer
-from ._wire import DEFAULT_MAX_MESSAGE_BYTES, raise_error, set_trace, trace_of
+from ._wire import DEFAULT_MAX_MESSAGE_BYTES
 from .protos import agent_worker_pb2 as pb
 
 __all__ = ["GrpcAgentRuntime"]
@@ -56,7 +51,7 @@ __all__ = ["GrpcAgentRuntime"]
 logger = logging.getLogger(__name__)
 
 
-class GrpcAgentRuntime(AgentHost):
+class GrpcAgentRuntime(Sender):
     """A worker runtime: hosts the agent types registered on it and reaches every other agent in the cluster
     through one bidirectional stream to a gateway.
 
@@ -140,10 +135,6 @@ class GrpcAgentRuntime(AgentHost):
         # The types whose builder the local runtime holds: it has no way to take one back, so a registration the
         # gateway refused leaves its builder there, finding no factory, until a retry puts one in place.
         self._built_locally: set[str] = set()
-        # RPC deadlines: (when, request id, future), earliest first, with one loop timer for the earliest. An
-        # answered RPC's entry is dropped when it comes up (or in a sweep), so no timer is cancelled per RPC.
-        self._deadlines = Deadlines()
-        self._ids = itertools.count(1)
 
     def __repr__(self) -> str:
         target = self._address or "<channel>"
@@ -201,20 +192,6 @@ class GrpcAgentRuntime(AgentHost):
         if not self._started:
             raise RuntimeError("the runtime is not started: call start() or use 'async with'")
 
-    def _next_id(self) -> str:
-        return str(next(self._ids))
-
-    async def _control(self, message: pb.Message, request_id: str) -> Any:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        try:
-            await self._write(message)
-            return await asyncio.wait_for(future, self._connect_timeout)
-        except asyncio.TimeoutError:
-            raise UndeliverableError(f"the gateway did not answer within {self._connect_timeout:g} s") from None
-        finally:
-            self._pending.pop(request_id, None)
-
     async def _register_remote(self, agent_type: str) -> None:
         request_id = self._next_id()
         message = pb.Message(register=pb.RegisterAgentType(request_id=request_id, type=agent_type))
@@ -259,53 +236,6 @@ class GrpcAgentRuntime(AgentHost):
             agent = await agent
         return agent
 
-    def _delivery(
-        self,
-        kind: int,
-        message: Any,
-        sender: AgentId | None,
-        recipient: AgentId | None = None,
-        request_id: str = "",
-        broadcast_type: str = "",
-    ) -> tuple[pb.Message, MessageSpan | None]:
-        """The envelope of a message to send, and the observer's span of the send (None without an observer)."""
-        envelope = pb.Message()
-        delivery = envelope.delivery
-        delivery.kind = kind  # type: ignore[assignment]
-        if sender is None:
-            self.serializer.fill_cloud_event(delivery.event, message, self._source)
-        else:
-            self.serializer.fill_cloud_event(delivery.event, message, str(sender))
-            wire = delivery.sender
-            wire.type = sender.type
-            wire.key = sender.key
-        if request_id:
-            delivery.request_id = request_id
-        if recipient is not None:
-            wire = delivery.recipient
-            wire.type = recipient.type
-            wire.key = recipient.key
-        if broadcast_type:
-            delivery.broadcast_type = broadcast_type
-        span: MessageSpan | None = None
-        if self._observer is not None:
-            what: Literal["send", "rpc", "broadcast"] = (
-                "rpc" if request_id else "broadcast" if broadcast_type else "send"
-            )
-            agent_type = broadcast_type or (recipient.type if recipient is not None else "")
-            span = self._observer.on_send(SendInfo(what, agent_type, recipient, sender, delivery.event.id))
-            if span.trace is not None:
-                set_trace(delivery.event, span.trace)
-        size = envelope.ByteSize()
-        if size > self._max_message_bytes:
-            error = ValueError(
-                f"message is {size} bytes on the wire, above max_message_bytes={self._max_message_bytes}"
-            )
-            if span is not None:
-                span.end(error)
-            raise error
-        return envelope, span
-
     async def send_message(
         self,
         message: Any,
@@ -323,18 +253,6 @@ class GrpcAgentRuntime(AgentHost):
             raise asyncio.CancelledError("cancelled by CancellationToken before sending")
         envelope, span = self._delivery(pb.DELIVERY_KIND_ONE_WAY, message, sender, recipient)
         await self._post_observed(envelope, span)
-
-    async def _post_observed(self, envelope: pb.Message, span: MessageSpan | None) -> None:
-        """`_post` a one-way envelope, ending its send span (if any) once the gateway has it."""
-        if span is None:
-            await self._post(envelope)
-            return
-        try:
-            await self._post(envelope)
-        except BaseException as exc:
-            span.end(exc)
-            raise
-        span.end()
 
     async def send_and_await_response(
         self,
@@ -366,74 +284,6 @@ class GrpcAgentRuntime(AgentHost):
             span.end(exc)
             raise
         return result
-
-    async def _rpc(
-        self,
-        envelope: pb.Message,
-        request_id: str,
-        message: Any,
-        recipient: AgentId,
-        timeout: float | None,
-        cancellation_token: CancellationToken | None,
-        span: MessageSpan | None = None,
-    ) -> Any:
-        """Send an RPC's envelope and return its answer (ending `span`, when there is one, on a decoded answer)."""
-        outbox = self._outbox
-        if outbox is None or not self._connected:
-            outbox = self._current_outbox()  # raises
-        pending = self._pending
-        # The request goes out first (`_write`, inlined); what only this worker needs, the answer's future and
-        # the deadline, is set up while it travels, before this task first waits.
-        sending: Coroutine[Any, Any, None] | None = None
-        waiting_on: Any = None
-        try:
-            if pending:
-                outbox.post(envelope)  # other RPCs in flight: the request joins a batch
-            else:
-                sending = outbox.send(envelope)
-                try:
-                    waiting_on = sending.send(None)  # the write starts here
-                except StopIteration:
-                    sending = None
-        except STREAM_ERRORS as exc:
-            raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[pb.Response] = loop.create_future()
-        pending[request_id] = future
-        remove = cancellation_token.add_callback(future.cancel) if cancellation_token is not None else None
-        if timeout is not None:
-            self._deadlines.add(loop, loop.time() + timeout, request_id, future, len(pending))
-        try:
-            try:
-                if sending is not None:
-                    await resume(sending, waiting_on)
-                else:
-                    await outbox.wait_drained()
-            except STREAM_ERRORS as exc:
-                raise UndeliverableError(f"sending to the gateway failed: {exc}") from None
-            response = await future
-        except Expired:
-            await self._cancel_remote(request_id)
-            raise TimeoutError(
-                f"no response from {recipient} within {timeout:g} s (message {type(message).__qualname__})"
-            ) from None
-        except asyncio.CancelledError:
-            await self._cancel_remote(request_id)
-            raise
-        finally:
-            self._pending.pop(request_id, None)
-            if remove is not None:
-                remove()
-        if response.HasField("error"):
-            raise_error(response.error)
-        result = self.serializer.from_cloud_event(response.event)
-        if span is not None:
-            span.end(None, trace_of(response.event))
-        return result
-
-    async def _cancel_remote(self, request_id: str) -> None:
-        with contextlib.suppress(UndeliverableError, RuntimeClosedError):
-            await self._write(pb.Message(cancel=pb.Cancel(request_id=request_id)))
 
     async def broadcast(self, message: Any, agent_type: str | AgentType, *, sender: AgentId | None = None) -> None:
         """Send one way to every active agent of `agent_type` on every worker (except `sender`)."""

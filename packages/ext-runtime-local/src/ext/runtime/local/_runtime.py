@@ -1,12 +1,12 @@
-"""`LocalAgentRuntime`: every agent in one process and one event loop."""
+"""`LocalAgentRuntime`: every agent in one process and one event loop. Its public API (lifecycle, registration,
+state, sending, hosting for remote callers) is here; the mailboxes and their consumers are `Dispatcher`
+(`_dispatch.py`), when agents are created and released is `Activation` (`_activation.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import inspect
-import itertools
-import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any
@@ -36,27 +36,12 @@ from ext.core import (
     check_timeout,
 )
 
-from ._mailbox import (
-    CANCELLING,
-    DONE,
-    QUEUED,
-    RUNNING,
-    AgentCall,
-    Delivery,
-    Reply,
-    Slot,
-    close_agent,
-    save_agent_state,
-    uncancel,
-)
+from ._activation import Activation
+from ._mailbox import AgentCall, Delivery, Reply, Slot, save_agent_state
 from ._state import AgentStates, parse_runtime_state
 
-logger = logging.getLogger(__name__)
 
-_runtime_ids = itertools.count(1)
-
-
-class LocalAgentRuntime:
+class LocalAgentRuntime(Activation):
     """The in-process agent runtime (the embedded default).
 
     Agents are created by their type's factory on the first message to their id and live until `stop()`
@@ -91,22 +76,16 @@ class LocalAgentRuntime:
     ) -> None:
         if observer is not None and not isinstance(observer, RuntimeObserver):
             raise TypeError(f"observer must be a RuntimeObserver (on_send, on_process), got {type(observer).__name__}")
-        self._observer = observer
         self._stop_timeout = check_seconds(stop_timeout, "stop_timeout")
         if state_store is not None and not isinstance(state_store, StateStore):
             raise TypeError(f"state_store must be a StateStore, got {type(state_store).__name__}")
         if save_policy is not None and not isinstance(save_policy, SavePolicy):
             raise TypeError(f"save_policy must be a SavePolicy, got {type(save_policy).__name__}")
-        self._idle_timeout = check_timeout(idle_timeout, "idle_timeout")
-        if state_store is None and self._idle_timeout is not None:
+        idle_timeout = check_timeout(idle_timeout, "idle_timeout")
+        if state_store is None and idle_timeout is not None:
             state_store = InMemoryStateStore()  # a deactivated agent must come back with its state
-        self._states = AgentStates(state_store, save_policy or SavePolicy()) if state_store is not None else None
-        self._factories: dict[str, AgentFactory] = {}
-        self._slots: dict[AgentId, Slot] = {}
-        self._closed = False
-        self._cancelling = False
-        self._prefix = f"local{next(_runtime_ids)}-"
-        self._seq = itertools.count(1)
+        states = AgentStates(state_store, save_policy or SavePolicy()) if state_store is not None else None
+        super().__init__(states=states, idle_timeout=idle_timeout, observer=observer)
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -371,75 +350,7 @@ class LocalAgentRuntime:
             count += 1
         return count
 
-    # --- internals -------------------------------------------------------------------------------------
-
-    def _next_id(self) -> str:
-        return f"{self._prefix}{next(self._seq)}"
-
-    def _slot(self, agent_id: AgentId) -> Slot:
-        slot = self._slots.get(agent_id)
-        if slot is None:
-            if agent_id.type not in self._factories:
-                raise AgentNotFoundError(f"no agent factory is registered for agent type {agent_id.type!r}")
-            slot = self._slots[agent_id] = Slot(agent_id)
-        return slot
-
-    def _enqueue(
-        self,
-        slot: Slot,
-        message: Any,
-        ctx: MessageContext,
-        future: asyncio.Future[Any] | None,
-        reply: Reply | None,
-    ) -> Delivery:
-        item = Delivery(slot, message, ctx, future, reply)
-        slot.mailbox.append(item)
-        slot.cancel_idle_timer()
-        if slot.consumer is None:
-            slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
-        return item
-
-    def _expire(self, item: Delivery, timeout: float) -> None:
-        if item.future is not None and not item.future.done():
-            recipient = item.ctx.recipient
-            name = type(item.message).__qualname__
-            item.future.set_exception(
-                TimeoutError(f"no response from {recipient} within {timeout:g} s (message {name})")
-            )
-        self._cancel(item)
-
-    def _cancel(self, item: Delivery) -> None:
-        if item.state == QUEUED:
-            item.ctx.cancellation_token.cancel()
-            item.state = DONE
-            error = asyncio.CancelledError()
-            self._settle(item, None, error)
-            if item.reply is not None:
-                # Rare path (cancelled before it started): the reply runs in its own task.
-                asyncio.get_running_loop().create_task(self._safe_reply(item, None, error))
-        elif item.state == RUNNING:
-            item.ctx.cancellation_token.cancel()
-            item.state = CANCELLING
-            consumer = item._slot.consumer
-            if consumer is not None:
-                consumer.cancel()
-
-    async def _ensure_agent(self, slot: Slot) -> Agent:
-        if slot.agent is not None:
-            return slot.agent
-        if slot.create_lock is None:
-            slot.create_lock = asyncio.Lock()
-        async with slot.create_lock:
-            if slot.agent is None:
-                agent = await self._create(slot.agent_id)
-                if self._states is not None:
-                    try:
-                        await self._states.load(slot, agent)
-                    except BaseException:
-                        await close_agent(agent)
-                        raise
-                slot.agent = agent
-            return slot.agent
+    # --- the agents' factory ---------------------------------------------------------------------------
 
     async def _create(self, agent_id: AgentId) -> Agent:
         factory = self._factories[agent_id.type]
@@ -457,144 +368,3 @@ class LocalAgentRuntime:
         if agent.id != agent_id:
             raise UndeliverableError(f"the factory for {agent_id.type!r} returned an agent with id {agent.id}")
         return agent
-
-    async def _consume(self, slot: Slot) -> None:
-        mailbox = slot.mailbox
-        try:
-            while mailbox:
-                item = mailbox.popleft()
-                if item.state != QUEUED:
-                    continue
-                item.state = RUNNING
-                slot.current = item
-                message = item.message
-                try:
-                    agent = slot.agent if slot.agent is not None else await self._ensure_agent(slot)
-                    if message.__class__ is AgentCall:
-                        result = await message.fn(agent)
-                    elif self._observer is None:
-                        result = await agent.on_message(message, item.ctx)
-                        if self._states is not None:
-                            await self._states.handled(slot, agent)
-                    else:
-                        result = await self._observed(agent, item)
-                        if self._states is not None:
-                            await self._states.handled(slot, agent)
-                except asyncio.CancelledError as exc:
-                    if item.state != CANCELLING:
-                        raise  # the consumer itself is being cancelled: stop() past its grace period
-                    uncancel()
-                    await self._roll_back(slot)
-                    await self._finish(item, None, exc)
-                except Exception as exc:
-                    await self._roll_back(slot)
-                    await self._finish(item, None, exc)
-                else:
-                    if item.state == CANCELLING:
-                        uncancel()  # the handler swallowed its cancellation
-                    await self._finish(item, result, None)
-        except asyncio.CancelledError:
-            error = RuntimeClosedError(f"the runtime stopped before {slot.agent_id} handled the message")
-            pending = [slot.current] if slot.current is not None and slot.current.state != DONE else []
-            pending += [i for i in mailbox if i.state == QUEUED]
-            mailbox.clear()
-            for item in pending:
-                item.ctx.cancellation_token.cancel()
-                await self._finish(item, None, error)
-            if not self._cancelling:
-                raise
-        finally:
-            slot.current = None
-            slot.consumer = None
-            if mailbox and not self._closed:
-                # A message queued while this task was finishing: hand the mailbox to a fresh consumer.
-                slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
-            elif self._idle_timeout is not None and not self._closed:
-                slot.idle_timer = asyncio.get_running_loop().call_later(self._idle_timeout, self._on_idle, slot)
-
-    async def _observed(self, agent: Agent, item: Delivery) -> Any:
-        """The handler inside the observer's process span, begun and ended in this task (so it may be current)."""
-        assert self._observer is not None
-        span = self._observer.on_process(item.ctx)
-        item.answer_trace = span.trace
-        try:
-            result = await agent.on_message(item.message, item.ctx)
-        except BaseException as exc:
-            span.end(exc)
-            raise
-        span.end()
-        return result
-
-    # --- state and deactivation ------------------------------------------------------------------------
-
-    async def _roll_back(self, slot: Slot) -> None:
-        """After a handler raised: with a state store, drop the agent unsaved, so the next message recreates it
-        from its last saved state instead of building on a half-changed one."""
-        if self._states is not None and slot.agent is not None:
-            await self._release(slot, save=False)
-
-    async def _release(self, slot: Slot, *, save: bool) -> None:
-        """Close and forget the slot's agent, saving its state first when `save` (a save error is logged)."""
-        slot.cancel_idle_timer()
-        agent, slot.agent = slot.agent, None
-        if agent is None:
-            return
-        if save and self._states is not None:
-            try:
-                await self._states.flush(slot, agent)
-            except Exception:
-                logger.exception("saving the state of %s failed: the changes since its last save are lost", agent.id)
-        slot.version, slot.unsaved = None, 0
-        await close_agent(agent)
-
-    def _on_idle(self, slot: Slot) -> None:
-        slot.idle_timer = None
-        if slot.consumer is not None or slot.mailbox or self._closed or self._slots.get(slot.agent_id) is not slot:
-            return
-        # The deactivation is the slot's consumer while it runs: a message arriving meanwhile waits for it.
-        slot.consumer = asyncio.get_running_loop().create_task(self._deactivate(slot))
-
-    async def _deactivate(self, slot: Slot) -> None:
-        try:
-            await self._release(slot, save=True)
-        finally:
-            slot.consumer = None
-            if slot.mailbox and not self._closed:
-                slot.consumer = asyncio.get_running_loop().create_task(self._consume(slot))
-            elif self._slots.get(slot.agent_id) is slot:
-                del self._slots[slot.agent_id]  # nothing of the agent stays in memory
-
-    def _settle(self, item: Delivery, result: Any, error: BaseException | None) -> None:
-        future = item.future
-        if future is not None and not future.done():
-            if error is None:
-                future.set_result(result)
-            elif isinstance(error, asyncio.CancelledError):
-                future.cancel()
-            else:
-                future.set_exception(error)
-
-    async def _finish(self, item: Delivery, result: Any, error: BaseException | None) -> None:
-        item.state = DONE
-        item._slot.current = None
-        self._settle(item, result, error)
-        ctx = item.ctx
-        if error is not None and not ctx.is_rpc and not isinstance(error, (asyncio.CancelledError, RuntimeClosedError)):
-            # One-way: nobody awaits it, so the error is logged here, before the agent's next message.
-            logger.error(
-                "handler of %s failed on one-way %s from %s: %s",
-                ctx.recipient,
-                type(item.message).__qualname__,
-                ctx.sender or "outside",
-                error,
-                exc_info=error,
-            )
-        if item.reply is not None:
-            await self._safe_reply(item, result, error)
-
-    async def _safe_reply(self, item: Delivery, result: Any, error: BaseException | None) -> None:
-        assert item.reply is not None
-        try:
-            await item.reply(result, error)
-        except Exception:
-            logger.exception("replying for %s failed", item.ctx.recipient)
