@@ -113,3 +113,15 @@ async def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     await asyncio.to_thread(exec, compile(code, "README.md", "exec"), {"__name__": "__main__"})
     size, cosine = capsys.readouterr().out.split()
     assert size == "576" and 0.8 < float(cosine) < 1.0
+
+
+async def test_n_threads_reaches_the_batch_decode(tiny_gguf: Path) -> None:
+    # Embedding is prompt processing, which llama.cpp runs on n_threads_batch: asking for one thread must give the
+    # live context one batch thread, not every core (which, on a busy machine, made SmolLM2 several times slower).
+    import llama_cpp
+
+    async with LlamaCppEmbeddingClient(tiny_gguf, n_threads=1) as client:
+        assert client._llama is not None
+        ctx = client._llama.ctx
+        assert (llama_cpp.llama_n_threads(ctx), llama_cpp.llama_n_threads_batch(ctx)) == (1, 1)
+        assert len((await client.embed(["one thread"])).vectors) == 1

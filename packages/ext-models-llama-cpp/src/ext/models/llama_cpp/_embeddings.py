@@ -53,7 +53,7 @@ class LlamaCppEmbeddingConfig(BaseModel):
     )
     model: Optional[str] = Field(None, min_length=1, description="Name reported in results (default: the file's).")
     n_ctx: int = Field(512, gt=0, description="Tokens per text; longer texts are cut to this (truncate).")
-    n_threads: Optional[int] = Field(None, gt=0, description="CPU threads (default: llama.cpp's choice).")
+    n_threads: Optional[int] = Field(None, gt=0, description="CPU threads (default: every core).")
     pooling: Optional[Pooling] = Field("mean", description="mean, cls or last; None: the GGUF's own.")
     normalize: bool = Field(True, description="Scale each vector to length 1 (cosine = dot product).")
     batch_size: Optional[int] = Field(None, gt=0, le=512, description="Texts per llama.cpp call (default 16).")
@@ -104,7 +104,9 @@ class LlamaCppEmbeddingClient(BaseEmbeddingClient):
         if config.pooling is not None:
             kwargs["pooling_type"] = _POOLING[config.pooling]
         if config.n_threads is not None:
-            kwargs["n_threads"] = config.n_threads
+            # Embedding is prompt processing, which llama.cpp runs on n_threads_batch (n_threads is for generating
+            # one token at a time); without it the setting had no effect and llama.cpp used every core.
+            kwargs["n_threads"] = kwargs["n_threads_batch"] = config.n_threads
         try:
             self._llama: Llama | None = Llama(**kwargs)
         except ValueError as exc:
