@@ -4,6 +4,7 @@ figures it writes. Shapes and sanity (every message counted, p50 <= p99, bytes p
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import bench_cluster
@@ -73,9 +74,11 @@ def test_quick_run_prints_the_table_and_sane_figures(tmp_path: Path, capsys: pyt
     for registry, m in memory.items():
         assert m["agents"] == settings.agents, registry
         assert m["hosted"] == settings.agents, registry  # every agent really exists on the host worker
-        assert m["worker_bytes"] > 0, registry
+        # RSS growth over a quick run's few agents is noise (the allocator may hand pages back meanwhile: a CI run
+        # once saw -9.8 KB per agent), so only its shape is checked; the tracemalloc heap is the steady figure.
+        assert math.isfinite(m["worker_bytes"]), registry
         assert m["worker_heap_bytes"] > 0, registry
-        assert m["worker_rss_after"] > m["worker_rss_mid"] > 0, registry
+        assert m["worker_rss_after"] > 0 and m["worker_rss_mid"] > 0, registry
         assert m["worker_rss_before"] > 0, registry
     assert memory["memory"]["redis_bytes"] is None
     assert memory["redis"]["redis_bytes"] is not None
