@@ -288,3 +288,16 @@ async def test_the_readme_example_runs_as_written(redis_server: RedisServer, tmp
         assert process.returncode == 0, err.decode()
         assert out.decode().strip() == "2, 3 and 5. True"
         assert len(server.requests) == 1
+
+
+async def test_more_concurrent_commands_than_pool_connections_all_succeed(redis_server: RedisServer) -> None:
+    """redis-py's default pool refuses a command at once (MaxConnectionsError) when its 100 connections are busy,
+    which the cache middleware would take for an outage: a pipeline serving more calls at a time than that would
+    silently run uncached. The store's pool makes the extra commands wait for a free connection instead."""
+    store = RedisCacheStore(redis_server.url, prefix=fresh_prefix(), socket_timeout=10, connect_timeout=10)
+    try:
+        await store.set("shared", b"v")
+        values = await asyncio.gather(*(store.get("shared") for _ in range(300)))
+    finally:
+        await store.close()
+    assert values == [b"v"] * 300

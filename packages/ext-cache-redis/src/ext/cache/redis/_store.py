@@ -136,7 +136,13 @@ class RedisCacheStore(Component[RedisCacheConfig]):
             }
             if self._password is not None:
                 kwargs["password"] = self._password.get_secret_value()
-            client = self._client = aioredis.Redis.from_url(self._url, **kwargs)
+            # redis-py's default pool refuses a command at once (MaxConnectionsError) when its 100 connections
+            # are busy, which the cache middleware would take for an outage and serve uncached; a blocking pool
+            # makes the extra commands wait (up to socket_timeout) for a free connection instead.
+            pool = aioredis.BlockingConnectionPool.from_url(
+                self._url, max_connections=100, timeout=self._socket_timeout, **kwargs
+            )
+            client = self._client = aioredis.Redis.from_pool(pool)
         return client
 
     async def get(self, key: str) -> bytes | None:
