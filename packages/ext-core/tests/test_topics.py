@@ -13,6 +13,7 @@ from ext.core import (
     TopicId,
     TypePrefixSubscription,
     TypeSubscription,
+    check_message_id,
     check_subscription,
     check_topic_id,
 )
@@ -149,3 +150,11 @@ def test_message_context_of_a_published_message() -> None:
     plain = MessageContext(AgentId("a", "s"), None, False, "m2")
     assert (plain.topic_id, plain.is_broadcast) == (None, False)
     assert "topic_id=t/s" in repr(ctx)
+
+
+def test_message_id_check() -> None:
+    assert check_message_id(None) is None
+    assert check_message_id("m1") == "m1"
+    for bad in ("", 7):
+        with pytest.raises(ValueError, match="message_id must be a non-empty string or None"):
+            check_message_id(bad)

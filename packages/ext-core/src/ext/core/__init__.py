@@ -185,6 +185,7 @@ from ._topics import (
     TopicId,
     TypePrefixSubscription,
     TypeSubscription,
+    check_message_id,
     check_subscription,
     check_topic_id,
 )
@@ -435,6 +436,7 @@ __all__ = [
     "TopicId",
     "TypePrefixSubscription",
     "TypeSubscription",
+    "check_message_id",
     "check_subscription",
     "check_topic_id",
     # trace context across runtimes

@@ -22,6 +22,7 @@ __all__ = [
     "TopicId",
     "TypePrefixSubscription",
     "TypeSubscription",
+    "check_message_id",
     "check_subscription",
     "check_topic_id",
 ]
@@ -182,6 +183,15 @@ def check_topic_id(value: object, argument: str = "topic_id") -> TopicId:
     """`value` if it is a `TopicId`; a `TypeError` naming `argument` otherwise."""
     if not isinstance(value, TopicId):
         raise TypeError(f"{argument} must be a TopicId, got {type(value).__name__}")
+    return value
+
+
+def check_message_id(value: object) -> str | None:
+    """`value` if it is a non-empty str or None (a `publish`'s `message_id`); a `ValueError` naming it otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"message_id must be a non-empty string or None, got {value!r}")
     return value
 
 

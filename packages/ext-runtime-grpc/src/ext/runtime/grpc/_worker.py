@@ -39,6 +39,7 @@ from ext.core import (
     agent_type_name,
     check_agent_id,
     check_factory,
+    check_message_id,
     check_sender,
     check_subscription,
     check_timeout,
@@ -313,8 +314,7 @@ class GrpcAgentRuntime(Sender):
         `send_message` (logged, and `on_undelivered`)."""
         topic_id = check_topic_id(topic_id)
         check_sender(sender)
-        if message_id is not None and (not isinstance(message_id, str) or not message_id):
-            raise ValueError(f"message_id must be a non-empty string or None, got {message_id!r}")
+        check_message_id(message_id)
         self._check_open()
         if cancellation_token is not None and cancellation_token.is_cancelled():
             raise asyncio.CancelledError("cancelled by CancellationToken before sending")

@@ -34,6 +34,7 @@ from ext.core import (
     agent_type_name,
     check_agent_id,
     check_factory,
+    check_message_id,
     check_seconds,
     check_sender,
     check_timeout,
@@ -294,8 +295,7 @@ class LocalAgentRuntime(Activation):
         no factory raises `AgentNotFoundError` at once, before anything is queued."""
         topic_id = check_topic_id(topic_id)
         check_sender(sender)
-        if message_id is not None and (not isinstance(message_id, str) or not message_id):
-            raise ValueError(f"message_id must be a non-empty string or None, got {message_id!r}")
+        check_message_id(message_id)
         self._check_open()
         recipients = [r for r in self._subscriptions.recipients(topic_id) if r != sender]
         missing = sorted({r.type for r in recipients if r.type not in self._factories})

@@ -1,6 +1,7 @@
 """The trace-context scenarios of `RuntimeConformance`: a runtime's `observer` sees each send and each handling, the
 context it gives a message (sent, broadcast or published) reaches the handler (`ctx.trace`) unchanged, on the peer
-too, and an RPC's answer brings the handling's context back. `RecordingObserver` is a `RuntimeObserver` with no tracing library behind it."""
+too, and an RPC's answer brings the handling's context back. `RecordingObserver` is a `RuntimeObserver` with no
+tracing library behind it."""
 
 from __future__ import annotations
 
