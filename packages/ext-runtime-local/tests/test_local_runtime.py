@@ -259,3 +259,32 @@ async def test_stopped_runtime_refuses_publish_and_subscriptions() -> None:
         await rt.add_subscription(TypeSubscription("t", "s"))
     with pytest.raises(RuntimeClosedError):
         await rt.remove_subscription("any")
+
+
+class Announcer(BaseAgent):
+    """Publishes what it is sent to its own topic (through `publish_message`) and records what it receives."""
+
+    def __init__(self, id: AgentId, runtime: AgentRuntime, log: list[str]) -> None:
+        super().__init__(id, runtime)
+        self.log = log
+
+    async def on_message(self, message: Any, ctx: MessageContext) -> Any:
+        if message == "sync":
+            return None
+        if ctx.topic_id is None:
+            await self.publish_message(message, TopicId("room", self.id.key))
+            return None
+        self.log.append(f"{self.id} got {message} on {ctx.topic_id} from {ctx.sender}")
+        return None
+
+
+async def test_an_agent_publishing_does_not_receive_its_own_message() -> None:
+    log: list[str] = []
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("speaker", lambda i, r: Announcer(i, r, log))
+        await rt.register_agent_factory("listener", lambda i, r: Announcer(i, r, log))
+        await rt.add_subscription(TypeSubscription("room", "speaker"))
+        await rt.add_subscription(TypeSubscription("room", "listener"))
+        await rt.send_and_await_response("hi", AgentId("speaker", "r1"))
+        await rt.send_and_await_response("sync", AgentId("listener", "r1"))  # handled after the published one
+        assert log == ["listener/r1 got hi on room/r1 from speaker/r1"]
