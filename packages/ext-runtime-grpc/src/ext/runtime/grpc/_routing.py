@@ -227,16 +227,16 @@ class Router:
         """A worker's publish: one copy per recipient of the registry's subscription table (except the sender), each
         routed below as a one-way message, so a recipient is placed, and its type found missing, as a send's is."""
         delivery = message.delivery
+        event = delivery.event
         try:
-            topic = TopicId(delivery.event.type, delivery.event.source)
-        except ValueError as exc:
-            text = f"a published message has no valid topic (its event's type and source): {exc}"
-            await conn.send(pb.Message(notice=pb.Notice(error=wire_error(pb.ERROR_KIND_BAD_MESSAGE, text))))
-            return
-        try:
-            recipients = await self._registry.recipients(topic)
+            # A source that cannot be an agent key (not printable) fails here, when a subscription matches it.
+            recipients = await self._registry.recipients(TopicId(event.type, event.source))
         except RegistryUnavailableError as exc:
-            await self._undeliverable(message, f"cannot publish to {topic}: {exc}", origin=conn)
+            await self._undeliverable(message, f"cannot publish to {event.type}/{event.source}: {exc}", origin=conn)
+            return
+        except ValueError as exc:
+            text = f"a message published to {event.type!r}/{event.source!r} cannot be delivered: {exc}"
+            await conn.send(pb.Message(notice=pb.Notice(error=wire_error(pb.ERROR_KIND_BAD_MESSAGE, text))))
             return
         sender = delivery.sender
         for recipient in recipients:
