@@ -15,6 +15,8 @@ from ext.core import (
     InMemoryStateStore,
     MessageContext,
     RuntimeClosedError,
+    TopicId,
+    TypeSubscription,
     UndeliverableError,
 )
 from ext.runtime.local import LocalAgentRuntime
@@ -213,3 +215,80 @@ async def test_idle_deactivation_keeps_memory_flat_over_many_agents() -> None:
             await asyncio.wait_for(journal.wait_closed(200 * round_), 15)
             # Every object released, none listed: nothing of 200 agents stays but their stored records.
             assert (journal.live, await runtime.list_agents(), len(store)) == (0, [], 200)
+
+
+async def test_publish_to_a_subscribed_type_without_factory_fails_before_queueing_anything() -> None:
+    log: list[str] = []
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+        await rt.add_subscription(TypeSubscription("t", "s"))
+        await rt.add_subscription(TypeSubscription("t", "ghost"))
+        # As send_message to a type with no factory: AgentNotFoundError at once, and s/k gets nothing either.
+        with pytest.raises(AgentNotFoundError, match=r"'ghost' \(subscribed to t/k\)"):
+            await rt.publish("0", TopicId("t", "k"))
+        assert await rt.list_agents() == []
+        with pytest.raises(ValueError, match="message_id must be a non-empty string"):
+            await rt.publish("0", TopicId("t", "k"), message_id="")
+        # A source that cannot be an agent key, with a subscription matching it: refused before anything is queued.
+        with pytest.raises(ValueError, match=r"AgentId\.key must be a non-empty printable string"):
+            await rt.publish("0", TopicId("t", "line\nbreak"))
+        assert await rt.list_agents() == []
+
+
+async def test_cancelling_a_publish_cancels_every_delivery() -> None:
+    log: list[str] = []
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+        await rt.register_agent_factory("z", lambda i, r: Sleeper(i, r, log))
+        await rt.add_subscription(TypeSubscription("t", "s"))
+        await rt.add_subscription(TypeSubscription("t", "z"))
+        first = await rt.get_agent(AgentId("s", "k"))
+        second = await rt.get_agent(AgentId("z", "k"))
+        assert isinstance(first, Sleeper) and isinstance(second, Sleeper)
+        token = CancellationToken()
+        await rt.publish("30", TopicId("t", "k"), cancellation_token=token)
+        await asyncio.wait_for(asyncio.gather(first.started.wait(), second.started.wait()), 5)
+        token.cancel()
+        assert await asyncio.wait_for(rt.send_and_await_response("0", AgentId("s", "k")), 5) == "0"
+        assert await asyncio.wait_for(rt.send_and_await_response("0", AgentId("z", "k")), 5) == "0"
+        assert sorted(log) == ["cancelled token=True", "cancelled token=True", "slept 0", "slept 0"]
+
+
+async def test_stopped_runtime_refuses_publish_and_subscriptions() -> None:
+    rt = LocalAgentRuntime()
+    await rt.stop()
+    with pytest.raises(RuntimeClosedError):
+        await rt.publish("x", TopicId("t", "k"))
+    with pytest.raises(RuntimeClosedError):
+        await rt.add_subscription(TypeSubscription("t", "s"))
+    with pytest.raises(RuntimeClosedError):
+        await rt.remove_subscription("any")
+
+
+class Announcer(BaseAgent):
+    """Publishes what it is sent to its own topic (through `publish_message`) and records what it receives."""
+
+    def __init__(self, id: AgentId, runtime: AgentRuntime, log: list[str]) -> None:
+        super().__init__(id, runtime)
+        self.log = log
+
+    async def on_message(self, message: Any, ctx: MessageContext) -> Any:
+        if message == "sync":
+            return None
+        if ctx.topic_id is None:
+            await self.publish_message(message, TopicId("room", self.id.key))
+            return None
+        self.log.append(f"{self.id} got {message} on {ctx.topic_id} from {ctx.sender}")
+        return None
+
+
+async def test_an_agent_publishing_does_not_receive_its_own_message() -> None:
+    log: list[str] = []
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("speaker", lambda i, r: Announcer(i, r, log))
+        await rt.register_agent_factory("listener", lambda i, r: Announcer(i, r, log))
+        await rt.add_subscription(TypeSubscription("room", "speaker"))
+        await rt.add_subscription(TypeSubscription("room", "listener"))
+        await rt.send_and_await_response("hi", AgentId("speaker", "r1"))
+        await rt.send_and_await_response("sync", AgentId("listener", "r1"))  # handled after the published one
+        assert log == ["listener/r1 got hi on room/r1 from speaker/r1"]

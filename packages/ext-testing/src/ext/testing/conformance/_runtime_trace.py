@@ -1,6 +1,7 @@
 """The trace-context scenarios of `RuntimeConformance`: a runtime's `observer` sees each send and each handling, the
-context it gives a message reaches the handler (`ctx.trace`) unchanged, on the peer too, and an RPC's answer
-brings the handling's context back. `RecordingObserver` is a `RuntimeObserver` with no tracing library behind it."""
+context it gives a message (sent, broadcast or published) reaches the handler (`ctx.trace`) unchanged, on the peer
+too, and an RPC's answer brings the handling's context back. `RecordingObserver` is a `RuntimeObserver` with no
+tracing library behind it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ext.core import AgentId, AgentRuntime, MessageContext, SendInfo, TraceContext
+from ext.core import AgentId, AgentRuntime, MessageContext, SendInfo, TopicId, TraceContext, TypeSubscription
 from ext.testing.conformance._runtime_agents import EchoAgent, Journal, Note, Ping, Pong, _within
 
 __all__ = ["RecordedSpan", "RecordingObserver", "RuntimeTraceScenarios"]
@@ -21,8 +22,8 @@ __all__ = ["RecordedSpan", "RecordingObserver", "RuntimeTraceScenarios"]
 class RecordedSpan:
     """One send or handling a `RecordingObserver` saw, and how it ended."""
 
-    operation: str  # "send", "rpc", "broadcast" or "process"
-    agent_id: str  # the recipient (the agent type for a broadcast)
+    operation: str  # "send", "rpc", "broadcast", "publish" or "process"
+    agent_id: str  # the recipient (the agent type for a broadcast, the topic type for a publish)
     parent: TraceContext | None
     trace: TraceContext
     ended: bool = False
@@ -109,6 +110,13 @@ class RuntimeTraceScenarios:
             (broadcast,) = sending.of("broadcast")
             reached = (await _within(hosting.handled(3)))[2]
             assert broadcast.ended and broadcast.agent_id == "echo" and reached.parent == broadcast.trace
+
+            await _within(runtime.add_subscription(TypeSubscription("traced", "echo")))
+            await _within(runtime.publish(Note(text="p"), TopicId("traced", "fresh")))
+            (published,) = sending.of("publish")
+            handled = (await _within(hosting.handled(4)))[3]
+            assert published.ended and published.agent_id == "traced"  # a publish's span names the topic type
+            assert (handled.agent_id, handled.parent) == ("echo/fresh", published.trace)
         finally:
             if peer is not runtime:
                 await _within(peer.stop(), 30)
