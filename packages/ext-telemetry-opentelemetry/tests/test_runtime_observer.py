@@ -13,7 +13,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from traced_agents import Front, check_question_trace, script_solver_turns, solver_factory, span_record
 
-from ext.core import AgentId, MessageContext, RoutedAgent, RuntimeObserver, TraceContext, message_handler
+from ext.core import (
+    AgentId,
+    MessageContext,
+    RoutedAgent,
+    RuntimeObserver,
+    TopicId,
+    TraceContext,
+    TypeSubscription,
+    message_handler,
+)
 from ext.runtime.local import LocalAgentRuntime
 from ext.telemetry.opentelemetry import OpenTelemetryRuntimeObserver
 from ext.testing.servers import OpenAIServer
@@ -93,6 +102,30 @@ async def test_one_way_and_broadcast_spans_and_a_failing_handler(
         ("process seen", "ValueError"),
         ("send seen", "ValueError"),
     ]
+
+
+async def test_a_publish_span_names_the_topic_and_parents_each_recipients_process_span(
+    tracer_provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    Seen.traces = []
+    observer = OpenTelemetryRuntimeObserver(tracer_provider=tracer_provider)
+    async with LocalAgentRuntime(observer=observer) as runtime:
+        await runtime.register_agent_factory("seen", Seen)
+        await runtime.add_subscription(TypeSubscription("news", "seen"))
+        await runtime.publish("hello", TopicId("news", "a"))
+        await runtime.send_and_await_response("sync", AgentId("seen", "a"), timeout=5)  # the publish was handled
+    spans = list(exporter.get_finished_spans())
+    (publish,) = [s for s in spans if s.name == "send news"]
+    attributes = dict(publish.attributes or {})
+    assert publish.kind is SpanKind.PRODUCER
+    assert attributes["messaging.operation.name"] == "publish"
+    assert attributes["messaging.destination.name"] == "news"  # the topic type
+    context = publish.get_span_context()
+    assert context is not None
+    (process,) = [
+        s for s in spans if s.name == "process seen" and s.parent is not None and s.parent.span_id == context.span_id
+    ]
+    assert dict(process.attributes or {})["gen_ai.agent.id"] == "seen/a"  # the recipient: (agent type, topic source)
 
 
 def test_trace_context_parse_follows_w3c() -> None:

@@ -62,9 +62,10 @@ class _RuntimeSpan:
 class OpenTelemetryRuntimeObserver:
     """A `RuntimeObserver` that records a span per message sent and per message handled, on `opentelemetry-api`.
 
-    - `send {agent type}`: kind PRODUCER for a one-way send or broadcast (ends once the message is accepted),
+    - `send {agent type}`: kind PRODUCER for a one-way send, broadcast or publish (for a publish, the name and
+      `messaging.destination.name` carry the topic type; ends once the message is accepted),
       CLIENT for an RPC (ends with its answer, linked to the handler's span the answer's context names);
-      `messaging.operation.type=send`, `messaging.operation.name` = `send` / `rpc` / `broadcast`.
+      `messaging.operation.type=send`, `messaging.operation.name` = `send` / `rpc` / `broadcast` / `publish`.
     - `process {agent type}`: kind CONSUMER for a one-way message, SERVER for an RPC; its parent is the sender's
       span (the context the message carried; a new trace when it carried none), and it is the current span while
       the handler runs, so the spans of what the handler does (an `OpenTelemetryMiddleware`'s `chat` and
