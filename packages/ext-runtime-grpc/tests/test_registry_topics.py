@@ -3,6 +3,7 @@ every replica and outliving them)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -137,3 +138,17 @@ async def test_redis_table_is_shared_by_replicas_and_outlives_them(redis_server:
         assert [s.id for s in await again.subscriptions()] == ["s1"]
     finally:
         await again.close()
+
+
+async def test_more_concurrent_redis_commands_than_pool_connections_all_succeed(redis_server: RedisServer) -> None:
+    """A burst of first messages to new agents places each through Redis at once. redis-py's default pool refuses
+    the 101st concurrent command (MaxConnectionsError), which failed those messages; the registry's pool makes the
+    extra commands wait for a free connection instead."""
+    registry = RedisRegistry(redis_server.url, prefix=f"t{uuid.uuid4().hex[:8]}")
+    await registry.start("gw-pool", _inbox)
+    try:
+        await registry.add("w1", "burst")
+        placed = await asyncio.gather(*(registry.place(AgentId("burst", f"k{i}")) for i in range(300)))
+    finally:
+        await registry.close()
+    assert placed == [("w1", "gw-pool")] * 300

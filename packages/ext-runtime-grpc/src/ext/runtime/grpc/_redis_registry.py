@@ -136,7 +136,13 @@ class RedisRegistry(Registry):
         self._inbox = inbox
         self._gateway_gone = gateway_gone
         self._link_lost = link_lost
-        self._redis = aioredis.from_url(self._url, socket_connect_timeout=5, socket_timeout=10)
+        # redis-py's default pool refuses a command at once (MaxConnectionsError) when its 100 connections are
+        # busy, which would fail a burst of first messages to new agents; a blocking pool makes the extra commands
+        # wait (up to the socket timeout) for a free connection instead.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self._url, max_connections=100, timeout=10, socket_connect_timeout=5, socket_timeout=10
+        )
+        self._redis = aioredis.Redis.from_pool(pool)
         await self._renew()
         self._last_ok = time.monotonic()
         # A registered script re-loads itself when the server lost it (a restarted Redis).
