@@ -68,11 +68,6 @@ def decode(stored: Mapping[str, Any] | None) -> dict[str, MetadataValue]:
     return out
 
 
-def stored_keys(stored: Mapping[str, Any] | None) -> set[str]:
-    """Every key a stored record's metadata holds (ext's and the reserved arrays)."""
-    return set(stored or ())
-
-
 def _kind(value: MetadataValue) -> str:
     return type(value).__name__
 

@@ -175,7 +175,6 @@ class ChromaVectorStore(BaseVectorStore[ChromaVectorStoreConfig]):
                 base_url=self._config.url,
                 headers=headers,
                 timeout=httpx.Timeout(self._config.timeout, connect=self._config.connect_timeout),
-                trust_env=False,
             )
         return self._client
 
@@ -360,21 +359,20 @@ class ChromaVectorStore(BaseVectorStore[ChromaVectorStoreConfig]):
         found = await self._records("get", body, "a get")
         return list(found["ids"])
 
-    async def _delete(self, ids: list[str]) -> int:
-        if not ids:
-            await self._resolve()
-            return 0
-        # Chroma's delete answers how many ids it was given, not how many existed: count them first.
-        existing = await self._matching_ids({}, ids)
+    async def _delete_listed(self, existing: list[str]) -> int:
+        # Chroma's delete answers how many ids it was given, not how many existed: callers list them first.
         if existing:
             await self._records("delete", {"ids": existing}, f"deleting {len(existing)} records")
         return len(existing)
 
+    async def _delete(self, ids: list[str]) -> int:
+        if not ids:
+            await self._resolve()
+            return 0
+        return await self._delete_listed(await self._matching_ids({}, ids))
+
     async def _delete_where(self, filter: dict[str, list[MetadataValue]]) -> int:
-        existing = await self._matching_ids(filter)
-        if existing:
-            await self._records("delete", {"ids": existing}, f"deleting {len(existing)} records")
-        return len(existing)
+        return await self._delete_listed(await self._matching_ids(filter))
 
     async def _count(self, filter: dict[str, list[MetadataValue]]) -> int:
         if filter:
@@ -394,18 +392,6 @@ class ChromaVectorStore(BaseVectorStore[ChromaVectorStoreConfig]):
 
     @classmethod
     def _from_config(cls, config: ChromaVectorStoreConfig) -> ChromaVectorStore:
-        return cls(
-            config.url,
-            collection_name=config.collection_name,
-            vector_size=config.vector_size,
-            api_key=config.api_key if config.api_key_env is None else None,
-            api_key_env=config.api_key_env,
-            api_key_header=config.api_key_header,
-            tenant=config.tenant,
-            database=config.database,
-            connect_timeout=config.connect_timeout,
-            timeout=config.timeout,
-            hnsw_ef_search=config.hnsw_ef_search,
-            hnsw_ef_construction=config.hnsw_ef_construction,
-            hnsw_max_neighbors=config.hnsw_max_neighbors,
-        )
+        # A key read from the environment is read again there; one given in code has to be given again.
+        fields = config.model_dump(exclude={"url", "api_key"})
+        return cls(config.url, api_key=config.api_key if config.api_key_env is None else None, **fields)
