@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 
 import httpx
 import pytest
@@ -19,13 +18,11 @@ from ext.core import (
     VectorStoreUnavailableError,
     load_component,
 )
-from ext.testing.chroma import ChromaServer
+from ext.testing.chroma import COLLECTIONS, ChromaServer, ChromaTokenGate
 from ext.testing.redis import free_port
-from ext.testing.servers import LoopbackServer, RecordedRequest, Response, Route, json_response
 from ext.vectors.chroma import ChromaVectorStore
 
 TOKEN = "chroma-test-token-5d2e"
-COLLECTIONS = "/api/v2/tenants/default_tenant/databases/default_database/collections"
 # Chroma's server refuses a request body over 40 MiB (413 "Payload too large"; measured on chroma 1.5.9).
 CHROMA_BODY_LIMIT = 40 * 1024 * 1024
 
@@ -168,35 +165,11 @@ def test_credentials_in_the_url_are_refused_without_echoing_them() -> None:
         ChromaVectorStore("http://127.0.0.1:8000", collection_name="c", vector_size=2, api_key_header="x-api-key")
 
 
-class TokenGate(LoopbackServer):
-    """Chroma's token authentication alone, for the cases the test server (no auth) cannot show.
-
-    As chromadb's token authn (`chromadb/auth/token_authn`): the token comes in `X-Chroma-Token` or in
-    `Authorization: Bearer`; a request without the right one is refused with `ChromaAuthError` (chromadb/errors.py:
-    403, {"error": "AuthError", "message": "Forbidden"}). Behind the gate every collection lookup answers Chroma's
-    404 {"error": "NotFoundError", "message": "Collection [name] does not exist"}.
-    """
-
-    def __init__(self, tokens: Sequence[str]) -> None:
-        self.tokens = set(tokens)
-        super().__init__()
-
-    def routes(self) -> Sequence[Route]:
-        return [Route("GET", COLLECTIONS + "/{name}", "get_collection", self._lookup)]
-
-    def _lookup(self, request: RecordedRequest) -> Response:
-        bearer = (request.headers.get("authorization") or "").removeprefix("Bearer ")
-        if not {request.headers.get("x-chroma-token"), bearer} & self.tokens:
-            return json_response({"error": "AuthError", "message": "Forbidden"}, status=403)
-        message = f"Collection [{request.params['name']}] does not exist"
-        return json_response({"error": "NotFoundError", "message": message}, status=404)
-
-
 async def test_each_store_sends_its_own_token(caplog: pytest.LogCaptureFixture) -> None:
     # chromadb's AsyncHttpClient shares one httpx client per event loop between clients, so a second client sends
     # the first one's headers; this store keeps its own connection pool and headers.
     caplog.set_level(logging.DEBUG)
-    async with TokenGate(["token-a", "token-b"]) as gate:
+    async with ChromaTokenGate(["token-a", "token-b"]) as gate:
         a = ChromaVectorStore(gate.base_url, collection_name="c-a", vector_size=2, api_key="token-a")
         b = ChromaVectorStore(
             gate.base_url, collection_name="c-b", vector_size=2, api_key="token-b", api_key_header="authorization"
@@ -210,7 +183,7 @@ async def test_each_store_sends_its_own_token(caplog: pytest.LogCaptureFixture) 
 
 
 async def test_a_wrong_token_is_a_clear_error_without_it() -> None:
-    async with TokenGate([TOKEN]) as gate:
+    async with ChromaTokenGate([TOKEN]) as gate:
         store = ChromaVectorStore(gate.base_url, collection_name="c", vector_size=2, api_key="wrong-" + TOKEN)
         async with store:
             with pytest.raises(VectorStoreUnavailableError, match="403 AuthError: Forbidden") as caught:

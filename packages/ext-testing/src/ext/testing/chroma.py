@@ -1,7 +1,8 @@
 """A throwaway Chroma server for tests: `chroma run` on 127.0.0.1, an ephemeral port, a temp dir.
 
 The server is the one the `chromadb` package ships (its `chroma` command starts Chroma's own server binary). It
-has no authentication of its own: tests that check a store's token use a proxy in front of it. `start_chroma_server()`
+has no authentication of its own: tests that check a client's token use `ChromaTokenGate`, a loopback server
+with Chroma's token check alone. `start_chroma_server()`
 raises `FileNotFoundError` naming the package to install when there is no `chroma` command, so a test that needs it
 fails saying what is missing. Call `stop()` in teardown.
 """
@@ -17,12 +18,16 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ext.testing.redis import free_port
+from ext.testing.servers import LoopbackServer, RecordedRequest, Response, Route, json_response
 
 INSTALL_HINT = "the chroma command is not installed (pip install 'chromadb>=1.5,<2')"
+COLLECTIONS = "/api/v2/tenants/default_tenant/databases/default_database/collections"
+"""The collections of Chroma's default tenant and database (HTTP API v2)."""
 
 
 def chroma_command() -> str | None:
@@ -96,3 +101,29 @@ def start_chroma_server(timeout: float = 60.0) -> ChromaServer:
     detail = server.log()
     server.stop()
     raise RuntimeError(f"chroma run did not answer within {timeout} s: {detail}")
+
+
+class ChromaTokenGate(LoopbackServer):
+    """Chroma's token authentication alone, for what the test server (no auth) cannot show: which token a client
+    sends, and what it makes of a refusal.
+
+    As chromadb's token authn (`chromadb/auth/token_authn`): the token comes in `X-Chroma-Token` or in
+    `Authorization: Bearer`; a request without an accepted one is refused with `ChromaAuthError`
+    (chromadb/errors.py: 403, {"error": "AuthError", "message": "Forbidden"}). Past the gate it serves only the
+    collection lookup (GET `COLLECTIONS/{name}`), answering as Chroma does for a missing collection: 404
+    {"error": "NotFoundError", "message": "Collection [name] does not exist"}. Every request is recorded.
+    """
+
+    def __init__(self, tokens: Sequence[str]) -> None:
+        self.tokens = set(tokens)
+        super().__init__()
+
+    def routes(self) -> Sequence[Route]:
+        return [Route("GET", COLLECTIONS + "/{name}", "get_collection", self._lookup)]
+
+    def _lookup(self, request: RecordedRequest) -> Response:
+        bearer = (request.headers.get("authorization") or "").removeprefix("Bearer ")
+        if not {request.headers.get("x-chroma-token"), bearer} & self.tokens:
+            return json_response({"error": "AuthError", "message": "Forbidden"}, status=403)
+        message = f"Collection [{request.params['name']}] does not exist"
+        return json_response({"error": "NotFoundError", "message": message}, status=404)
