@@ -1,12 +1,13 @@
 """Vector stores: query p50/p99 and recall@10 (against exact search) for ext's stores and the raw driver running
 the same SQL, in one run, with an A/A control (the ext side measured twice, interleaved with the others).
 
-    python tools/bench/bench_vectors.py --sizes 10000,100000 --dim 128 --store sqlite --store pgvector
+    python tools/bench/bench_vectors.py --sizes 10000,100000 --dim 128 --store sqlite --store pgvector --store chroma
 
-Needs numpy (the exact search and the data), ext-vectors-sqlite (apsw, sqlite-vec), and for `pgvector`
+Needs numpy (the exact search and the data), ext-vectors-sqlite (apsw, sqlite-vec), for `pgvector`
 ext-vectors-pgvector plus the `pgserver` wheel (a PostgreSQL with pgvector started on 127.0.0.1 by
-ext.testing.postgres). The data are random unit vectors; queries are stored vectors plus noise, so each has
-clear near neighbours.
+ext.testing.postgres), and for `chroma` ext-vectors-chroma plus the `chromadb` package (a Chroma server started
+on 127.0.0.1 by ext.testing.chroma; the raw side is httpx posting the same query body to the same endpoint).
+The data are random unit vectors; queries are stored vectors plus noise, so each has clear near neighbours.
 """
 
 from __future__ import annotations
@@ -126,11 +127,37 @@ async def pg_sides(url: str, store: Any, queries: np.ndarray) -> tuple[list[Side
     return [("raw psycopg", raw), ("ext", ours), ("ext (A/A)", ours)], raw_search, conn
 
 
+async def chroma_sides(url: str, store: Any, queries: np.ndarray) -> tuple[list[Side], Callable[..., Any], Any]:
+    import httpx
+
+    raw_client = httpx.AsyncClient(base_url=url, timeout=30)
+    # The collection's Chroma id, as the store looks it up; the query body the store sends without filter.
+    collections = "/api/v2/tenants/default_tenant/databases/default_database/collections"
+    response = await raw_client.get(f"{collections}/{store.collection_name}")
+    path = f"{collections}/{response.json()['id']}/query"
+    lists = itertools.cycle([q.tolist() for q in queries])
+
+    async def raw_search(vector: list[float]) -> list[str]:
+        body = {"query_embeddings": [vector], "n_results": 10, "include": ["documents", "metadatas", "distances"]}
+        response = await raw_client.post(path, json=body)
+        response.raise_for_status()
+        return list(response.json()["ids"][0])
+
+    async def raw() -> list[str]:
+        return await raw_search(next(lists))
+
+    async def ours() -> list[str]:
+        return [m.id for m in await store.query(next(lists), top_k=10)]
+
+    return [("raw httpx", raw), ("ext", ours), ("ext (A/A)", ours)], raw_search, raw_client.aclose
+
+
 async def run_store(kind: str, n: int, dim: int, args: argparse.Namespace, directory: Path) -> None:
     data, queries = make_data(n, dim, args.queries)
     truth = exact_top10(data, queries)
     name = f"{kind} n={n}"
-    closer: Any = None
+    closer: Callable[[], Awaitable[Any]] | None = None
+    stop_server: Callable[[], None] | None = None
     if kind == "sqlite":
         from ext.vectors.sqlite import SqliteVectorStore
 
@@ -138,15 +165,26 @@ async def run_store(kind: str, n: int, dim: int, args: argparse.Namespace, direc
         store: BaseVectorStore[Any] = SqliteVectorStore(path, collection_name="bench", vector_size=dim)
         load_s = await fill(store, data)
         sides, raw_search = sqlite_sides(path, store, queries)
+    elif kind == "chroma":
+        from ext.testing.chroma import start_chroma_server
+        from ext.vectors.chroma import ChromaVectorStore
+
+        chroma = start_chroma_server()
+        stop_server = chroma.stop
+        store = ChromaVectorStore(chroma.url, collection_name="bench", vector_size=dim, timeout=300)
+        load_s = await fill(store, data)
+        sides, raw_search, closer = await chroma_sides(chroma.url, store, queries)
     else:
         from ext.testing.postgres import start_postgres_server
         from ext.vectors.pgvector import PgVectorStore
 
         server = start_postgres_server()
+        stop_server = server.stop
         pg = PgVectorStore(server.url, collection_name="bench", vector_size=dim)
         store = pg
         load_s = await fill(store, data)
-        sides, raw_search, closer = await pg_sides(server.url, pg, queries)
+        sides, raw_search, conn = await pg_sides(server.url, pg, queries)
+        closer = conn.close
     try:
         ext_recall = await recall(lambda v: _ids(store, v), queries, truth)
         raw_recall = await recall(raw_search, queries, truth)
@@ -163,9 +201,9 @@ async def run_store(kind: str, n: int, dim: int, args: argparse.Namespace, direc
         await store.delete_collection()
         await store.close()
         if closer is not None:
-            await closer.close()
-        if kind == "pgvector":
-            server.stop()
+            await closer()
+        if stop_server is not None:
+            stop_server()
 
 
 async def _ids(store: BaseVectorStore[Any], vector: list[float]) -> list[str]:
@@ -176,7 +214,7 @@ async def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--dim", type=int, default=128)
-    parser.add_argument("--store", action="append", choices=["sqlite", "pgvector"])
+    parser.add_argument("--store", action="append", choices=["sqlite", "pgvector", "chroma"])
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--block", type=int, default=10)
