@@ -11,7 +11,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.function_calling_utils import kernel_function_metadata_to_function_call_format
 from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
@@ -57,16 +57,27 @@ def function_schema(metadata: KernelFunctionMetadata) -> ToolSchema:
     (`plugin-function`). Raises `ConfigurationError` for a parameter the kernel gives no JSON Schema."""
     where = metadata.fully_qualified_name
     for param in metadata.parameters:
-        if param.include_in_function_choices and not param.schema_data:
+        if param.include_in_function_choices and _unmappable(param):
             raise ConfigurationError(
                 f"kernel function {where!r}: parameter {param.name!r} (type {param.type_!r}) has no JSON Schema, so "
-                "a model cannot be told how to fill it; annotate it with a JSON-serialisable type"
+                "a model cannot be told how to fill it; annotate it with a JSON type, a dict or a pydantic model"
             )
     function = kernel_function_metadata_to_function_call_format(metadata)["function"]
     try:
         return tool_schema_of(function)
     except ConfigurationError as exc:
         raise ConfigurationError(f"kernel function {where!r}: {exc}") from None
+
+
+def _unmappable(param: KernelParameterMetadata) -> bool:
+    """No schema, or the empty object schema the kernel infers for a plain class (which it then cannot even build
+    from a model's JSON): a dict, a pydantic model or `Any` map; `Thing` does not."""
+    if not param.schema_data:
+        return True
+    kind = param.type_object
+    if param.schema_data != {"type": "object", "properties": {}} or not isinstance(kind, type):
+        return False
+    return not issubclass(kind, (Mapping, BaseModel)) and kind is not object
 
 
 class KernelFunctionTool:
