@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
+from openai import AsyncOpenAI
 
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.testing.servers import OpenAIServer
@@ -26,6 +27,17 @@ async def ext_client(server: OpenAIServer) -> AsyncIterator[OpenAIChatCompletion
     client = OpenAIChatCompletionClient(
         "gpt-4o-mini", base_url=server.base_url + "/v1", api_key=SECRET, bundled_encodings=False, max_retries=0
     )
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest_asyncio.fixture
+async def sdk(server: OpenAIServer) -> AsyncIterator[AsyncOpenAI]:
+    """A real AsyncOpenAI on the loopback server, for the kernel's own OpenAI connector (its retries off: ext's
+    retry policy owns retries)."""
+    client = AsyncOpenAI(base_url=server.base_url + "/v1", api_key=SECRET, max_retries=0)
     try:
         yield client
     finally:

@@ -12,7 +12,14 @@ from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecut
 from semantic_kernel.contents import ChatHistory, StreamingChatMessageContent
 from semantic_kernel.functions import KernelArguments, kernel_function
 
-from ext.core import ChatClientBuilder, ConfigurationError, LoggingMiddleware, RetryMiddleware, UnsupportedOptionError
+from ext.core import (
+    ChatClientBuilder,
+    ConfigurationError,
+    CreateResult,
+    LoggingMiddleware,
+    RetryMiddleware,
+    UnsupportedOptionError,
+)
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.semantic_kernel import ExtChatCompletion, ExtPromptExecutionSettings
 from ext.testing.script import Reply, ToolCallSpec
@@ -147,8 +154,10 @@ async def test_structured_output(server: OpenAIServer, ext_client: OpenAIChatCom
     _, _, service = kernel_with(ext_client)
     server.enqueue(Reply(text='{"name": "Oslo"}'))
     reply = await service.get_chat_message_content(history("a city"), ExtPromptExecutionSettings(response_format=City))
-    assert reply is not None and reply.inner_content.parsed == City(name="Oslo")
-    assert set(server.decode(server.requests[0]).json_schema["properties"]) == {"name"}
+    assert reply is not None and isinstance(reply.inner_content, CreateResult)
+    assert reply.inner_content.parsed == City(name="Oslo")
+    schema = server.decode(server.requests[0]).json_schema
+    assert schema is not None and set(schema["properties"]) == {"name"}
 
 
 async def test_a_setting_ext_cannot_honour_fails_before_any_request(

@@ -11,6 +11,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from ext.core import (
+    BaseChatCompletionClient,
+    ChatOptions,
+    ChatRequest,
+    ConfigurationError,
+    CreateResult,
+    ModelInfo,
+    RequestUsage,
+    StreamChunk,
+    ToolSchema,
+    UnsupportedOptionError,
+)
 from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
 from semantic_kernel.connectors.ai.function_call_choice_configuration import FunctionCallChoiceConfiguration
@@ -24,19 +36,6 @@ from semantic_kernel.contents.streaming_text_content import StreamingTextContent
 from semantic_kernel.exceptions import ServiceResponseException
 from semantic_kernel.functions import KernelFunctionMetadata
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
-
-from ext.core import (
-    BaseChatCompletionClient,
-    ChatOptions,
-    ChatRequest,
-    ConfigurationError,
-    CreateResult,
-    ModelInfo,
-    RequestUsage,
-    StreamChunk,
-    ToolSchema,
-    UnsupportedOptionError,
-)
 
 from ._messages import to_chat_history, to_create_result, usage_of
 
@@ -95,10 +94,10 @@ class KernelChatCompletionClient(BaseChatCompletionClient):
             )
         if kernel is not None and not isinstance(kernel, Kernel):
             raise ConfigurationError(f"kernel must be a semantic_kernel.Kernel, got {type(kernel).__name__}")
-        if function_choice_behavior is not None and not isinstance(function_choice_behavior, FunctionChoiceBehavior):
-            raise ConfigurationError(
-                f"function_choice_behavior must be a FunctionChoiceBehavior, got {type(function_choice_behavior).__name__}"
-            )
+        behavior: object = function_choice_behavior
+        if behavior is not None and not isinstance(behavior, FunctionChoiceBehavior):
+            kind = type(behavior).__name__
+            raise ConfigurationError(f"function_choice_behavior must be a FunctionChoiceBehavior, got {kind}")
         super().__init__(
             model=model or service.ai_model_id,
             model_info=model_info,

@@ -11,18 +11,6 @@ import base64
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from semantic_kernel.connectors.ai.completion_usage import CompletionUsage
-from semantic_kernel.contents import (
-    ChatHistory,
-    ChatMessageContent,
-    FunctionCallContent,
-    FunctionResultContent,
-    ImageContent,
-    TextContent,
-)
-from semantic_kernel.contents.utils.author_role import AuthorRole
-from semantic_kernel.contents.utils.finish_reason import FinishReason as KernelFinishReason
-
 from ext.core import (
     CHAT_TOOL_ERROR_PREFIX,
     AssistantMessage,
@@ -39,6 +27,17 @@ from ext.core import (
     UserMessage,
     arguments_to_json,
 )
+from semantic_kernel.connectors.ai.completion_usage import CompletionUsage
+from semantic_kernel.contents import (
+    ChatHistory,
+    ChatMessageContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    ImageContent,
+    TextContent,
+)
+from semantic_kernel.contents.utils.author_role import AuthorRole
+from semantic_kernel.contents.utils.finish_reason import FinishReason as KernelFinishReason
 
 __all__ = [
     "call_name",
@@ -107,7 +106,9 @@ def _call_content(call: FunctionCall, index: int | None = None) -> FunctionCallC
     return FunctionCallContent(id=call.id, index=index, name=call.name, arguments=call.arguments)
 
 
-def to_chat_message(result: CreateResult, *, model: str | None = None, streamed_text: bool = False) -> ChatMessageContent:
+def to_chat_message(
+    result: CreateResult, *, model: str | None = None, streamed_text: bool = False
+) -> ChatMessageContent:
     """A `CreateResult` as the kernel's assistant message: text or function calls, finish reason, usage."""
     items: list[Any]
     if isinstance(result.content, str):
@@ -178,7 +179,7 @@ def _user_message(message: ChatMessageContent, index: int) -> UserMessage:
                     f"chat_history[{index}]: an ImageContent needs its bytes and mime_type (an image by URL only "
                     "cannot be sent through an ext client)"
                 )
-            data = item.data if isinstance(item.data, bytes) else base64.b64decode(item.data)
+            data = item.data if isinstance(item.data, bytes) else base64.b64decode(str(item.data))
             parts.append(Image.from_bytes(data, item.mime_type))
     return UserMessage(content=parts, source=message.name or "user")
 

@@ -12,13 +12,6 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
-from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
-from semantic_kernel.connectors.ai.function_call_choice_configuration import FunctionCallChoiceConfiguration
-from semantic_kernel.connectors.ai.function_choice_type import FunctionChoiceType
-from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
-from semantic_kernel.contents import ChatHistory, ChatMessageContent, StreamingChatMessageContent
-from semantic_kernel.contents.streaming_text_content import StreamingTextContent
-from semantic_kernel.contents.utils.author_role import AuthorRole
 
 from ext.core import (
     ChatCompletionClient,
@@ -30,6 +23,13 @@ from ext.core import (
     ToolSchema,
     UnsupportedOptionError,
 )
+from semantic_kernel.connectors.ai.chat_completion_client_base import ChatCompletionClientBase
+from semantic_kernel.connectors.ai.function_call_choice_configuration import FunctionCallChoiceConfiguration
+from semantic_kernel.connectors.ai.function_choice_type import FunctionChoiceType
+from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
+from semantic_kernel.contents import ChatHistory, ChatMessageContent, StreamingChatMessageContent, TextContent
+from semantic_kernel.contents.streaming_text_content import StreamingTextContent
+from semantic_kernel.contents.utils.author_role import AuthorRole
 
 from ._messages import from_chat_history, to_chat_message
 from ._tools import function_schema
@@ -102,7 +102,7 @@ class ExtChatCompletion(ChatCompletionClientBase):
         model = ai_model_id or getattr(client, "model", None) or type(client).__name__
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(f"ai_model_id must be a non-empty string, got {model!r}")
-        super().__init__(ai_model_id=model, service_id=service_id or model, client=client)
+        super().__init__(ai_model_id=model, service_id=service_id or model, client=client)  # type: ignore[call-arg]
 
     def get_prompt_execution_settings_class(self) -> type[PromptExecutionSettings]:
         return ExtPromptExecutionSettings
@@ -163,7 +163,7 @@ class ExtChatCompletion(ChatCompletionClientBase):
         the text if none was streamed, the finish reason and the usage."""
         message = to_chat_message(result, model=self.ai_model_id, streamed_text=streamed_text)
         items: list[Any] = [
-            StreamingTextContent(choice_index=0, text=item.text) if item.content_type == "text" else item
+            StreamingTextContent(choice_index=0, text=item.text) if isinstance(item, TextContent) else item
             for item in message.items
         ]
         return StreamingChatMessageContent(

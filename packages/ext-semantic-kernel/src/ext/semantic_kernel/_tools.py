@@ -12,12 +12,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
-from semantic_kernel import Kernel
-from semantic_kernel.connectors.ai.function_calling_utils import kernel_function_metadata_to_function_call_format
-from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
-from semantic_kernel.functions import KernelArguments, KernelFunction, KernelFunctionMetadata, KernelPlugin
-from semantic_kernel.functions.function_result import FunctionResult
-from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
 from ext.core import (
     CHAT_TOOL_ERROR_PREFIX,
@@ -31,6 +25,12 @@ from ext.core import (
     tool_schema_of,
     value_as_string,
 )
+from semantic_kernel import Kernel
+from semantic_kernel.connectors.ai.function_calling_utils import kernel_function_metadata_to_function_call_format
+from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
+from semantic_kernel.functions import KernelArguments, KernelFunction, KernelFunctionMetadata, KernelPlugin
+from semantic_kernel.functions.function_result import FunctionResult
+from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
 __all__ = [
     "KernelFunctionTool",
@@ -169,7 +169,7 @@ def _parameters(schema: ToolSchema, where: str) -> list[KernelParameterMetadata]
             KernelParameterMetadata(
                 name=name,
                 description=prop.get("description"),
-                type_=json_type if isinstance(json_type, str) else "object",
+                type=json_type if isinstance(json_type, str) else "object",
                 is_required=name in required,
                 schema_data=dict(prop),
             )
@@ -210,7 +210,8 @@ def tools_plugin(name: str, tools: Sequence[Tool], *, description: str | None = 
     """ext tools as one kernel plugin: `kernel.add_plugin(tools_plugin("math", [add, multiply]))`. The model sees
     each as `name-tool`."""
     _check_plugin_name(name)
-    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+    given: object = tools
+    if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
         raise ConfigurationError(f"tools must be a list of ext Tools, got {type(tools).__name__}")
     functions = [tool_function(tool) for tool in tools]
     names = [f.name for f in functions]
