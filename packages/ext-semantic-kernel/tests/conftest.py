@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
 from openai import AsyncOpenAI
 
@@ -42,3 +43,10 @@ async def sdk(server: OpenAIServer) -> AsyncIterator[AsyncOpenAI]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture
+def openai_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """OPENAI_API_KEY set to the loopback server's key (what a client built from configuration reads)."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    return SECRET

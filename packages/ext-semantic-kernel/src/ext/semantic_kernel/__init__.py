@@ -4,11 +4,19 @@ semantic-kernel pins mcp<2 and pydantic<2.14: install this distribution in an en
 """
 
 from .__about__ import __version__
+from ._agents import KernelAgentHost, KernelAnswer, KernelTask, host_kernel_agent
 from ._client import KernelChatCompletionClient
+from ._kernel import build_kernel, kernel_with_client
 from ._service import ExtChatCompletion, ExtPromptExecutionSettings
 from ._tools import KernelFunctionTool, function_schema, kernel_tools, tool_function, tools_plugin, workbench_plugin
 
 __all__ = [
+    "KernelAgentHost",
+    "KernelAnswer",
+    "KernelTask",
+    "build_kernel",
+    "host_kernel_agent",
+    "kernel_with_client",
     "ExtChatCompletion",
     "ExtPromptExecutionSettings",
     "KernelChatCompletionClient",
