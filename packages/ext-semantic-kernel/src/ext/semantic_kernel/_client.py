@@ -28,7 +28,6 @@ from semantic_kernel.connectors.ai.chat_completion_client_base import ChatComple
 from semantic_kernel.connectors.ai.function_call_choice_configuration import FunctionCallChoiceConfiguration
 from semantic_kernel.connectors.ai.function_calling_utils import update_settings_from_function_call_configuration
 from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
-from semantic_kernel.connectors.ai.function_choice_type import FunctionChoiceType
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatPromptExecutionSettings
 from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecutionSettings
 from semantic_kernel.contents import ChatMessageContent, StreamingChatMessageContent
@@ -38,26 +37,9 @@ from semantic_kernel.functions import KernelFunctionMetadata
 from semantic_kernel.functions.kernel_parameter_metadata import KernelParameterMetadata
 
 from ._messages import to_chat_history, to_create_result, usage_of
+from ._settings import SETTING_OF_OPTION, TYPE_OF_CHOICE
 
 __all__ = ["KernelChatCompletionClient"]
-
-# ChatOptions field -> the kernel's (OpenAI-style) execution setting. A settings class without the field refuses it.
-_SETTINGS_FIELDS = {
-    "temperature": "temperature",
-    "max_tokens": "max_tokens",
-    "top_p": "top_p",
-    "top_k": "top_k",
-    "frequency_penalty": "frequency_penalty",
-    "presence_penalty": "presence_penalty",
-    "stop_sequences": "stop",
-    "seed": "seed",
-    "model_id": "ai_model_id",
-}
-_CHOICE_TYPES = {
-    "auto": FunctionChoiceType.AUTO,
-    "required": FunctionChoiceType.REQUIRED,
-    "none": FunctionChoiceType.NONE,
-}
 
 
 class KernelChatCompletionClient(BaseChatCompletionClient):
@@ -125,7 +107,7 @@ class KernelChatCompletionClient(BaseChatCompletionClient):
     def _settings(self, request: ChatRequest) -> PromptExecutionSettings:
         settings = self._settings_class()
         for name, value in request.options.set_fields().items():
-            target = _SETTINGS_FIELDS[name]
+            target = SETTING_OF_OPTION[name]
             if target not in type(settings).model_fields:
                 raise UnsupportedOptionError(
                     f"{name} is not supported by {type(self._service).__name__} (its settings have no {target!r})"
@@ -157,12 +139,12 @@ class KernelChatCompletionClient(BaseChatCompletionClient):
                 f"ext tools need a connector whose settings carry OpenAI-format tools; {type(self._service).__name__} "
                 "has none (give its kernel plugins instead: tools_plugin)"
             )
-        if choice not in _CHOICE_TYPES:  # a named tool: the only one offered, and required
+        if choice not in TYPE_OF_CHOICE:  # a named tool: the only one offered, and required
             tools = [t for t in tools if t["name"] == choice]
             choice = "required"
         metadata = [_metadata(tool) for tool in tools]
         configuration = FunctionCallChoiceConfiguration(available_functions=metadata)
-        update_settings_from_function_call_configuration(configuration, settings, _CHOICE_TYPES[choice])
+        update_settings_from_function_call_configuration(configuration, settings, TYPE_OF_CHOICE[choice])
 
     # --- the calls ---------------------------------------------------------------------------------------------
 

@@ -32,28 +32,10 @@ from semantic_kernel.contents.streaming_text_content import StreamingTextContent
 from semantic_kernel.contents.utils.author_role import AuthorRole
 
 from ._messages import from_chat_history, to_chat_message
+from ._settings import CHOICE_OF_TYPE, OPTION_OF_SETTING
 from ._tools import function_schema
 
 __all__ = ["ExtChatCompletion", "ExtPromptExecutionSettings"]
-
-# Execution setting -> ChatOptions field. The names are the kernel's own (OpenAI-style), so settings written for the
-# kernel's OpenAI connector carry over unchanged.
-_OPTION_FIELDS = {
-    "temperature": "temperature",
-    "max_tokens": "max_tokens",
-    "top_p": "top_p",
-    "top_k": "top_k",
-    "frequency_penalty": "frequency_penalty",
-    "presence_penalty": "presence_penalty",
-    "stop": "stop_sequences",
-    "seed": "seed",
-    "ai_model_id": "model_id",
-}
-_CHOICES: dict[FunctionChoiceType, Literal["auto", "required", "none"]] = {
-    FunctionChoiceType.AUTO: "auto",
-    FunctionChoiceType.REQUIRED: "required",
-    FunctionChoiceType.NONE: "none",
-}
 
 
 class ExtPromptExecutionSettings(PromptExecutionSettings):
@@ -145,7 +127,7 @@ class ExtChatCompletion(ChatCompletionClientBase):
         if unknown:
             raise UnsupportedOptionError(
                 f"execution settings {unknown} cannot be honoured by an ext client; it takes "
-                f"{sorted(_OPTION_FIELDS)}, response_format and extra_create_args"
+                f"{sorted(OPTION_OF_SETTING)}, response_format and extra_create_args"
             )
         return settings
 
@@ -187,13 +169,13 @@ def _offer_functions(
         return
     schemas: list[ToolSchema] = [function_schema(f) for f in configuration.available_functions]
     settings.tools = [dict(s) for s in schemas]
-    settings.tool_choice = _CHOICES[choice]
+    settings.tool_choice = CHOICE_OF_TYPE[choice]
 
 
 def _call_arguments(settings: ExtPromptExecutionSettings) -> dict[str, Any]:
     """The settings as the keyword arguments of `create` / `create_stream`."""
     values: dict[str, Any] = {}
-    for name, field in _OPTION_FIELDS.items():
+    for name, field in OPTION_OF_SETTING.items():
         value = getattr(settings, name)
         if value is not None:
             values[field] = [value] if name == "stop" and isinstance(value, str) else value
