@@ -3,6 +3,7 @@ ext's OpenAI client on the loopback OpenAI server; execution settings map to Cha
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import pytest
@@ -22,7 +23,7 @@ from ext.core import (
 )
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.semantic_kernel import ExtChatCompletion, ExtPromptExecutionSettings
-from ext.testing.script import Reply, ToolCallSpec
+from ext.testing.script import Fault, Reply, ToolCallSpec
 from ext.testing.servers import OpenAIServer
 
 
@@ -198,6 +199,20 @@ async def test_a_pipeline_as_the_service(server: OpenAIServer, ext_client: OpenA
     reply = await service.get_chat_message_content(history("1 + 2"), settings, kernel=kernel)
     assert reply is not None and reply.content == "3" and plugin.calls == [(1, 2)]
     assert service.ai_model_id == "gpt-4o-mini"
+
+
+async def test_cancelling_the_kernel_call_closes_the_request(
+    server: OpenAIServer, ext_client: OpenAIChatCompletionClient
+) -> None:
+    _, _, service = kernel_with(ext_client)
+    server.enqueue(Fault("hang"))
+    task = asyncio.ensure_future(service.get_chat_message_content(history("hi"), ExtPromptExecutionSettings()))
+    (request,) = await server.wait_for_requests(1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 10)
+    await asyncio.wait_for(request.disconnected.wait(), 10)
+    assert not request.completed
 
 
 def test_a_non_client_is_refused() -> None:

@@ -113,8 +113,6 @@ class KernelChatCompletionClient(BaseChatCompletionClient):
                     f"{name} is not supported by {type(self._service).__name__} (its settings have no {target!r})"
                 )
             setattr(settings, target, value)
-        if request.model != self.model and "ai_model_id" not in request.options.set_fields():
-            settings.ai_model_id = request.model  # type: ignore[attr-defined]
         if request.json_output:
             if "response_format" not in type(settings).model_fields:
                 raise UnsupportedOptionError(f"JSON output is not supported by {type(self._service).__name__}")
