@@ -77,10 +77,13 @@ async def test_kernel_agent_on_the_local_runtime(server: OpenAIServer, openai_ke
             content="It is sunny in Oslo.", agent="forecaster", prompt_tokens=30, completion_tokens=6
         )
         assert weather.cities == ["Oslo"]
+    # A new runtime on the same state store: the agent comes back with its conversation (its saved state).
+    async with LocalAgentRuntime(state_store=store) as runtime:
+        await host_kernel_agent(runtime, "forecaster", make_agent)
         await runtime.send_and_await_response("And tomorrow?", AgentId("forecaster", "u1"))
         with pytest.raises((CantHandleError, MessageHandlerError)):
             await runtime.send_and_await_response(42, AgentId("forecaster", "u1"))
-    # The second question reached the model with the whole conversation: the agent keeps one thread per AgentId.
+    # The second question reached the model with the whole conversation: one thread per AgentId, kept as state.
     third = server.decode(server.requests[2])
     assert [m.text for m in third.messages if m.role == "user"] == ["Weather in Oslo?", "And tomorrow?"]
     assert server.decode(server.requests[0]).system == ["Answer weather questions."]
