@@ -27,6 +27,13 @@ else:
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES_DIR = "packages"
 
+SEPARATE_ENVIRONMENTS: Mapping[str, str] = {
+    "ext-semantic-kernel": "semantic-kernel pins mcp<2 (and pydantic<2.14); ext-tools-mcp needs mcp>=2.3",
+}
+"""The distributions that cannot be installed next to every other one, with the reason. Each is tested, typed and
+linted in its own hatch env only; every other distribution is a member of the shared envs (``hatch-test``, ``dev``),
+which install them all together (tools/check_wheels.py holds hatch.toml to this)."""
+
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 
 

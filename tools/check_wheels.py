@@ -21,6 +21,10 @@ dependencies, with ``test``, ``typecheck`` and ``lint`` scripts. A member needed
 by the dist's tests (e.g. ``ext-testing``) is declared in the dist's PEP 735
 ``[dependency-groups]`` (not shipped in metadata); it joins that dist's env only, and
 its requirement must be a bounded range too.
+
+Any two distributions install together: the shared envs (``hatch-test``, ``dev``) hold every distribution, so
+``hatch test`` resolves and runs them side by side, except those in ``SEPARATE_ENVIRONMENTS`` (tools/_workspace.py,
+each with its reason), which must be left out of them (``workspace.exclude``) and have only their own env.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Any
 
 from _workspace import (
     REPO_ROOT,
+    SEPARATE_ENVIRONMENTS,
     Package,
     canonical_name,
     dependencies_closure,
@@ -52,6 +57,8 @@ from packaging.version import InvalidVersion, Version
 
 NAMESPACE = "ext"
 REQUIRED_SCRIPTS = ("test", "typecheck", "lint")
+# The envs that install every distribution together (minus SEPARATE_ENVIRONMENTS).
+SHARED_ENVS = ("hatch-test", "dev")
 # A cold cache may have to download hatchling; anything slower than this is a hang.
 BUILD_TIMEOUT_S = 300
 _VERSION_RE = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*["']([^"']+)["']""", re.M)
@@ -389,6 +396,34 @@ def check_envs(root: Path, packages: Mapping[str, Package]) -> list[str]:
     return problems
 
 
+def check_shared_envs(
+    root: Path, packages: Mapping[str, Package], separate: Mapping[str, str] = SEPARATE_ENVIRONMENTS
+) -> list[str]:
+    """The shared envs hold every distribution but the separate ones (any two of the rest install together)."""
+    envs = load_hatch_envs(root)
+    problems: list[str] = []
+    expected = {pkg.folder for name, pkg in packages.items() if name not in separate}
+    apart = {pkg.folder: name for name, pkg in packages.items() if name in separate}
+    for env_name in SHARED_ENVS:
+        env = effective_env(envs, env_name)
+        if env is None:
+            continue
+        members = workspace_members(env, root)
+        if isinstance(members, str):
+            problems.append(f"hatch.toml: [envs.{env_name}] {members}")
+            continue
+        for folder in sorted(members & set(apart)):
+            reason = separate[apart[folder]]
+            problems.append(f"hatch.toml: [envs.{env_name}] must exclude {folder} (its own env only: {reason})")
+        missing = sorted(expected - members)
+        if missing:
+            problems.append(
+                f"hatch.toml: [envs.{env_name}] lacks {missing}: every distribution installs together there, "
+                "unless tools/_workspace.py SEPARATE_ENVIRONMENTS says why not"
+            )
+    return problems
+
+
 # ------------------------------------------------------------------------------ main
 
 
@@ -402,7 +437,7 @@ class Report:
 def run(root: Path, *, build: bool, builder: str, keep: Path | None = None) -> Report:
     """All checks over one discovery of the workspace."""
     packages = discover(root)
-    problems = check_folder_names(packages) + check_envs(root, packages)
+    problems = check_folder_names(packages) + check_envs(root, packages) + check_shared_envs(root, packages)
     versions: dict[str, str | None] = {n: source_version(root, p) for n, p in packages.items()}
     for name in sorted(packages):
         pkg = packages[name]

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command: every test of every distribution (`hatch test`), with what the tests need first.
+# The README's test command: every test of every distribution (`hatch test`, then ext-semantic-kernel's in its own
+# environment: semantic-kernel pins mcp<2, so it cannot join the one `hatch test` installs), with what the tests
+# need first.
 #
 #   bash tools/test.sh [hatch test arguments]
 #
@@ -35,3 +37,6 @@ wheels="$(bash tools/llama_cpp_wheel.sh)"
 export UV_FIND_LINKS="$wheels" PIP_FIND_LINKS="$wheels"
 
 "${hatch[@]}" test "$@"
+# The distributions that cannot share hatch test's environment (tools/_workspace.py SEPARATE_ENVIRONMENTS), each
+# in its own.
+"${hatch[@]}" run ext-semantic-kernel:test

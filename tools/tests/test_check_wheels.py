@@ -8,7 +8,7 @@ from typing import Any
 
 import check_wheels as cw
 import pytest
-from _workspace import REPO_ROOT, discover
+from _workspace import REPO_ROOT, SEPARATE_ENVIRONMENTS, discover
 
 MakePackage = Callable[..., Path]
 
@@ -416,3 +416,50 @@ def test_real_ext_core_wheel(tmp_path: Path) -> None:
     assert "ext/__init__.py" not in info.files
     versions = {n: cw.source_version(REPO_ROOT, p) for n, p in pkgs.items()}
     assert cw.check_wheel(info, versions) == []
+
+
+# -------------------------------------------------------------------- shared envs (any two install together)
+
+
+def write_shared(root: Path, members: Sequence[str], exclude: Sequence[str] = ()) -> None:
+    text = (root / "hatch.toml").read_text()
+    text += "[envs.hatch-test]\nworkspace.members = [" + ", ".join(f'"{m}"' for m in members) + "]\n"
+    if exclude:
+        text += "workspace.exclude = [" + ", ".join(f'"{m}"' for m in exclude) + "]\n"
+    (root / "hatch.toml").write_text(text)
+
+
+def test_shared_env_holds_every_distribution(workspace: Path) -> None:
+    write_hatch(workspace, GOOD_ENVS)
+    write_shared(workspace, ["packages/*"])
+    assert cw.check_shared_envs(workspace, discover(workspace), separate={}) == []
+
+
+def test_shared_env_missing_a_distribution_without_a_reason(workspace: Path) -> None:
+    write_hatch(workspace, GOOD_ENVS)
+    write_shared(workspace, ["packages/*"], exclude=["packages/ext-tools-langchain"])
+    assert cw.check_shared_envs(workspace, discover(workspace), separate={}) == [
+        "hatch.toml: [envs.hatch-test] lacks ['packages/ext-tools-langchain']: every distribution installs together "
+        "there, unless tools/_workspace.py SEPARATE_ENVIRONMENTS says why not"
+    ]
+
+
+def test_a_separate_distribution_must_be_excluded(workspace: Path) -> None:
+    separate = {"ext-tools-langchain": "pins something the others cannot take"}
+    write_hatch(workspace, GOOD_ENVS)
+    write_shared(workspace, ["packages/*"])
+    assert cw.check_shared_envs(workspace, discover(workspace), separate=separate) == [
+        "hatch.toml: [envs.hatch-test] must exclude packages/ext-tools-langchain (its own env only: pins something "
+        "the others cannot take)"
+    ]
+    write_hatch(workspace, GOOD_ENVS)
+    write_shared(workspace, ["packages/*"], exclude=["packages/ext-tools-langchain"])
+    assert cw.check_shared_envs(workspace, discover(workspace), separate=separate) == []
+
+
+def test_the_repository_states_its_exception() -> None:
+    # The real hatch.toml: every distribution but the separate ones in hatch-test and dev, each exception named.
+    packages = discover(REPO_ROOT)
+    assert cw.check_shared_envs(REPO_ROOT, packages) == []
+    assert "ext-semantic-kernel" in SEPARATE_ENVIRONMENTS
+    assert set(SEPARATE_ENVIRONMENTS) <= set(packages)  # no stale exception
