@@ -1,0 +1,149 @@
+"""A real AutoGen 0.7 worker (`GrpcWorkerAgentRuntime`), driven by the tests over stdin/stdout, one JSON object a
+line. Runs with the `autogen` hatch environment's python (autogen-ext[grpc] 0.7.5), never with ext installed.
+
+Usage: python autogen_peer.py HOST:PORT [--host-type TYPE]... [--subscribe TOPIC_TYPE]...
+
+It hosts an `Echo` agent under each `--host-type` (Ping -> Pong, Boom raises, Slow never answers), subscribes that
+type to each `--subscribe` topic type, prints {"event": "ready"}, then serves commands:
+  {"op": "call", "id": N, "target": [TYPE, KEY], "message": "Ping"|"Boom"|"Slow", "text": S, "wait": SECONDS}
+      -> {"id": N, "ok": true, "result": {...}} or {"id": N, "ok": false, "error_type": ..., "error": ...};
+         "error_type": "TimeoutError" when no answer came within "wait" (AutoGen's RPCs have no deadline).
+  {"op": "publish", "id": N, "topic": [TYPE, SOURCE], "text": S} -> {"id": N, "ok": true}
+  {"op": "exit"}
+Events: {"event": "slow_started", "agent": ...}, {"event": "note", "agent": ..., "text": ..., "topic": [...],
+"sender": ...} for each published Note an agent receives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from autogen_core import (
+    AgentId,
+    MessageContext,
+    RoutedAgent,
+    TopicId,
+    TypeSubscription,
+    message_handler,
+    try_get_known_serializers_for_type,
+)
+from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
+
+
+@dataclass
+class Ping:
+    text: str
+
+
+@dataclass
+class Pong:
+    text: str
+    by: str
+
+
+@dataclass
+class Boom:
+    text: str
+
+
+@dataclass
+class Slow:
+    text: str
+
+
+@dataclass
+class Note:
+    text: str
+
+
+MESSAGES: dict[str, type[Any]] = {"Ping": Ping, "Boom": Boom, "Slow": Slow, "Note": Note}
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+class Echo(RoutedAgent):
+    def __init__(self) -> None:
+        super().__init__("echoes pings")
+
+    @message_handler
+    async def on_ping(self, message: Ping, ctx: MessageContext) -> Pong:
+        return Pong(text=message.text, by=str(self.id))
+
+    @message_handler
+    async def on_boom(self, message: Boom, ctx: MessageContext) -> Pong:
+        raise ValueError(f"boom: {message.text}")
+
+    @message_handler
+    async def on_slow(self, message: Slow, ctx: MessageContext) -> Pong:
+        emit({"event": "slow_started", "agent": str(self.id)})
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    @message_handler
+    async def on_note(self, message: Note, ctx: MessageContext) -> None:
+        topic = [ctx.topic_id.type, ctx.topic_id.source] if ctx.topic_id is not None else None
+        sender = str(ctx.sender) if ctx.sender is not None else None
+        emit({"event": "note", "agent": str(self.id), "text": message.text, "topic": topic, "sender": sender})
+
+
+async def run_op(runtime: GrpcWorkerAgentRuntime, op: dict[str, Any]) -> None:
+    reply: dict[str, Any] = {"id": op.get("id")}
+    try:
+        if op["op"] == "call":
+            message = MESSAGES[op["message"]](text=op["text"])
+            target = AgentId(op["target"][0], op["target"][1])
+            result = await asyncio.wait_for(runtime.send_message(message, target), op.get("wait", 10))
+            reply.update(ok=True, result=dataclasses.asdict(result) if dataclasses.is_dataclass(result) else repr(result))
+        elif op["op"] == "publish":
+            await runtime.publish_message(Note(text=op["text"]), TopicId(op["topic"][0], op["topic"][1]))
+            reply.update(ok=True)
+    except asyncio.TimeoutError:
+        reply.update(ok=False, error_type="TimeoutError", error="no answer")
+    except Exception as exc:
+        reply.update(ok=False, error_type=type(exc).__name__, error=str(exc))
+    emit(reply)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("address")
+    parser.add_argument("--host-type", action="append", default=[])
+    parser.add_argument("--subscribe", action="append", default=[])
+    args = parser.parse_args()
+    runtime = GrpcWorkerAgentRuntime(host_address=args.address)
+    for cls in (Ping, Pong, Boom, Slow, Note):
+        runtime.add_message_serializer(try_get_known_serializers_for_type(cls))
+    await runtime.start()
+    for agent_type in args.host_type:
+        await Echo.register(runtime, agent_type, Echo)
+        for topic_type in args.subscribe:
+            await runtime.add_subscription(TypeSubscription(topic_type=topic_type, agent_type=agent_type))
+    emit({"event": "ready"})
+    loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task[None]] = set()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            break
+        op = json.loads(line)
+        if op["op"] == "exit":
+            break
+        task = asyncio.create_task(run_op(runtime, op))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    for task in tasks:
+        task.cancel()
+    await runtime.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
