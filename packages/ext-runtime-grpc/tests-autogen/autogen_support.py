@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 AUTOGEN_PEER = HERE / "autogen_side" / "autogen_peer.py"
 AUTOGEN_HOST = HERE / "autogen_side" / "autogen_host.py"
 EXT_PEER = HERE / "ext_peer.py"
+EXT_PYTHON = sys.executable
 
 # How long a test waits for a line a process must print (a failure guard, not a measurement).
 LINE_TIMEOUT = 60.0
@@ -152,4 +154,5 @@ class Peer:
             await self._reader
 
 
-EXT_PYTHON = sys.executable
+PeerFactory = Callable[..., Coroutine[Any, Any, Peer]]
+"""`peers["autogen"]` / `peers["ext"]` (conftest): start a worker process given its gateway address and arguments."""

@@ -2,15 +2,23 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # autogen_support, shared by the tests
 
-from autogen_support import AUTOGEN_HOST, AUTOGEN_PEER, EXT_PEER, EXT_PYTHON, Peer, find_autogen_python, free_port
+from autogen_support import (
+    AUTOGEN_HOST,
+    AUTOGEN_PEER,
+    EXT_PEER,
+    EXT_PYTHON,
+    Peer,
+    PeerFactory,
+    find_autogen_python,
+    free_port,
+)
 
 from ext.runtime.grpc import Gateway
 
@@ -43,9 +51,6 @@ async def autogen_host(autogen_python: str) -> AsyncIterator[str]:
         yield f"127.0.0.1:{port}"
     finally:
         await host.close()
-
-
-PeerFactory = Callable[..., Coroutine[Any, Any, Peer]]
 
 
 @pytest.fixture

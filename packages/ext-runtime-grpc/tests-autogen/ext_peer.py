@@ -94,7 +94,8 @@ async def main() -> None:
     parser.add_argument("--host-type", action="append", default=[])
     args = parser.parse_args()
     runtime = GrpcAgentRuntime(args.address, token_env=None, connect_timeout=10)
-    for name, cls in (*MESSAGES.items(), ("Pong", Pong)):
+    types: dict[str, type[BaseModel]] = {**MESSAGES, "Pong": Pong}
+    for name, cls in types.items():
         runtime.register_message_type(cls, type_name=name)
     tasks: set[asyncio.Task[None]] = set()
     async with runtime:

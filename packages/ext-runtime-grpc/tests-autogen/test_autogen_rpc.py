@@ -6,7 +6,7 @@ where ext's gateway deliberately differs, the test says so."""
 from __future__ import annotations
 
 import pytest
-from conftest import PeerFactory
+from autogen_support import PeerFactory
 
 from ext.runtime.grpc import Gateway
 

@@ -102,9 +102,8 @@ async def run_op(runtime: GrpcWorkerAgentRuntime, op: dict[str, Any]) -> None:
             message = MESSAGES[op["message"]](text=op["text"])
             target = AgentId(op["target"][0], op["target"][1])
             result = await asyncio.wait_for(runtime.send_message(message, target), op.get("wait", 10))
-            reply.update(
-                ok=True, result=dataclasses.asdict(result) if dataclasses.is_dataclass(result) else repr(result)
-            )
+            is_instance = dataclasses.is_dataclass(result) and not isinstance(result, type)
+            reply.update(ok=True, result=dataclasses.asdict(result) if is_instance else repr(result))
         elif op["op"] == "publish":
             await runtime.publish_message(Note(text=op["text"]), TopicId(op["topic"][0], op["topic"][1]))
             reply.update(ok=True)
