@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from autogen_support import (
 )
 
 from ext.runtime.grpc import Gateway
+from ext.testing.redis import REDIS_BINARY, RedisServer, start_redis_server
 
 
 @pytest.fixture(scope="session")
@@ -73,3 +74,17 @@ async def peers(autogen_python: str) -> AsyncIterator[dict[str, PeerFactory]]:
         yield {"autogen": autogen, "ext": ext}
     finally:
         await asyncio.gather(*(peer.close() for peer in started))
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    if REDIS_BINARY is None:
+        pytest.fail(
+            "redis-server is not installed: apt-get install -y redis-server (tools/test.sh installs it); "
+            "the replica tests need a real Redis"
+        )
+    server = start_redis_server()
+    try:
+        yield server
+    finally:
+        server.stop()

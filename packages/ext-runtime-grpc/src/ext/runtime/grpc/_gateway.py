@@ -129,6 +129,11 @@ class Gateway(Router):
         return None if self._autogen is None else self._autogen.port
 
     @property
+    def autogen_address(self) -> str | None:
+        """`HOST:PORT` of the AutoGen listener (the bound port after `start`), or None without one."""
+        return None if self._autogen is None else self._autogen.address
+
+    @property
     def draining(self) -> bool:
         """True once `stop` began: new workers and requests are refused."""
         return self._draining
