@@ -1,0 +1,119 @@
+"""The AutoGen listener's checks, with a client built from our own copy of the protocol: the channel and its
+client-id, what it refuses (with the status and text AutoGen's host uses, where it has one), subscriptions, and the
+gateway option. Real AutoGen workers drive it end to end in tests-autogen/."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from ext_runtime_grpc_support import eventually
+
+from ext.runtime.grpc import Gateway
+from ext.runtime.grpc.protos import agent_rpc_pb2 as ag
+from ext.runtime.grpc.protos import agent_rpc_pb2_grpc as ag_grpc
+
+
+@pytest.fixture
+async def gateway() -> AsyncIterator[Gateway]:
+    gw = Gateway(autogen_address="127.0.0.1:0")
+    await gw.start()
+    try:
+        yield gw
+    finally:
+        await gw.stop(grace=0)
+
+
+@pytest.fixture
+async def stub(gateway: Gateway) -> AsyncIterator[Any]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.autogen_port}") as channel:
+        yield ag_grpc.AgentRpcStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
+
+
+def client(client_id: str) -> list[tuple[str, str]]:
+    return [("client-id", client_id)]
+
+
+async def open_channel(stub: Any, client_id: str) -> tuple[Any, asyncio.Queue[ag.Message]]:
+    outgoing: asyncio.Queue[ag.Message] = asyncio.Queue()
+
+    async def requests() -> AsyncIterator[ag.Message]:
+        while True:
+            yield await outgoing.get()
+
+    call = stub.OpenChannel(requests(), metadata=client(client_id))
+    await call.wait_for_connection()
+    return call, outgoing
+
+
+def test_gateway_option_is_checked() -> None:
+    with pytest.raises(ValueError, match="autogen_address must be None or 'HOST:PORT', got 'nowhere'"):
+        Gateway(autogen_address="nowhere")
+    assert Gateway().autogen_port is None
+
+
+async def test_calls_without_client_id_are_refused_as_autogens_host_does(stub: Any) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.RegisterAgent(ag.RegisterAgentTypeRequest(type="t"))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == "client-id metadata not found."
+
+
+async def test_register_needs_the_clients_channel(gateway: Gateway, stub: Any) -> None:
+    call, _ = await open_channel(stub, "c1")
+    await stub.RegisterAgent(ag.RegisterAgentTypeRequest(type="ag_t"), metadata=client("c1"))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.RegisterAgent(ag.RegisterAgentTypeRequest(type="ag_t"), metadata=client("c1"))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == "agent type 'ag_t' is already registered by this worker"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.RegisterAgent(ag.RegisterAgentTypeRequest(type="bad type!"), metadata=client("c1"))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "bad type!" in (caught.value.details() or "")
+    call.cancel()
+
+
+async def test_control_channel_is_unimplemented(stub: Any) -> None:
+    async def nothing() -> AsyncIterator[ag.ControlMessage]:
+        await asyncio.Event().wait()
+        yield ag.ControlMessage()
+
+    call = stub.OpenControlChannel(nothing(), metadata=client("c2"))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call.read()
+    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_subscriptions_are_checked_listed_removed_and_end_with_the_channel(stub: Any) -> None:
+    call, _ = await open_channel(stub, "c3")
+    sub = ag.Subscription(id="s1", typeSubscription=ag.TypeSubscription(topic_type="news", agent_type="reader"))
+    await stub.AddSubscription(ag.AddSubscriptionRequest(subscription=sub), metadata=client("c3"))
+    for bad, text in [
+        (sub, "Subscription already exists"),
+        (ag.Subscription(id="s2"), "subscription: expected typeSubscription or typePrefixSubscription, got neither"),
+        (
+            ag.Subscription(id="s3", typeSubscription=ag.TypeSubscription(topic_type="news")),
+            "subscription.typeSubscription.agent_type: expected a non-empty agent type",
+        ),
+    ]:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.AddSubscription(ag.AddSubscriptionRequest(subscription=bad), metadata=client("c3"))
+        assert (caught.value.code(), caught.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, text)
+    listed = await stub.GetSubscriptions(ag.GetSubscriptionsRequest(), metadata=client("c3"))
+    assert list(listed.subscriptions) == [sub]
+    await stub.RemoveSubscription(ag.RemoveSubscriptionRequest(id="s1"), metadata=client("c3"))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.RemoveSubscription(ag.RemoveSubscriptionRequest(id="s1"), metadata=client("c3"))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    await stub.AddSubscription(ag.AddSubscriptionRequest(subscription=sub), metadata=client("c3"))
+    call.cancel()
+
+    # The channel's end removes its client's subscriptions (as AutoGen's host does).
+    async def gone() -> bool:
+        listed = await stub.GetSubscriptions(ag.GetSubscriptionsRequest(), metadata=client("c4"))
+        return not listed.subscriptions
+
+    await eventually(gone, what="the closed channel's subscriptions removed")
