@@ -18,6 +18,9 @@ def main() -> int:
     packages = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").is_file())
     runs = [[str(p / "src") for p in packages] + [str(ROOT / "tools")]]
     runs += [[str(p / "tests")] for p in packages if (p / "tests").is_dir()]
+    # Test folders beside `tests` (ext-runtime-grpc's tests-autogen); scripts that run in another environment
+    # (tests-autogen/autogen_side, AutoGen's) are checked there (`hatch run autogen:typecheck`).
+    runs += [["--exclude", "autogen_side", str(d)] for p in packages for d in sorted(p.glob("tests-*")) if d.is_dir()]
     runs.append([str(ROOT / "tests-integration")])
     failed = 0
     for targets in runs:
