@@ -12,9 +12,10 @@ import grpc
 import pytest
 from ext_runtime_grpc_support import eventually
 
-from ext.runtime.grpc import Gateway
+from ext.runtime.grpc import Gateway, gateway_main
 from ext.runtime.grpc.protos import agent_rpc_pb2 as ag
 from ext.runtime.grpc.protos import agent_rpc_pb2_grpc as ag_grpc
+from ext.runtime.grpc.testing import start_gateway_process
 
 
 @pytest.fixture
@@ -117,3 +118,19 @@ async def test_subscriptions_are_checked_listed_removed_and_end_with_the_channel
         return not listed.subscriptions
 
     await eventually(gone, what="the closed channel's subscriptions removed")
+
+
+def test_command_refuses_autogen_listen_with_replicas(capsys: pytest.CaptureFixture[str]) -> None:
+    assert gateway_main(["--replicas", "2", "--redis-url", "redis://x", "--autogen-listen", "127.0.0.1:0"]) == 2
+    assert "--autogen-listen serves one gateway" in capsys.readouterr().err
+
+
+def test_command_prints_the_autogen_address() -> None:
+    process = start_gateway_process("--autogen-listen", "127.0.0.1:0")
+    try:
+        assert process.process.stdout is not None
+        line = process.process.stdout.readline().strip()
+        host, _, port = line.removeprefix("autogen ").rpartition(":")
+        assert line.startswith("autogen ") and host == "127.0.0.1" and int(port) > 0
+    finally:
+        process.kill()
