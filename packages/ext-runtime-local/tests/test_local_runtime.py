@@ -15,6 +15,8 @@ from ext.core import (
     InMemoryStateStore,
     MessageContext,
     RuntimeClosedError,
+    TopicId,
+    TypeSubscription,
     UndeliverableError,
 )
 from ext.runtime.local import LocalAgentRuntime
@@ -213,3 +215,47 @@ async def test_idle_deactivation_keeps_memory_flat_over_many_agents() -> None:
             await asyncio.wait_for(journal.wait_closed(200 * round_), 15)
             # Every object released, none listed: nothing of 200 agents stays but their stored records.
             assert (journal.live, await runtime.list_agents(), len(store)) == (0, [], 200)
+
+
+async def test_publish_to_a_subscribed_type_without_factory_fails_before_queueing_anything() -> None:
+    log: list[str] = []
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+        await rt.add_subscription(TypeSubscription("t", "s"))
+        await rt.add_subscription(TypeSubscription("t", "ghost"))
+        # As send_message to a type with no factory: AgentNotFoundError at once, and s/k gets nothing either.
+        with pytest.raises(AgentNotFoundError, match=r"'ghost' \(subscribed to t/k\)"):
+            await rt.publish("0", TopicId("t", "k"))
+        assert await rt.list_agents() == []
+        with pytest.raises(ValueError, match="message_id must be a non-empty string"):
+            await rt.publish("0", TopicId("t", "k"), message_id="")
+
+
+async def test_cancelling_a_publish_cancels_every_delivery() -> None:
+    log: list[str] = []
+    async with LocalAgentRuntime() as rt:
+        await rt.register_agent_factory("s", lambda i, r: Sleeper(i, r, log))
+        await rt.register_agent_factory("z", lambda i, r: Sleeper(i, r, log))
+        await rt.add_subscription(TypeSubscription("t", "s"))
+        await rt.add_subscription(TypeSubscription("t", "z"))
+        first = await rt.get_agent(AgentId("s", "k"))
+        second = await rt.get_agent(AgentId("z", "k"))
+        assert isinstance(first, Sleeper) and isinstance(second, Sleeper)
+        token = CancellationToken()
+        await rt.publish("30", TopicId("t", "k"), cancellation_token=token)
+        await asyncio.wait_for(asyncio.gather(first.started.wait(), second.started.wait()), 5)
+        token.cancel()
+        assert await asyncio.wait_for(rt.send_and_await_response("0", AgentId("s", "k")), 5) == "0"
+        assert await asyncio.wait_for(rt.send_and_await_response("0", AgentId("z", "k")), 5) == "0"
+        assert sorted(log) == ["cancelled token=True", "cancelled token=True", "slept 0", "slept 0"]
+
+
+async def test_stopped_runtime_refuses_publish_and_subscriptions() -> None:
+    rt = LocalAgentRuntime()
+    await rt.stop()
+    with pytest.raises(RuntimeClosedError):
+        await rt.publish("x", TopicId("t", "k"))
+    with pytest.raises(RuntimeClosedError):
+        await rt.add_subscription(TypeSubscription("t", "s"))
+    with pytest.raises(RuntimeClosedError):
+        await rt.remove_subscription("any")

@@ -9,6 +9,12 @@ type to each `--subscribe` topic type, prints {"event": "ready"}, then serves co
       -> {"id": N, "ok": true, "result": {...}} or {"id": N, "ok": false, "error_type": ..., "error": ...};
          "error_type": "TimeoutError" when no answer came within "wait" (AutoGen's RPCs have no deadline).
   {"op": "publish", "id": N, "topic": [TYPE, SOURCE], "text": S} -> {"id": N, "ok": true}
+  {"op": "rpc_burst", "id": N, "target": [TYPE, KEY], "n": COUNT}
+      -> {"id": N, "ok": true, "latencies": [seconds, ...]}: COUNT sequential Ping RPCs, each timed (the bench)
+  {"op": "expect_notes", "id": N, "n": COUNT} -> {"id": N, "ok": true}: from now on this worker's agents count
+      Notes instead of printing each, and print {"event": "notes_done"} at the COUNT-th (the bench)
+  {"op": "publish_burst", "id": N, "topic": [TYPE, SOURCE], "n": COUNT} -> {"id": N, "ok": true} once all COUNT
+      Notes are handed to the runtime
   {"op": "exit"}
 Events: {"event": "slow_started", "agent": ...}, {"event": "note", "agent": ..., "text": ..., "topic": [...],
 "sender": ...} for each published Note an agent receives.
@@ -21,6 +27,7 @@ import asyncio
 import dataclasses
 import json
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,9 +77,28 @@ def emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-class Echo(RoutedAgent):
+class NoteCounter:
+    """Counts Notes for the bench instead of printing each (shared by the agents of one worker)."""
+
     def __init__(self) -> None:
+        self.expected = 0
+        self.seen = 0
+
+    def count(self) -> bool:
+        """True when counting (the Note is counted and not printed)."""
+        if not self.expected:
+            return False
+        self.seen += 1
+        if self.seen == self.expected:
+            self.expected = 0
+            emit({"event": "notes_done"})
+        return True
+
+
+class Echo(RoutedAgent):
+    def __init__(self, counter: NoteCounter) -> None:
         super().__init__("echoes pings")
+        self._counter = counter
 
     @message_handler
     async def on_ping(self, message: Ping, ctx: MessageContext) -> Pong:
@@ -90,12 +116,14 @@ class Echo(RoutedAgent):
 
     @message_handler
     async def on_note(self, message: Note, ctx: MessageContext) -> None:
+        if self._counter.count():
+            return
         topic = [ctx.topic_id.type, ctx.topic_id.source] if ctx.topic_id is not None else None
         sender = str(ctx.sender) if ctx.sender is not None else None
         emit({"event": "note", "agent": str(self.id), "text": message.text, "topic": topic, "sender": sender})
 
 
-async def run_op(runtime: GrpcWorkerAgentRuntime, op: dict[str, Any]) -> None:
+async def run_op(runtime: GrpcWorkerAgentRuntime, op: dict[str, Any], counter: NoteCounter) -> None:
     reply: dict[str, Any] = {"id": op.get("id")}
     try:
         if op["op"] == "call":
@@ -106,6 +134,22 @@ async def run_op(runtime: GrpcWorkerAgentRuntime, op: dict[str, Any]) -> None:
             reply.update(ok=True, result=dataclasses.asdict(result) if is_instance else repr(result))
         elif op["op"] == "publish":
             await runtime.publish_message(Note(text=op["text"]), TopicId(op["topic"][0], op["topic"][1]))
+            reply.update(ok=True)
+        elif op["op"] == "rpc_burst":
+            target = AgentId(op["target"][0], op["target"][1])
+            latencies = []
+            for i in range(op["n"]):
+                started = time.perf_counter()
+                await runtime.send_message(Ping(text=str(i)), target)
+                latencies.append(time.perf_counter() - started)
+            reply.update(ok=True, latencies=latencies)
+        elif op["op"] == "expect_notes":
+            counter.expected, counter.seen = op["n"], 0
+            reply.update(ok=True)
+        elif op["op"] == "publish_burst":
+            topic = TopicId(op["topic"][0], op["topic"][1])
+            for i in range(op["n"]):
+                await runtime.publish_message(Note(text=str(i)), topic)
             reply.update(ok=True)
     except asyncio.TimeoutError:
         reply.update(ok=False, error_type="TimeoutError", error="no answer")
@@ -124,8 +168,9 @@ async def main() -> None:
     for cls in (Ping, Pong, Boom, Slow, Note):
         runtime.add_message_serializer(try_get_known_serializers_for_type(cls))
     await runtime.start()
+    counter = NoteCounter()
     for agent_type in args.host_type:
-        await Echo.register(runtime, agent_type, Echo)
+        await Echo.register(runtime, agent_type, lambda: Echo(counter))
         for topic_type in args.subscribe:
             await runtime.add_subscription(TypeSubscription(topic_type=topic_type, agent_type=agent_type))
     emit({"event": "ready"})
@@ -138,7 +183,7 @@ async def main() -> None:
         op = json.loads(line)
         if op["op"] == "exit":
             break
-        task = asyncio.create_task(run_op(runtime, op))
+        task = asyncio.create_task(run_op(runtime, op, counter))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     for task in tasks:

@@ -179,6 +179,15 @@ from ._state_file import FileStateStore
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tool_pairing import check_tool_pairing
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
+from ._topics import (
+    Subscription,
+    SubscriptionTable,
+    TopicId,
+    TypePrefixSubscription,
+    TypeSubscription,
+    check_subscription,
+    check_topic_id,
+)
 from ._trace_context import TraceContext
 from ._tracing import MessageSpan, RuntimeObserver, SendInfo
 from ._vectors import (
@@ -420,6 +429,14 @@ __all__ = [
     "check_stop_sequences",
     "check_http_url",
     "require_secret",
+    # topics and subscriptions
+    "Subscription",
+    "SubscriptionTable",
+    "TopicId",
+    "TypePrefixSubscription",
+    "TypeSubscription",
+    "check_subscription",
+    "check_topic_id",
     # trace context across runtimes
     "MessageSpan",
     "RuntimeObserver",

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol, TypeVar, Union, cast, overload, runt
 from ._agent_id import AgentId, AgentType
 from ._cancellation import CancellationToken
 from ._errors import ExtError
+from ._topics import Subscription, TopicId
 from ._trace_context import TraceContext
 
 DEFAULT_RPC_TIMEOUT = 60.0
@@ -65,14 +66,15 @@ class MessageContext:
         sender: the sending agent, or None when the message came from outside any agent.
         is_rpc: True for `send_and_await_response`: the handler's return value goes back to the caller.
         message_id: unique per delivery; an RPC's id is also its correlation id.
-        is_broadcast: True when the message was delivered by `broadcast`.
+        is_broadcast: True when the message was delivered by `broadcast` or `publish`.
+        topic_id: the topic a published message was published to (None for any other message).
         cancellation_token: cancelled when the caller stops waiting (timeout, cancellation) or the runtime
             stops (created on first use: most handlers never look at it).
         trace: the W3C trace context the message came with (None when the sender traced nothing).
     """
 
     # A plain slotted class rather than a frozen dataclass: one is built per delivered message.
-    __slots__ = ("_token", "is_broadcast", "is_rpc", "message_id", "recipient", "sender", "trace")
+    __slots__ = ("_token", "is_broadcast", "is_rpc", "message_id", "recipient", "sender", "topic_id", "trace")
 
     def __init__(
         self,
@@ -83,13 +85,15 @@ class MessageContext:
         cancellation_token: CancellationToken | None = None,
         is_broadcast: bool = False,
         trace: TraceContext | None = None,
+        topic_id: TopicId | None = None,
     ) -> None:
         self.recipient = recipient
         self.sender = sender
         self.is_rpc = is_rpc
         self.message_id = message_id
-        self.is_broadcast = is_broadcast
+        self.is_broadcast = is_broadcast or topic_id is not None
         self.trace = trace
+        self.topic_id = topic_id
         self._token = cancellation_token
 
     @property
@@ -102,7 +106,7 @@ class MessageContext:
     def __repr__(self) -> str:
         return (
             f"MessageContext(recipient={self.recipient}, sender={self.sender}, is_rpc={self.is_rpc}, "
-            f"message_id={self.message_id!r}, is_broadcast={self.is_broadcast})"
+            f"message_id={self.message_id!r}, is_broadcast={self.is_broadcast}, topic_id={self.topic_id})"
         )
 
 
@@ -168,6 +172,34 @@ class AgentRuntime(Protocol):
 
     async def broadcast(self, message: Any, agent_type: str | AgentType, *, sender: AgentId | None = None) -> None:
         """Send one way to every active agent of `agent_type` (except `sender`)."""
+        ...
+
+    async def publish(
+        self,
+        message: Any,
+        topic_id: TopicId,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        """Send one way to the recipient of every subscription matching `topic_id`, each agent once (however
+        many of its subscriptions match), except `sender`; recipients are created on demand. No matching
+        subscription: nothing happens. Each recipient's `ctx.topic_id` is `topic_id` (and `ctx.is_broadcast`
+        True); its `ctx.message_id` is `message_id` (default: a new id), the same for every recipient."""
+        ...
+
+    async def add_subscription(self, subscription: Subscription) -> None:
+        """Add a subscription; adding one equal to a subscription already there (same kind, topic type or
+        prefix, and agent type, whatever the id) changes nothing."""
+        ...
+
+    async def remove_subscription(self, id: str) -> None:
+        """Remove the subscription `id`; `LookupError` naming it when there is none."""
+        ...
+
+    async def list_subscriptions(self) -> list[Subscription]:
+        """Every subscription (in a cluster: the whole cluster's)."""
         ...
 
     async def list_agents(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
@@ -292,6 +324,12 @@ class BaseAgent(ABC):
     async def broadcast(self, message: Any, agent_type: str | AgentType) -> None:
         """`runtime.broadcast` with this agent as the sender (so it does not receive its own message)."""
         await self._runtime.broadcast(message, agent_type, sender=self._id)
+
+    async def publish_message(
+        self, message: Any, topic_id: TopicId, *, cancellation_token: CancellationToken | None = None
+    ) -> None:
+        """`runtime.publish` with this agent as the sender (so it does not receive its own message)."""
+        await self._runtime.publish(message, topic_id, sender=self._id, cancellation_token=cancellation_token)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self._id})"

@@ -24,14 +24,14 @@ class SendInfo:
     """What a runtime tells its observer about a message it is sending.
 
     Attributes:
-        kind: "send" (one way), "rpc" (`send_and_await_response`) or "broadcast".
-        agent_type: the recipient's agent type (the broadcast's type).
-        recipient: the recipient, None for a broadcast.
+        kind: "send" (one way), "rpc" (`send_and_await_response`), "broadcast" or "publish" (to a topic).
+        agent_type: the recipient's agent type (the broadcast's type; for a publish, the topic's type).
+        recipient: the recipient, None for a broadcast or a publish.
         sender: the sending agent, None when sent from outside any agent.
         message_id: the message's id as this runtime knows it (empty when it has none yet).
     """
 
-    kind: Literal["send", "rpc", "broadcast"]
+    kind: Literal["send", "rpc", "broadcast", "publish"]
     agent_type: str
     recipient: AgentId | None
     sender: AgentId | None

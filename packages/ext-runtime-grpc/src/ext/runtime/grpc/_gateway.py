@@ -1,6 +1,7 @@
 """The gateway's serving side: the gRPC server (the `AgentWorker` stream service and the standard health
-service), authentication of workers, each worker's stream read loop, readiness, and drain/shutdown. Where a
-message goes is `Router`'s business (`_routing.py`); `Gateway` is a `Router` that serves."""
+service), authentication of workers, each worker's stream read loop, the workers' requests on the registry's
+topic subscription table, readiness, and drain/shutdown. Where a message goes is `Router`'s business
+(`_routing.py`); `Gateway` is a `Router` that serves."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pydantic import SecretStr
 from ._autogen_service import AutoGenService
 from ._health import GrpcHealthService, HealthServer
 from ._links import WorkerLink
-from ._registry import InMemoryRegistry, Registry
+from ._registry import InMemoryRegistry, Registry, RegistryUnavailableError
 from ._routing import Router
 from ._secrets import check_token
 from ._wire import (
@@ -31,6 +32,8 @@ from ._wire import (
     bearer_matches,
     metadata_value,
     parse_message,
+    subscription_of_wire,
+    subscription_to_wire,
     wire_error,
 )
 from .protos import agent_worker_pb2 as pb
@@ -295,6 +298,46 @@ class Gateway(Router):
                 await self.on_batch(conn, message.batch.messages)
         finally:
             await self.detach(conn)
+
+    # --- the subscription table, for workers ----------------------------------------------------------------
+
+    async def on_message(self, conn: WorkerLink, message: pb.Message) -> None:
+        body = message.WhichOneof("body")
+        if body == "add_subscription":
+            await conn.send(
+                pb.Message(add_subscription_response=await self._add_subscription(message.add_subscription))
+            )
+        elif body == "remove_subscription":
+            request = message.remove_subscription
+            reply = pb.RemoveSubscriptionResponse(request_id=request.request_id)
+            try:
+                await self._registry.remove_subscription(request.id)
+            except LookupError as exc:
+                reply.error.CopyFrom(wire_error(pb.ERROR_KIND_NOT_FOUND, str(exc), "LookupError"))
+            except RegistryUnavailableError as exc:
+                reply.error.CopyFrom(wire_error(pb.ERROR_KIND_UNDELIVERABLE, str(exc), type(exc).__name__))
+            await conn.send(pb.Message(remove_subscription_response=reply))
+        elif body == "list_subscriptions":
+            listing = pb.ListSubscriptionsResponse(request_id=message.list_subscriptions.request_id)
+            try:
+                listing.subscriptions.extend(subscription_to_wire(s) for s in await self._registry.subscriptions())
+            except RegistryUnavailableError as exc:
+                listing.error.CopyFrom(wire_error(pb.ERROR_KIND_UNDELIVERABLE, str(exc), type(exc).__name__))
+            await conn.send(pb.Message(list_subscriptions_response=listing))
+        else:
+            await super().on_message(conn, message)
+
+    async def _add_subscription(self, request: pb.AddSubscription) -> pb.AddSubscriptionResponse:
+        reply = pb.AddSubscriptionResponse(request_id=request.request_id)
+        try:
+            held = await self._registry.add_subscription(subscription_of_wire(request.subscription))
+        except RegistryUnavailableError as exc:
+            reply.error.CopyFrom(wire_error(pb.ERROR_KIND_UNDELIVERABLE, str(exc), type(exc).__name__))
+        except (ValueError, TypeError) as exc:
+            reply.error.CopyFrom(wire_error(pb.ERROR_KIND_BAD_REQUEST, str(exc), type(exc).__name__))
+        else:
+            reply.id = held.id
+        return reply
 
 
 def _add_servicer(gateway: Gateway, server: grpc.aio.Server) -> None:

@@ -23,6 +23,7 @@ from ext.core import (
     RuntimeObserver,
     SavePolicy,
     StateStore,
+    TopicId,
     UndeliverableError,
 )
 from ext.runtime.local import Delivery, LocalAgentRuntime
@@ -36,6 +37,17 @@ from .protos import agent_worker_pb2 as pb
 __all__ = ["AgentHost"]
 
 logger = logging.getLogger(__name__)
+
+# Answers to this worker's control requests: each resolves the request's future.
+_CONTROL_RESPONSES = frozenset(
+    {
+        "register_response",
+        "list_agents_response",
+        "add_subscription_response",
+        "remove_subscription_response",
+        "list_subscriptions_response",
+    }
+)
 
 
 class AgentHost(GatewayConnection):
@@ -151,10 +163,9 @@ class AgentHost(GatewayConnection):
             handle = self._hosted.pop(message.cancel.request_id, None)
             if handle is not None:
                 self._local.cancel_delivery(handle)
-        elif body == "register_response":
-            self._resolve(message.register_response.request_id, message.register_response)
-        elif body == "list_agents_response":
-            self._resolve(message.list_agents_response.request_id, message.list_agents_response)
+        elif body in _CONTROL_RESPONSES:
+            reply = getattr(message, body)
+            self._resolve(reply.request_id, reply)
         elif body == "notice":
             notice = message.notice
             logger.warning(
@@ -229,7 +240,14 @@ class AgentHost(GatewayConnection):
                 self._hosted[request_id] = handle
                 return run_here
             try:
-                self._local.deliver(message, recipient, sender=sender, trace=trace)
+                if kind == pb.DELIVERY_KIND_PUBLISH:
+                    # The topic is the event's type and source; the event's id is the publish's message id.
+                    topic = TopicId(event.type, event.source)
+                    self._local.deliver(
+                        message, recipient, sender=sender, trace=trace, topic_id=topic, message_id=event.id
+                    )
+                else:
+                    self._local.deliver(message, recipient, sender=sender, trace=trace)
             except (AgentNotFoundError, RuntimeClosedError) as exc:
                 logger.error("dropped a one-way message for %s: %s", recipient, exc)
             return None

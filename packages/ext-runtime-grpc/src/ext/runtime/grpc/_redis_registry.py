@@ -10,8 +10,9 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from ext.core import AgentId
+from ext.core import AgentId, Subscription, TopicId
 
+from ._redis_subscriptions import RedisSubscriptions
 from ._registry import GatewayGone, Inbox, LinkLost, Registry, RegistryUnavailableError, rendezvous
 
 __all__ = ["RedisRegistry"]
@@ -71,7 +72,9 @@ class RedisRegistry(Registry):
     Keys (under `prefix`): `gw:<id>` a gateway's lease (expires after `lease_seconds` unless renewed),
     `types` the set of type names, `type:<T>` worker -> gateway, `agents:<T>` key -> "worker gateway",
     `instances` worker -> its process's secret instance id (so a reconnected worker can take its placements),
-    `suspects` gateways a worker left by reconnecting elsewhere (checked by the sweep until found dead).
+    `suspects` gateways a worker left by reconnecting elsewhere (checked by the sweep until found dead),
+    `subscriptions` the topic subscription table (id -> JSON of kind, topic type or prefix, agent type: see
+    `subscription_record`), which belongs to the cluster, not to a gateway: it outlives gateway restarts.
     Channels: `inbox:<gateway id>` for forwarded messages, `events` for cache invalidation. A gateway that dies
     stops renewing its lease; its workers are then ignored at once and swept from the keys by the survivors.
 
@@ -97,6 +100,7 @@ class RedisRegistry(Registry):
         self._cache: dict[AgentId, tuple[str, str]] = {}
         self._place: Any = None
         self._adopt: Any = None
+        self._subscriptions: RedisSubscriptions | None = None
         # This gateway's registrations (worker -> agent types), written again when Redis lost them.
         self._own: dict[str, set[str]] = {}
         # Set when writing them again failed: the next renewal writes them even though the lease key is there.
@@ -138,6 +142,7 @@ class RedisRegistry(Registry):
         # A registered script re-loads itself when the server lost it (a restarted Redis).
         self._place = self._redis.register_script(_PLACE_SCRIPT)
         self._adopt = self._redis.register_script(_ADOPT_SCRIPT)
+        self._subscriptions = RedisSubscriptions(self._redis, self._key("subscriptions"), self._unavailable)
         self._pubsub = self._redis.pubsub()
         await self._pubsub.subscribe(self._key("inbox", gateway_id), self._key("events"))
         loop = asyncio.get_running_loop()
@@ -162,6 +167,7 @@ class RedisRegistry(Registry):
                     await self._pubsub.aclose()
             await self._redis.aclose()
             self._redis = None
+            self._subscriptions = None
 
     def _unavailable(self, exc: BaseException) -> RegistryUnavailableError:
         return RegistryUnavailableError(
@@ -450,3 +456,22 @@ class RedisRegistry(Registry):
             raise self._unavailable(exc) from exc
         if not receivers:
             raise LookupError(f"gateway {gateway_id!r} is not listening (it stopped or its lease ran out)")
+
+    # --- topic subscriptions (`RedisSubscriptions`) ---------------------------------------------------
+
+    def _table(self) -> RedisSubscriptions:
+        if self._subscriptions is None:
+            raise RegistryUnavailableError(f"the registry (Redis at {self._where}) is not connected")
+        return self._subscriptions
+
+    async def add_subscription(self, subscription: Subscription) -> Subscription:
+        return await self._table().add(subscription)
+
+    async def remove_subscription(self, id: str) -> None:
+        await self._table().remove(id)
+
+    async def subscriptions(self) -> list[Subscription]:
+        return await self._table().all()
+
+    async def recipients(self, topic_id: TopicId) -> list[AgentId]:
+        return await self._table().recipients(topic_id)

@@ -1,15 +1,25 @@
-"""The gateway's registry: which worker hosts which agent types, where each active agent is placed, and (for
-replicas) how gateways reach each other. `InMemoryRegistry` serves one gateway; `RedisRegistry`
-(`_redis_registry.py`) lets several gateway processes share one registry."""
+"""The gateway's registry: which worker hosts which agent types, where each active agent is placed, the topic
+subscription table, and (for replicas) how gateways reach each other. `InMemoryRegistry` serves one gateway;
+`RedisRegistry` (`_redis_registry.py`) lets several gateway processes share one registry."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
-from ext.core import AgentId, UndeliverableError
+from ext.core import (
+    AgentId,
+    Subscription,
+    SubscriptionTable,
+    TopicId,
+    TypePrefixSubscription,
+    TypeSubscription,
+    UndeliverableError,
+    check_subscription,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +37,43 @@ shared registry broke, or came back after a break."""
 class RegistryUnavailableError(UndeliverableError):
     """The shared registry (Redis) cannot be reached: what needs it fails with this at once, naming the
     registry (host and port only, never credentials), instead of waiting for a deadline."""
+
+
+def shared_kind(subscription: object) -> tuple[str, str, str]:
+    """`(kind, topic type or prefix, agent type)` of a subscription the cluster can share: kind "type" or "prefix".
+    Only the built-in kinds can be shared (another process must rebuild them); anything else is a `TypeError`
+    naming the argument."""
+    subscription = check_subscription(subscription)
+    if type(subscription) is TypeSubscription:
+        return "type", subscription.topic_type, subscription.agent_type
+    if type(subscription) is TypePrefixSubscription:
+        return "prefix", subscription.topic_type_prefix, subscription.agent_type
+    raise TypeError(
+        "subscription must be a TypeSubscription or TypePrefixSubscription to be shared across the cluster, "
+        f"got {type(subscription).__name__}"
+    )
+
+
+def subscription_record(subscription: object) -> str:
+    """A subscription as the registry stores it (the Redis hash's value): compact JSON of its kind, topic type or
+    prefix and agent type, with sorted keys, so equal subscriptions have equal records."""
+    kind, topic, agent_type = shared_kind(subscription)
+    field = "topic_type" if kind == "type" else "topic_type_prefix"
+    return json.dumps({"kind": kind, field: topic, "agent_type": agent_type}, sort_keys=True, separators=(",", ":"))
+
+
+def subscription_of_record(id: str, record: str | bytes) -> Subscription:
+    """The subscription `id` from its stored record (`ValueError` for a record this version cannot read)."""
+    try:
+        fields = json.loads(record)
+        kind, agent_type = fields["kind"], fields["agent_type"]
+        if kind == "type":
+            return TypeSubscription(fields["topic_type"], agent_type, id=id)
+        if kind == "prefix":
+            return TypePrefixSubscription(fields["topic_type_prefix"], agent_type, id=id)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"subscription {id!r} has an unreadable record {record!r}: {exc}") from None
+    raise ValueError(f"subscription {id!r} has an unknown kind {kind!r}")
 
 
 def rendezvous(agent_id: AgentId, workers: list[str]) -> str:
@@ -86,6 +133,24 @@ class Registry(ABC):
     async def agents(self, agent_type: str | None = None) -> list[AgentId]:
         """Placed (active) agents, sorted by type then key."""
 
+    @abstractmethod
+    async def add_subscription(self, subscription: Subscription) -> Subscription:
+        """Add `subscription` to the cluster's table; an equal one already there (same kind, topic type or prefix,
+        and agent type) is kept instead, and returned. `ValueError` when its id names another subscription."""
+
+    @abstractmethod
+    async def remove_subscription(self, id: str) -> None:
+        """Remove the subscription `id`; `LookupError` naming it when there is none."""
+
+    @abstractmethod
+    async def subscriptions(self) -> list[Subscription]:
+        """Every subscription of the cluster."""
+
+    @abstractmethod
+    async def recipients(self, topic_id: TopicId) -> list[AgentId]:
+        """The agents a message published to `topic_id` goes to: one per agent type with a matching
+        subscription, sorted by type."""
+
     def forget_gateway(self, gateway_id: str) -> None:  # noqa: B027 - only caching registries need it
         """Drop anything cached about a gateway found unreachable."""
 
@@ -106,6 +171,7 @@ class InMemoryRegistry(Registry):
         self._types: dict[str, dict[str, str]] = {}
         self._placements: dict[AgentId, str] = {}
         self._placed_on: dict[str, set[AgentId]] = {}
+        self._subscriptions = SubscriptionTable()
 
     async def add(self, worker_id: str, agent_type: str, *, instance: str = "") -> None:
         self._types.setdefault(agent_type, {})[worker_id] = self.gateway_id
@@ -141,3 +207,16 @@ class InMemoryRegistry(Registry):
     async def agents(self, agent_type: str | None = None) -> list[AgentId]:
         found = [a for a in self._placements if agent_type is None or a.type == agent_type]
         return sorted(found, key=lambda a: (a.type, a.key))
+
+    async def add_subscription(self, subscription: Subscription) -> Subscription:
+        subscription_record(subscription)  # what Redis could not store is refused here too
+        return self._subscriptions.add(subscription)
+
+    async def remove_subscription(self, id: str) -> None:
+        self._subscriptions.remove(id)
+
+    async def subscriptions(self) -> list[Subscription]:
+        return self._subscriptions.subscriptions()
+
+    async def recipients(self, topic_id: TopicId) -> list[AgentId]:
+        return self._subscriptions.recipients(topic_id)

@@ -14,7 +14,7 @@ import logging
 import uuid
 from typing import Any
 
-from ext.core import AgentId
+from ext.core import AgentId, TopicId
 
 from ._forwarder import Forwarder, parse_forwards
 from ._links import Outgoing, PendingRpc, WorkerLink, batch_forwards, coalescing
@@ -151,6 +151,9 @@ class Router:
     async def on_delivery(self, conn: WorkerLink, message: pb.Message) -> None:
         delivery = message.delivery
         kind = delivery.kind
+        if kind == pb.DELIVERY_KIND_PUBLISH and not delivery.HasField("recipient"):
+            await self._publish(conn, message)
+            return
         if kind == pb.DELIVERY_KIND_BROADCAST:
             try:
                 targets = await self._registry.workers_for(delivery.broadcast_type)
@@ -219,6 +222,31 @@ class Router:
         await self._send_to_worker(
             worker_id, gateway_id, message, recipient if pending is not None else None, origin=conn
         )
+
+    async def _publish(self, conn: WorkerLink, message: pb.Message) -> None:
+        """A worker's publish: one copy per recipient of the registry's subscription table (except the sender), each
+        routed below as a one-way message, so a recipient is placed, and its type found missing, as a send's is."""
+        delivery = message.delivery
+        try:
+            topic = TopicId(delivery.event.type, delivery.event.source)
+        except ValueError as exc:
+            text = f"a published message has no valid topic (its event's type and source): {exc}"
+            await conn.send(pb.Message(notice=pb.Notice(error=wire_error(pb.ERROR_KIND_BAD_MESSAGE, text))))
+            return
+        try:
+            recipients = await self._registry.recipients(topic)
+        except RegistryUnavailableError as exc:
+            await self._undeliverable(message, f"cannot publish to {topic}: {exc}", origin=conn)
+            return
+        sender = delivery.sender
+        for recipient in recipients:
+            if delivery.HasField("sender") and (recipient.type, recipient.key) == (sender.type, sender.key):
+                continue  # as AutoGen does: the publisher does not receive its own message
+            copy = pb.Message()
+            copy.CopyFrom(message)
+            copy.delivery.recipient.type = recipient.type
+            copy.delivery.recipient.key = recipient.key
+            await self.on_delivery(conn, copy)
 
     def _agent_id(self, agent_type: str, key: str) -> AgentId:
         """AgentIds from the wire, validated once per distinct id (validation is a regex match)."""

@@ -19,6 +19,7 @@ from ext.core import (
     MessageSpan,
     RuntimeClosedError,
     SendInfo,
+    TopicId,
     UndeliverableError,
 )
 
@@ -64,15 +65,21 @@ class Sender(AgentHost):
         recipient: AgentId | None = None,
         request_id: str = "",
         broadcast_type: str = "",
+        topic: TopicId | None = None,
+        message_id: str | None = None,
     ) -> tuple[pb.Message, MessageSpan | None]:
-        """The envelope of a message to send, and the observer's span of the send (None without an observer)."""
+        """The envelope of a message to send, and the observer's span of the send (None without an observer). A
+        publish's event has the topic as its `type` and `source` (as AutoGen's has) and `message_id` as its id."""
         envelope = pb.Message()
         delivery = envelope.delivery
         delivery.kind = kind  # type: ignore[assignment]
-        if sender is None:
+        if topic is not None:
+            self.serializer.fill_cloud_event(delivery.event, message, topic.source, topic.type, id=message_id)
+        elif sender is None:
             self.serializer.fill_cloud_event(delivery.event, message, self._source)
         else:
             self.serializer.fill_cloud_event(delivery.event, message, str(sender))
+        if sender is not None:
             wire = delivery.sender
             wire.type = sender.type
             wire.key = sender.key
@@ -86,10 +93,10 @@ class Sender(AgentHost):
             delivery.broadcast_type = broadcast_type
         span: MessageSpan | None = None
         if self._observer is not None:
-            what: Literal["send", "rpc", "broadcast"] = (
-                "rpc" if request_id else "broadcast" if broadcast_type else "send"
+            what: Literal["send", "rpc", "broadcast", "publish"] = (
+                "rpc" if request_id else "broadcast" if broadcast_type else "publish" if topic else "send"
             )
-            agent_type = broadcast_type or (recipient.type if recipient is not None else "")
+            agent_type = broadcast_type or (recipient.type if recipient is not None else topic.type if topic else "")
             span = self._observer.on_send(SendInfo(what, agent_type, recipient, sender, delivery.event.id))
             if span.trace is not None:
                 set_trace(delivery.event, span.trace)

@@ -1,6 +1,7 @@
 """What worker and gateway share on the wire: the stream's method and framing (a bad frame is `Malformed`, not
 fatal), the authorization metadata, the size limit, how errors travel (a handler's exception as the wire's
-`Error` and back, and the worker's `AuthenticationError`), and where a message's trace context rides."""
+`Error` and back, and the worker's `AuthenticationError`), where a message's trace context rides, and how topic
+subscriptions are written."""
 
 from __future__ import annotations
 
@@ -17,10 +18,14 @@ from ext.core import (
     CantHandleError,
     ExtError,
     MessageHandlerError,
+    Subscription,
     TraceContext,
+    TypePrefixSubscription,
+    TypeSubscription,
     UndeliverableError,
 )
 
+from ._registry import shared_kind
 from ._serializer import SerializationError
 from .protos import agent_worker_pb2 as pb
 from .protos.cloudevent_pb2 import CloudEvent
@@ -41,7 +46,10 @@ __all__ = [
     "error_of",
     "parse_message",
     "raise_error",
+    "raise_control_error",
     "set_trace",
+    "subscription_of_wire",
+    "subscription_to_wire",
     "trace_of",
     "wire_error",
 ]
@@ -180,3 +188,38 @@ def trace_of(event: CloudEvent) -> TraceContext | None:
         return None
     state = attributes[TRACESTATE].ce_string if TRACESTATE in attributes else ""
     return TraceContext.parse(attributes[TRACEPARENT].ce_string, state)
+
+
+# --- topic subscriptions ----------------------------------------------------------------------------------
+
+
+def subscription_to_wire(subscription: Subscription) -> pb.Subscription:
+    """A subscription as the wire carries it (the built-in kinds only: the other side must rebuild it)."""
+    kind, topic, agent_type = shared_kind(subscription)
+    wire = pb.Subscription(id=subscription.id)
+    if kind == "type":
+        wire.type.topic_type, wire.type.agent_type = topic, agent_type
+    else:
+        wire.type_prefix.topic_type_prefix, wire.type_prefix.agent_type = topic, agent_type
+    return wire
+
+
+def subscription_of_wire(wire: pb.Subscription) -> Subscription:
+    """The subscription a wire `Subscription` stands for; `ValueError` (naming the field) when it is not valid."""
+    kind = wire.WhichOneof("kind")
+    if kind == "type":
+        return TypeSubscription(wire.type.topic_type, wire.type.agent_type, id=wire.id or None)
+    if kind == "type_prefix":
+        prefix = wire.type_prefix
+        return TypePrefixSubscription(prefix.topic_type_prefix, prefix.agent_type, id=wire.id or None)
+    raise ValueError("subscription has no kind (type or type_prefix)")
+
+
+def raise_control_error(error: pb.Error, what: str) -> None:
+    """Raise what a control request's `Error` stands for: the gateway's `ValueError` and `LookupError` as such,
+    anything else (the registry unreachable) as `UndeliverableError`."""
+    if error.kind == pb.ERROR_KIND_BAD_REQUEST:
+        raise ValueError(error.message)
+    if error.kind == pb.ERROR_KIND_NOT_FOUND:
+        raise LookupError(error.message)
+    raise UndeliverableError(f"the gateway could not {what}: {error.message}")

@@ -1,7 +1,8 @@
 """`GrpcAgentRuntime`: a worker runtime. Its public API (registering agent factories, sending, RPCs with
-deadlines, broadcast, listing agents) is here; building and sending envelopes and the RPC bookkeeping is `Sender`
-(`_sending.py`), what it hosts and how it dispatches what arrives is `AgentHost` (`_hosting.py`), and the stream
-to the gateway, with reconnection and failover, is `GatewayConnection` (`_connection.py`)."""
+deadlines, broadcast, topics and subscriptions, listing agents) is here; building and sending envelopes and the
+RPC bookkeeping is `Sender` (`_sending.py`), what it hosts and how it dispatches what arrives is `AgentHost`
+(`_hosting.py`), and the stream to the gateway, with reconnection and failover, is `GatewayConnection`
+(`_connection.py`)."""
 
 from __future__ import annotations
 
@@ -32,18 +33,22 @@ from ext.core import (
     RuntimeObserver,
     SavePolicy,
     StateStore,
+    Subscription,
+    TopicId,
     UndeliverableError,
     agent_type_name,
     check_agent_id,
     check_factory,
     check_sender,
+    check_subscription,
     check_timeout,
+    check_topic_id,
 )
 
 from ._connection import DEFAULT_TOKEN_ENV
 from ._sending import Sender
 from ._serializer import ProtobufMessageSerializer
-from ._wire import DEFAULT_MAX_MESSAGE_BYTES
+from ._wire import DEFAULT_MAX_MESSAGE_BYTES, raise_control_error, subscription_of_wire, subscription_to_wire
 from .protos import agent_worker_pb2 as pb
 
 __all__ = ["GrpcAgentRuntime"]
@@ -292,6 +297,64 @@ class GrpcAgentRuntime(Sender):
         self._check_open()
         envelope, span = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender, broadcast_type=name)
         await self._post_observed(envelope, span)
+
+    async def publish(
+        self,
+        message: Any,
+        topic_id: TopicId,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        """Publish one way to `topic_id`: the gateway sends it to the recipient of every matching subscription in
+        the cluster's table (each agent once, `sender` skipped), placing and creating agents as `send_message`
+        does. Returns once the gateway has it; a recipient whose type no worker hosts is reported as for
+        `send_message` (logged, and `on_undelivered`)."""
+        topic_id = check_topic_id(topic_id)
+        check_sender(sender)
+        if message_id is not None and (not isinstance(message_id, str) or not message_id):
+            raise ValueError(f"message_id must be a non-empty string or None, got {message_id!r}")
+        self._check_open()
+        if cancellation_token is not None and cancellation_token.is_cancelled():
+            raise asyncio.CancelledError("cancelled by CancellationToken before sending")
+        envelope, span = self._delivery(
+            pb.DELIVERY_KIND_PUBLISH, message, sender, topic=topic_id, message_id=message_id
+        )
+        await self._post_observed(envelope, span)
+
+    async def add_subscription(self, subscription: Subscription) -> None:
+        """Add a subscription to the cluster's table (in the gateway's registry: every replica sees it). An equal
+        one already there (same kind, topic type or prefix, agent type) changes nothing. Only `TypeSubscription`
+        and `TypePrefixSubscription` can be shared; `UndeliverableError` when the registry cannot be reached."""
+        wire = subscription_to_wire(check_subscription(subscription))
+        self._check_open()
+        request_id = self._next_id()
+        message = pb.Message(add_subscription=pb.AddSubscription(request_id=request_id, subscription=wire))
+        reply = await self._control(message, request_id)
+        if reply.HasField("error"):
+            raise_control_error(reply.error, f"add {subscription!r}")
+
+    async def remove_subscription(self, id: str) -> None:
+        """Remove the subscription `id` from the cluster's table; `LookupError` naming it when there is none."""
+        if not isinstance(id, str):
+            raise TypeError(f"id must be a str, got {type(id).__name__}")
+        self._check_open()
+        request_id = self._next_id()
+        message = pb.Message(remove_subscription=pb.RemoveSubscription(request_id=request_id, id=id))
+        reply = await self._control(message, request_id)
+        if reply.HasField("error"):
+            raise_control_error(reply.error, f"remove subscription {id!r}")
+
+    async def list_subscriptions(self) -> list[Subscription]:
+        """Every subscription in the cluster's table."""
+        self._check_open()
+        request_id = self._next_id()
+        message = pb.Message(list_subscriptions=pb.ListSubscriptions(request_id=request_id))
+        reply = await self._control(message, request_id)
+        if reply.HasField("error"):
+            raise_control_error(reply.error, "list the subscriptions")
+        return [subscription_of_wire(s) for s in reply.subscriptions]
 
     async def list_agents(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
         """Every active agent in the cluster (of one type, or all), from the gateway's registry. Raises

@@ -26,6 +26,9 @@ from ext.core import (
     SavePolicy,
     SendInfo,
     StateStore,
+    Subscription,
+    SubscriptionTable,
+    TopicId,
     TraceContext,
     UndeliverableError,
     agent_type_name,
@@ -34,6 +37,7 @@ from ext.core import (
     check_seconds,
     check_sender,
     check_timeout,
+    check_topic_id,
 )
 
 from ._activation import Activation
@@ -86,6 +90,7 @@ class LocalAgentRuntime(Activation):
             state_store = InMemoryStateStore()  # a deactivated agent must come back with its state
         states = AgentStates(state_store, save_policy or SavePolicy()) if state_store is not None else None
         super().__init__(states=states, idle_timeout=idle_timeout, observer=observer)
+        self._subscriptions = SubscriptionTable()
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -275,6 +280,70 @@ class LocalAgentRuntime(Activation):
         self.broadcast_now(message, name, sender=sender, trace=span.trace)
         span.end()
 
+    async def publish(
+        self,
+        message: Any,
+        topic_id: TopicId,
+        *,
+        sender: AgentId | None = None,
+        cancellation_token: CancellationToken | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        """Queue `message` for the recipient of every subscription matching `topic_id` (each agent once, `sender`
+        skipped), creating agents as needed; no match is a no-op. As for `send_message`, a recipient whose type has
+        no factory raises `AgentNotFoundError` at once, before anything is queued."""
+        topic_id = check_topic_id(topic_id)
+        check_sender(sender)
+        if message_id is not None and (not isinstance(message_id, str) or not message_id):
+            raise ValueError(f"message_id must be a non-empty string or None, got {message_id!r}")
+        self._check_open()
+        recipients = [r for r in self._subscriptions.recipients(topic_id) if r != sender]
+        missing = sorted({r.type for r in recipients if r.type not in self._factories})
+        if missing:
+            names = ", ".join(repr(m) for m in missing)
+            raise AgentNotFoundError(
+                f"no agent factory is registered for agent type {names} (subscribed to {topic_id})"
+            )
+        if not recipients:
+            return
+        message_id = message_id or self._next_id()
+        span = None
+        if self._observer is not None:
+            span = self._observer.on_send(SendInfo("publish", topic_id.type, None, sender, message_id))
+        trace = None if span is None else span.trace
+        items = [
+            self._enqueue(
+                self._slot(r),
+                message,
+                MessageContext(r, sender, False, message_id, trace=trace, topic_id=topic_id),
+                None,
+                None,
+            )
+            for r in recipients
+        ]
+        if span is not None:
+            span.end()
+        if cancellation_token is not None:
+            cancellation_token.add_callback(lambda: self._cancel_all(items))
+
+    def _cancel_all(self, items: list[Delivery]) -> None:
+        for item in items:
+            self._cancel(item)
+
+    async def add_subscription(self, subscription: Subscription) -> None:
+        """Add a subscription (one equal to a subscription already there changes nothing)."""
+        self._check_open()
+        self._subscriptions.add(subscription)
+
+    async def remove_subscription(self, id: str) -> None:
+        """Remove the subscription `id`; `LookupError` naming it when there is none."""
+        self._check_open()
+        self._subscriptions.remove(id)
+
+    async def list_subscriptions(self) -> list[Subscription]:
+        """The subscriptions, in the order they were added."""
+        return self._subscriptions.subscriptions()
+
     # --- hosting for remote callers ----------------------------------------------------------------------
 
     def deliver(
@@ -287,6 +356,7 @@ class LocalAgentRuntime(Activation):
         message_id: str | None = None,
         reply: Reply | None = None,
         trace: TraceContext | None = None,
+        topic_id: TopicId | None = None,
     ) -> Delivery:
         """Queue `message` for `recipient` now and return the `Delivery`: for runtimes that host agents on
         behalf of remote callers (`ext.runtime.grpc`). Deliveries are handled in call order.
@@ -295,11 +365,12 @@ class LocalAgentRuntime(Activation):
         error is the handler's, `CancelledError` when cancelled; a one-way handler's error is also logged).
         `cancel_delivery(delivery)` cancels it. Raises `AgentNotFoundError` / `RuntimeClosedError` at once.
         `trace` is the trace context the message came with (the handler's `ctx.trace`); after the handler, the
-        delivery's `answer_trace` is the one its answer carries back.
+        delivery's `answer_trace` is the one its answer carries back. `topic_id`: the topic of a published message
+        (the handler's `ctx.topic_id`).
         """
         self._check_open()
         slot = self._slot(recipient)
-        ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id(), trace=trace)
+        ctx = MessageContext(recipient, sender, rpc, message_id or self._next_id(), trace=trace, topic_id=topic_id)
         return self._enqueue(slot, message, ctx, None, reply)
 
     def deliver_here(

@@ -12,8 +12,9 @@ Subclass it (class name starting with `Test`) and provide the runtime::
 
 Messages are the pydantic models in `MESSAGE_TYPES`; a runtime that serializes messages registers them in
 `make_runtime`. Agents live in the test process, so the suite observes them directly (a journal). The durable
-state scenarios are `RuntimeStateScenarios` (`_runtime_state.py`) and the trace-context ones
-`RuntimeTraceScenarios` (`_runtime_trace.py`), both part of this suite.
+state scenarios are `RuntimeStateScenarios` (`_runtime_state.py`), the trace-context ones
+`RuntimeTraceScenarios` (`_runtime_trace.py`) and the topic ones `RuntimeTopicScenarios` (`_runtime_topics.py`),
+all part of this suite.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from ext.testing.conformance._runtime_agents import (
     _within,
 )
 from ext.testing.conformance._runtime_state import RuntimeStateScenarios
+from ext.testing.conformance._runtime_topics import RuntimeTopicScenarios
 from ext.testing.conformance._runtime_trace import RecordedSpan, RecordingObserver, RuntimeTraceScenarios
 
 __all__ = [
@@ -75,7 +77,7 @@ __all__ = [
 ]
 
 
-class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios):
+class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTopicScenarios):
     """Runtime-neutral scenarios for an `AgentRuntime`. See the module docstring."""
 
     async def make_runtime(self, **options: Any) -> AgentRuntime:

@@ -1,4 +1,5 @@
-"""The messages, agent and journal of the runtime conformance suites (`_runtime.py`, `_runtime_state.py`)."""
+"""The messages, agent and journal of the runtime conformance suites (`_runtime.py`, `_runtime_state.py`,
+`_runtime_topics.py`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ext.core import AgentId, AgentRuntime, MessageContext, RoutedAgent, message_handler
+from ext.core import AgentId, AgentRuntime, MessageContext, RoutedAgent, TopicId, message_handler
 
 T = TypeVar("T")
 
@@ -79,10 +80,12 @@ MESSAGE_TYPES: tuple[type[BaseModel], ...] = (
 
 
 class Journal:
-    """What the suite's agents did, observed by the tests: created and closed agents, cancelled handlers."""
+    """What the suite's agents did, observed by the tests: created and closed agents, cancelled handlers, and the
+    context of each `Note` handled (recipient, topic, message id, broadcast flag)."""
 
     def __init__(self) -> None:
         self.created: list[AgentId] = []
+        self.noted: list[tuple[AgentId, TopicId | None, str, bool]] = []
         self.closed: list[AgentId] = []
         self.cancelled: list[AgentId] = []
         self.slow_started = asyncio.Event()
@@ -123,6 +126,7 @@ class EchoAgent(RoutedAgent):
 
     @message_handler
     async def on_note(self, message: Note, ctx: MessageContext) -> None:
+        self.journal.noted.append((self.id, ctx.topic_id, ctx.message_id, ctx.is_broadcast))
         self.notes.append(message.text + ("!" if ctx.is_broadcast else ""))
 
     @message_handler

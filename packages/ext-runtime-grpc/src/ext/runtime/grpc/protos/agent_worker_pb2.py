@@ -29,17 +29,17 @@ _sym_db = _symbol_database.Default()
 from ext.runtime.grpc.protos import cloudevent_pb2 as ext_dot_runtime_dot_grpc_dot_protos_dot_cloudevent__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*ext/runtime/grpc/protos/agent_worker.proto\x12\x0e\x65xt.runtime.v1\x1a(ext/runtime/grpc/protos/cloudevent.proto\"$\n\x07\x41gentId\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"\xe5\x01\n\x08\x44\x65livery\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.ext.runtime.v1.DeliveryKind\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12*\n\trecipient\x18\x03 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\x12\x16\n\x0e\x62roadcast_type\x18\x04 \x01(\t\x12\'\n\x06sender\x18\x05 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\x12,\n\x05\x65vent\x18\x06 \x01(\x0b\x32\x1d.io.cloudevents.v1.CloudEvent\"U\n\x05\x45rror\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.ext.runtime.v1.ErrorKind\x12\x12\n\nerror_type\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x80\x01\n\x08Response\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12.\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x1d.io.cloudevents.v1.CloudEventH\x00\x12&\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x15.ext.runtime.v1.ErrorH\x00\x42\x08\n\x06result\"\x1c\n\x06\x43\x61ncel\x12\x12\n\nrequest_id\x18\x01 \x01(\t\".\n\x05Hello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngateway_id\x18\x02 \x01(\t\"5\n\x11RegisterAgentType\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\">\n\x19RegisterAgentTypeResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\".\n\nListAgents\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\"`\n\x12ListAgentsResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\'\n\x06\x61gents\x18\x02 \x03(\x0b\x32\x17.ext.runtime.v1.AgentId\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"Z\n\x06Notice\x12$\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x15.ext.runtime.v1.Error\x12*\n\trecipient\x18\x02 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\"\x87\x04\n\x07Message\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.ext.runtime.v1.HelloH\x00\x12\x35\n\x08register\x18\x02 \x01(\x0b\x32!.ext.runtime.v1.RegisterAgentTypeH\x00\x12\x46\n\x11register_response\x18\x03 \x01(\x0b\x32).ext.runtime.v1.RegisterAgentTypeResponseH\x00\x12,\n\x08\x64\x65livery\x18\x04 \x01(\x0b\x32\x18.ext.runtime.v1.DeliveryH\x00\x12,\n\x08response\x18\x05 \x01(\x0b\x32\x18.ext.runtime.v1.ResponseH\x00\x12(\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x16.ext.runtime.v1.CancelH\x00\x12\x31\n\x0blist_agents\x18\x07 \x01(\x0b\x32\x1a.ext.runtime.v1.ListAgentsH\x00\x12\x42\n\x14list_agents_response\x18\x08 \x01(\x0b\x32\".ext.runtime.v1.ListAgentsResponseH\x00\x12(\n\x06notice\x18\t \x01(\x0b\x32\x16.ext.runtime.v1.NoticeH\x00\x12&\n\x05\x62\x61tch\x18\n \x01(\x0b\x32\x15.ext.runtime.v1.BatchH\x00\x42\x06\n\x04\x62ody\"2\n\x05\x42\x61tch\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.ext.runtime.v1.Message\"b\n\x07\x46orward\x12\x15\n\rtarget_worker\x18\x01 \x01(\t\x12\x16\n\x0eorigin_gateway\x18\x02 \x01(\t\x12(\n\x07message\x18\x03 \x01(\x0b\x32\x17.ext.runtime.v1.Message\" \n\x0c\x46orwardBatch\x12\x10\n\x08\x66orwards\x18\x01 \x03(\x0c*|\n\x0c\x44\x65liveryKind\x12\x1d\n\x19\x44\x45LIVERY_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15\x44\x45LIVERY_KIND_ONE_WAY\x10\x01\x12\x15\n\x11\x44\x45LIVERY_KIND_RPC\x10\x02\x12\x1b\n\x17\x44\x45LIVERY_KIND_BROADCAST\x10\x03*\xcf\x01\n\tErrorKind\x12\x1a\n\x16\x45RROR_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12\x45RROR_KIND_HANDLER\x10\x01\x12\x1e\n\x1a\x45RROR_KIND_AGENT_NOT_FOUND\x10\x02\x12\x1c\n\x18\x45RROR_KIND_UNDELIVERABLE\x10\x03\x12\x1a\n\x16\x45RROR_KIND_CANT_HANDLE\x10\x04\x12\x18\n\x14\x45RROR_KIND_CANCELLED\x10\x05\x12\x1a\n\x16\x45RROR_KIND_BAD_MESSAGE\x10\x06\x32R\n\x0b\x41gentWorker\x12\x43\n\x0bOpenChannel\x12\x17.ext.runtime.v1.Message\x1a\x17.ext.runtime.v1.Message(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*ext/runtime/grpc/protos/agent_worker.proto\x12\x0e\x65xt.runtime.v1\x1a(ext/runtime/grpc/protos/cloudevent.proto\"$\n\x07\x41gentId\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"\xe5\x01\n\x08\x44\x65livery\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.ext.runtime.v1.DeliveryKind\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12*\n\trecipient\x18\x03 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\x12\x16\n\x0e\x62roadcast_type\x18\x04 \x01(\t\x12\'\n\x06sender\x18\x05 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\x12,\n\x05\x65vent\x18\x06 \x01(\x0b\x32\x1d.io.cloudevents.v1.CloudEvent\"U\n\x05\x45rror\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.ext.runtime.v1.ErrorKind\x12\x12\n\nerror_type\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\x80\x01\n\x08Response\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12.\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x1d.io.cloudevents.v1.CloudEventH\x00\x12&\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x15.ext.runtime.v1.ErrorH\x00\x42\x08\n\x06result\"\x1c\n\x06\x43\x61ncel\x12\x12\n\nrequest_id\x18\x01 \x01(\t\".\n\x05Hello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x12\n\ngateway_id\x18\x02 \x01(\t\"5\n\x11RegisterAgentType\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\">\n\x19RegisterAgentTypeResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\r\n\x05\x65rror\x18\x02 \x01(\t\".\n\nListAgents\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\"`\n\x12ListAgentsResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\'\n\x06\x61gents\x18\x02 \x03(\x0b\x32\x17.ext.runtime.v1.AgentId\x12\r\n\x05\x65rror\x18\x03 \x01(\t\":\n\x10TypeSubscription\x12\x12\n\ntopic_type\x18\x01 \x01(\t\x12\x12\n\nagent_type\x18\x02 \x01(\t\"G\n\x16TypePrefixSubscription\x12\x19\n\x11topic_type_prefix\x18\x01 \x01(\t\x12\x12\n\nagent_type\x18\x02 \x01(\t\"\x93\x01\n\x0cSubscription\x12\n\n\x02id\x18\x01 \x01(\t\x12\x30\n\x04type\x18\x02 \x01(\x0b\x32 .ext.runtime.v1.TypeSubscriptionH\x00\x12=\n\x0btype_prefix\x18\x03 \x01(\x0b\x32&.ext.runtime.v1.TypePrefixSubscriptionH\x00\x42\x06\n\x04kind\"Y\n\x0f\x41\x64\x64Subscription\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x32\n\x0csubscription\x18\x02 \x01(\x0b\x32\x1c.ext.runtime.v1.Subscription\"_\n\x17\x41\x64\x64SubscriptionResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12$\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x15.ext.runtime.v1.Error\x12\n\n\x02id\x18\x03 \x01(\t\"4\n\x12RemoveSubscription\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"V\n\x1aRemoveSubscriptionResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12$\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x15.ext.runtime.v1.Error\"\'\n\x11ListSubscriptions\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"\x8a\x01\n\x19ListSubscriptionsResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x33\n\rsubscriptions\x18\x02 \x03(\x0b\x32\x1c.ext.runtime.v1.Subscription\x12$\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x15.ext.runtime.v1.Error\"Z\n\x06Notice\x12$\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x15.ext.runtime.v1.Error\x12*\n\trecipient\x18\x02 \x01(\x0b\x32\x17.ext.runtime.v1.AgentId\"\xbc\x07\n\x07Message\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.ext.runtime.v1.HelloH\x00\x12\x35\n\x08register\x18\x02 \x01(\x0b\x32!.ext.runtime.v1.RegisterAgentTypeH\x00\x12\x46\n\x11register_response\x18\x03 \x01(\x0b\x32).ext.runtime.v1.RegisterAgentTypeResponseH\x00\x12,\n\x08\x64\x65livery\x18\x04 \x01(\x0b\x32\x18.ext.runtime.v1.DeliveryH\x00\x12,\n\x08response\x18\x05 \x01(\x0b\x32\x18.ext.runtime.v1.ResponseH\x00\x12(\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x16.ext.runtime.v1.CancelH\x00\x12\x31\n\x0blist_agents\x18\x07 \x01(\x0b\x32\x1a.ext.runtime.v1.ListAgentsH\x00\x12\x42\n\x14list_agents_response\x18\x08 \x01(\x0b\x32\".ext.runtime.v1.ListAgentsResponseH\x00\x12(\n\x06notice\x18\t \x01(\x0b\x32\x16.ext.runtime.v1.NoticeH\x00\x12&\n\x05\x62\x61tch\x18\n \x01(\x0b\x32\x15.ext.runtime.v1.BatchH\x00\x12;\n\x10\x61\x64\x64_subscription\x18\x0b \x01(\x0b\x32\x1f.ext.runtime.v1.AddSubscriptionH\x00\x12L\n\x19\x61\x64\x64_subscription_response\x18\x0c \x01(\x0b\x32\'.ext.runtime.v1.AddSubscriptionResponseH\x00\x12\x41\n\x13remove_subscription\x18\r \x01(\x0b\x32\".ext.runtime.v1.RemoveSubscriptionH\x00\x12R\n\x1cremove_subscription_response\x18\x0e \x01(\x0b\x32*.ext.runtime.v1.RemoveSubscriptionResponseH\x00\x12?\n\x12list_subscriptions\x18\x0f \x01(\x0b\x32!.ext.runtime.v1.ListSubscriptionsH\x00\x12P\n\x1blist_subscriptions_response\x18\x10 \x01(\x0b\x32).ext.runtime.v1.ListSubscriptionsResponseH\x00\x42\x06\n\x04\x62ody\"2\n\x05\x42\x61tch\x12)\n\x08messages\x18\x01 \x03(\x0b\x32\x17.ext.runtime.v1.Message\"b\n\x07\x46orward\x12\x15\n\rtarget_worker\x18\x01 \x01(\t\x12\x16\n\x0eorigin_gateway\x18\x02 \x01(\t\x12(\n\x07message\x18\x03 \x01(\x0b\x32\x17.ext.runtime.v1.Message\" \n\x0c\x46orwardBatch\x12\x10\n\x08\x66orwards\x18\x01 \x03(\x0c*\x97\x01\n\x0c\x44\x65liveryKind\x12\x1d\n\x19\x44\x45LIVERY_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15\x44\x45LIVERY_KIND_ONE_WAY\x10\x01\x12\x15\n\x11\x44\x45LIVERY_KIND_RPC\x10\x02\x12\x1b\n\x17\x44\x45LIVERY_KIND_BROADCAST\x10\x03\x12\x19\n\x15\x44\x45LIVERY_KIND_PUBLISH\x10\x04*\x85\x02\n\tErrorKind\x12\x1a\n\x16\x45RROR_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12\x45RROR_KIND_HANDLER\x10\x01\x12\x1e\n\x1a\x45RROR_KIND_AGENT_NOT_FOUND\x10\x02\x12\x1c\n\x18\x45RROR_KIND_UNDELIVERABLE\x10\x03\x12\x1a\n\x16\x45RROR_KIND_CANT_HANDLE\x10\x04\x12\x18\n\x14\x45RROR_KIND_CANCELLED\x10\x05\x12\x1a\n\x16\x45RROR_KIND_BAD_MESSAGE\x10\x06\x12\x1a\n\x16\x45RROR_KIND_BAD_REQUEST\x10\x07\x12\x18\n\x14\x45RROR_KIND_NOT_FOUND\x10\x08\x32R\n\x0b\x41gentWorker\x12\x43\n\x0bOpenChannel\x12\x17.ext.runtime.v1.Message\x1a\x17.ext.runtime.v1.Message(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ext.runtime.grpc.protos.agent_worker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DELIVERYKIND']._serialized_start=1735
-  _globals['_DELIVERYKIND']._serialized_end=1859
-  _globals['_ERRORKIND']._serialized_start=1862
-  _globals['_ERRORKIND']._serialized_end=2069
+  _globals['_DELIVERYKIND']._serialized_start=2968
+  _globals['_DELIVERYKIND']._serialized_end=3119
+  _globals['_ERRORKIND']._serialized_start=3122
+  _globals['_ERRORKIND']._serialized_end=3383
   _globals['_AGENTID']._serialized_start=104
   _globals['_AGENTID']._serialized_end=140
   _globals['_DELIVERY']._serialized_start=143
@@ -60,16 +60,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTAGENTS']._serialized_end=835
   _globals['_LISTAGENTSRESPONSE']._serialized_start=837
   _globals['_LISTAGENTSRESPONSE']._serialized_end=933
-  _globals['_NOTICE']._serialized_start=935
-  _globals['_NOTICE']._serialized_end=1025
-  _globals['_MESSAGE']._serialized_start=1028
-  _globals['_MESSAGE']._serialized_end=1547
-  _globals['_BATCH']._serialized_start=1549
-  _globals['_BATCH']._serialized_end=1599
-  _globals['_FORWARD']._serialized_start=1601
-  _globals['_FORWARD']._serialized_end=1699
-  _globals['_FORWARDBATCH']._serialized_start=1701
-  _globals['_FORWARDBATCH']._serialized_end=1733
-  _globals['_AGENTWORKER']._serialized_start=2071
-  _globals['_AGENTWORKER']._serialized_end=2153
+  _globals['_TYPESUBSCRIPTION']._serialized_start=935
+  _globals['_TYPESUBSCRIPTION']._serialized_end=993
+  _globals['_TYPEPREFIXSUBSCRIPTION']._serialized_start=995
+  _globals['_TYPEPREFIXSUBSCRIPTION']._serialized_end=1066
+  _globals['_SUBSCRIPTION']._serialized_start=1069
+  _globals['_SUBSCRIPTION']._serialized_end=1216
+  _globals['_ADDSUBSCRIPTION']._serialized_start=1218
+  _globals['_ADDSUBSCRIPTION']._serialized_end=1307
+  _globals['_ADDSUBSCRIPTIONRESPONSE']._serialized_start=1309
+  _globals['_ADDSUBSCRIPTIONRESPONSE']._serialized_end=1404
+  _globals['_REMOVESUBSCRIPTION']._serialized_start=1406
+  _globals['_REMOVESUBSCRIPTION']._serialized_end=1458
+  _globals['_REMOVESUBSCRIPTIONRESPONSE']._serialized_start=1460
+  _globals['_REMOVESUBSCRIPTIONRESPONSE']._serialized_end=1546
+  _globals['_LISTSUBSCRIPTIONS']._serialized_start=1548
+  _globals['_LISTSUBSCRIPTIONS']._serialized_end=1587
+  _globals['_LISTSUBSCRIPTIONSRESPONSE']._serialized_start=1590
+  _globals['_LISTSUBSCRIPTIONSRESPONSE']._serialized_end=1728
+  _globals['_NOTICE']._serialized_start=1730
+  _globals['_NOTICE']._serialized_end=1820
+  _globals['_MESSAGE']._serialized_start=1823
+  _globals['_MESSAGE']._serialized_end=2779
+  _globals['_BATCH']._serialized_start=2781
+  _globals['_BATCH']._serialized_end=2831
+  _globals['_FORWARD']._serialized_start=2833
+  _globals['_FORWARD']._serialized_end=2931
+  _globals['_FORWARDBATCH']._serialized_start=2933
+  _globals['_FORWARDBATCH']._serialized_end=2965
+  _globals['_AGENTWORKER']._serialized_start=3385
+  _globals['_AGENTWORKER']._serialized_end=3467
 # @@protoc_insertion_point(module_scope)

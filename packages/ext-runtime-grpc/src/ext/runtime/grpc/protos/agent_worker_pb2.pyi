@@ -18,6 +18,7 @@ class DeliveryKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DELIVERY_KIND_ONE_WAY: _ClassVar[DeliveryKind]
     DELIVERY_KIND_RPC: _ClassVar[DeliveryKind]
     DELIVERY_KIND_BROADCAST: _ClassVar[DeliveryKind]
+    DELIVERY_KIND_PUBLISH: _ClassVar[DeliveryKind]
 
 class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -28,10 +29,13 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_KIND_CANT_HANDLE: _ClassVar[ErrorKind]
     ERROR_KIND_CANCELLED: _ClassVar[ErrorKind]
     ERROR_KIND_BAD_MESSAGE: _ClassVar[ErrorKind]
+    ERROR_KIND_BAD_REQUEST: _ClassVar[ErrorKind]
+    ERROR_KIND_NOT_FOUND: _ClassVar[ErrorKind]
 DELIVERY_KIND_UNSPECIFIED: DeliveryKind
 DELIVERY_KIND_ONE_WAY: DeliveryKind
 DELIVERY_KIND_RPC: DeliveryKind
 DELIVERY_KIND_BROADCAST: DeliveryKind
+DELIVERY_KIND_PUBLISH: DeliveryKind
 ERROR_KIND_UNSPECIFIED: ErrorKind
 ERROR_KIND_HANDLER: ErrorKind
 ERROR_KIND_AGENT_NOT_FOUND: ErrorKind
@@ -39,6 +43,8 @@ ERROR_KIND_UNDELIVERABLE: ErrorKind
 ERROR_KIND_CANT_HANDLE: ErrorKind
 ERROR_KIND_CANCELLED: ErrorKind
 ERROR_KIND_BAD_MESSAGE: ErrorKind
+ERROR_KIND_BAD_REQUEST: ErrorKind
+ERROR_KIND_NOT_FOUND: ErrorKind
 
 class AgentId(_message.Message):
     __slots__ = ("type", "key")
@@ -132,6 +138,82 @@ class ListAgentsResponse(_message.Message):
     error: str
     def __init__(self, request_id: _Optional[str] = ..., agents: _Optional[_Iterable[_Union[AgentId, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
 
+class TypeSubscription(_message.Message):
+    __slots__ = ("topic_type", "agent_type")
+    TOPIC_TYPE_FIELD_NUMBER: _ClassVar[int]
+    AGENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    topic_type: str
+    agent_type: str
+    def __init__(self, topic_type: _Optional[str] = ..., agent_type: _Optional[str] = ...) -> None: ...
+
+class TypePrefixSubscription(_message.Message):
+    __slots__ = ("topic_type_prefix", "agent_type")
+    TOPIC_TYPE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    AGENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    topic_type_prefix: str
+    agent_type: str
+    def __init__(self, topic_type_prefix: _Optional[str] = ..., agent_type: _Optional[str] = ...) -> None: ...
+
+class Subscription(_message.Message):
+    __slots__ = ("id", "type", "type_prefix")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    type: TypeSubscription
+    type_prefix: TypePrefixSubscription
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[_Union[TypeSubscription, _Mapping]] = ..., type_prefix: _Optional[_Union[TypePrefixSubscription, _Mapping]] = ...) -> None: ...
+
+class AddSubscription(_message.Message):
+    __slots__ = ("request_id", "subscription")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    subscription: Subscription
+    def __init__(self, request_id: _Optional[str] = ..., subscription: _Optional[_Union[Subscription, _Mapping]] = ...) -> None: ...
+
+class AddSubscriptionResponse(_message.Message):
+    __slots__ = ("request_id", "error", "id")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    error: Error
+    id: str
+    def __init__(self, request_id: _Optional[str] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., id: _Optional[str] = ...) -> None: ...
+
+class RemoveSubscription(_message.Message):
+    __slots__ = ("request_id", "id")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    id: str
+    def __init__(self, request_id: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class RemoveSubscriptionResponse(_message.Message):
+    __slots__ = ("request_id", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    error: Error
+    def __init__(self, request_id: _Optional[str] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class ListSubscriptions(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...
+
+class ListSubscriptionsResponse(_message.Message):
+    __slots__ = ("request_id", "subscriptions", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    subscriptions: _containers.RepeatedCompositeFieldContainer[Subscription]
+    error: Error
+    def __init__(self, request_id: _Optional[str] = ..., subscriptions: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
 class Notice(_message.Message):
     __slots__ = ("error", "recipient")
     ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -141,7 +223,7 @@ class Notice(_message.Message):
     def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., recipient: _Optional[_Union[AgentId, _Mapping]] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ("hello", "register", "register_response", "delivery", "response", "cancel", "list_agents", "list_agents_response", "notice", "batch")
+    __slots__ = ("hello", "register", "register_response", "delivery", "response", "cancel", "list_agents", "list_agents_response", "notice", "batch", "add_subscription", "add_subscription_response", "remove_subscription", "remove_subscription_response", "list_subscriptions", "list_subscriptions_response")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     REGISTER_RESPONSE_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +234,12 @@ class Message(_message.Message):
     LIST_AGENTS_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     NOTICE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    ADD_SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ADD_SUBSCRIPTION_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_SUBSCRIPTION_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    LIST_SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    LIST_SUBSCRIPTIONS_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     register: RegisterAgentType
     register_response: RegisterAgentTypeResponse
@@ -162,7 +250,13 @@ class Message(_message.Message):
     list_agents_response: ListAgentsResponse
     notice: Notice
     batch: Batch
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., register: _Optional[_Union[RegisterAgentType, _Mapping]] = ..., register_response: _Optional[_Union[RegisterAgentTypeResponse, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., list_agents: _Optional[_Union[ListAgents, _Mapping]] = ..., list_agents_response: _Optional[_Union[ListAgentsResponse, _Mapping]] = ..., notice: _Optional[_Union[Notice, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ...) -> None: ...
+    add_subscription: AddSubscription
+    add_subscription_response: AddSubscriptionResponse
+    remove_subscription: RemoveSubscription
+    remove_subscription_response: RemoveSubscriptionResponse
+    list_subscriptions: ListSubscriptions
+    list_subscriptions_response: ListSubscriptionsResponse
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., register: _Optional[_Union[RegisterAgentType, _Mapping]] = ..., register_response: _Optional[_Union[RegisterAgentTypeResponse, _Mapping]] = ..., delivery: _Optional[_Union[Delivery, _Mapping]] = ..., response: _Optional[_Union[Response, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., list_agents: _Optional[_Union[ListAgents, _Mapping]] = ..., list_agents_response: _Optional[_Union[ListAgentsResponse, _Mapping]] = ..., notice: _Optional[_Union[Notice, _Mapping]] = ..., batch: _Optional[_Union[Batch, _Mapping]] = ..., add_subscription: _Optional[_Union[AddSubscription, _Mapping]] = ..., add_subscription_response: _Optional[_Union[AddSubscriptionResponse, _Mapping]] = ..., remove_subscription: _Optional[_Union[RemoveSubscription, _Mapping]] = ..., remove_subscription_response: _Optional[_Union[RemoveSubscriptionResponse, _Mapping]] = ..., list_subscriptions: _Optional[_Union[ListSubscriptions, _Mapping]] = ..., list_subscriptions_response: _Optional[_Union[ListSubscriptionsResponse, _Mapping]] = ...) -> None: ...
 
 class Batch(_message.Message):
     __slots__ = ("messages",)
