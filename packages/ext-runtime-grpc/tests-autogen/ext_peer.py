@@ -1,7 +1,7 @@
 """A real ext worker process (`GrpcAgentRuntime`), driven like `autogen_side/autogen_peer.py` (same commands and
 events, one JSON object a line), so a test drives either kind of worker the same way.
 
-Usage: python ext_peer.py HOST:PORT [--host-type TYPE]...
+Usage: python ext_peer.py HOST:PORT [--host-type TYPE]... [--subscribe TOPIC_TYPE]...
 
 The message types are pydantic models registered under AutoGen's type names ("Ping", "Pong", ...: AutoGen names a
 dataclass by its class name), which is how an ext agent reads AutoGen's JSON payloads and AutoGen reads ext's.
@@ -15,9 +15,10 @@ import json
 import sys
 from typing import Any
 
+from google.protobuf.wrappers_pb2 import StringValue
 from pydantic import BaseModel
 
-from ext.core import AgentId, MessageContext, RoutedAgent, message_handler
+from ext.core import AgentId, MessageContext, RoutedAgent, TopicId, TypeSubscription, message_handler
 from ext.runtime.grpc import GrpcAgentRuntime
 
 
@@ -68,7 +69,32 @@ class Echo(RoutedAgent):
     @message_handler
     async def on_note(self, message: Note, ctx: MessageContext) -> None:
         sender = str(ctx.sender) if ctx.sender is not None else None
-        emit({"event": "note", "agent": str(self.id), "text": message.text, "topic": None, "sender": sender})
+        topic = [ctx.topic_id.type, ctx.topic_id.source] if ctx.topic_id is not None else None
+        emit(
+            {
+                "event": "note",
+                "agent": str(self.id),
+                "text": message.text,
+                "topic": topic,
+                "sender": sender,
+                "kind": "note",
+            }
+        )
+
+    @message_handler
+    async def on_string(self, message: StringValue, ctx: MessageContext) -> None:
+        sender = str(ctx.sender) if ctx.sender is not None else None
+        topic = [ctx.topic_id.type, ctx.topic_id.source] if ctx.topic_id is not None else None
+        emit(
+            {
+                "event": "note",
+                "agent": str(self.id),
+                "text": message.value,
+                "topic": topic,
+                "sender": sender,
+                "kind": "proto",
+            }
+        )
 
 
 async def run_op(runtime: GrpcAgentRuntime, op: dict[str, Any]) -> None:
@@ -83,6 +109,11 @@ async def run_op(runtime: GrpcAgentRuntime, op: dict[str, Any]) -> None:
             message = MESSAGES[op["message"]](text=op["text"])
             await runtime.send_message(message, AgentId(op["target"][0], op["target"][1]))
             reply.update(ok=True)
+        elif op["op"] == "publish":
+            sender = AgentId(op["sender"][0], op["sender"][1]) if op.get("sender") else None
+            payload: Any = StringValue(value=op["text"]) if op.get("proto") else Note(text=op["text"])
+            await runtime.publish(payload, TopicId(op["topic"][0], op["topic"][1]), sender=sender)
+            reply.update(ok=True)
     except Exception as exc:
         reply.update(ok=False, error_type=type(exc).__name__, error=str(exc))
     emit(reply)
@@ -92,6 +123,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("address")
     parser.add_argument("--host-type", action="append", default=[])
+    parser.add_argument("--subscribe", action="append", default=[])
     args = parser.parse_args()
     runtime = GrpcAgentRuntime(args.address, token_env=None, connect_timeout=10)
     types: dict[str, type[BaseModel]] = {**MESSAGES, "Pong": Pong}
@@ -101,6 +133,8 @@ async def main() -> None:
     async with runtime:
         for agent_type in args.host_type:
             await runtime.register_agent_factory(agent_type, Echo)
+            for topic_type in args.subscribe:
+                await runtime.add_subscription(TypeSubscription(topic_type, agent_type))
         emit({"event": "ready"})
         loop = asyncio.get_running_loop()
         while True:

@@ -1,14 +1,16 @@
 """A real AutoGen 0.7 worker (`GrpcWorkerAgentRuntime`), driven by the tests over stdin/stdout, one JSON object a
 line. Runs with the `autogen` hatch environment's python (autogen-ext[grpc] 0.7.5), never with ext installed.
 
-Usage: python autogen_peer.py HOST:PORT [--host-type TYPE]... [--subscribe TOPIC_TYPE]...
+Usage: python autogen_peer.py HOST:PORT [--host-type TYPE]... [--subscribe TOPIC_TYPE]... [--protobuf]
 
 It hosts an `Echo` agent under each `--host-type` (Ping -> Pong, Boom raises, Slow never answers), subscribes that
-type to each `--subscribe` topic type, prints {"event": "ready"}, then serves commands:
+type to each `--subscribe` topic type, prints {"event": "ready"}, then serves commands (`--protobuf`: publishes use
+AutoGen's protobuf payload format, for StringValue messages):
   {"op": "call", "id": N, "target": [TYPE, KEY], "message": "Ping"|"Boom"|"Slow", "text": S, "wait": SECONDS}
       -> {"id": N, "ok": true, "result": {...}} or {"id": N, "ok": false, "error_type": ..., "error": ...};
          "error_type": "TimeoutError" when no answer came within "wait" (AutoGen's RPCs have no deadline).
-  {"op": "publish", "id": N, "topic": [TYPE, SOURCE], "text": S} -> {"id": N, "ok": true}
+  {"op": "publish", "id": N, "topic": [TYPE, SOURCE], "text": S, "sender": [TYPE, KEY] (optional),
+   "proto": true (optional: a google.protobuf.StringValue instead of a Note)} -> {"id": N, "ok": true}
   {"op": "rpc_burst", "id": N, "target": [TYPE, KEY], "n": COUNT}
       -> {"id": N, "ok": true, "latencies": [seconds, ...]}: COUNT sequential Ping RPCs, each timed (the bench)
   {"op": "expect_notes", "id": N, "n": COUNT} -> {"id": N, "ok": true}: from now on this worker's agents count
@@ -17,7 +19,7 @@ type to each `--subscribe` topic type, prints {"event": "ready"}, then serves co
       Notes are handed to the runtime
   {"op": "exit"}
 Events: {"event": "slow_started", "agent": ...}, {"event": "note", "agent": ..., "text": ..., "topic": [...],
-"sender": ...} for each published Note an agent receives.
+"sender": ..., "kind": "note"|"proto"} for each published Note (or StringValue) an agent receives.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from autogen_core import (
+    JSON_DATA_CONTENT_TYPE,
+    PROTOBUF_DATA_CONTENT_TYPE,
     AgentId,
     MessageContext,
     RoutedAgent,
@@ -41,6 +45,7 @@ from autogen_core import (
     try_get_known_serializers_for_type,
 )
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
+from google.protobuf.wrappers_pb2 import StringValue
 
 
 @dataclass
@@ -120,7 +125,31 @@ class Echo(RoutedAgent):
             return
         topic = [ctx.topic_id.type, ctx.topic_id.source] if ctx.topic_id is not None else None
         sender = str(ctx.sender) if ctx.sender is not None else None
-        emit({"event": "note", "agent": str(self.id), "text": message.text, "topic": topic, "sender": sender})
+        emit(
+            {
+                "event": "note",
+                "agent": str(self.id),
+                "text": message.text,
+                "topic": topic,
+                "sender": sender,
+                "kind": "note",
+            }
+        )
+
+    @message_handler
+    async def on_string(self, message: StringValue, ctx: MessageContext) -> None:
+        topic = [ctx.topic_id.type, ctx.topic_id.source] if ctx.topic_id is not None else None
+        sender = str(ctx.sender) if ctx.sender is not None else None
+        emit(
+            {
+                "event": "note",
+                "agent": str(self.id),
+                "text": message.value,
+                "topic": topic,
+                "sender": sender,
+                "kind": "proto",
+            }
+        )
 
 
 async def run_op(runtime: GrpcWorkerAgentRuntime, op: dict[str, Any], counter: NoteCounter) -> None:
@@ -133,7 +162,9 @@ async def run_op(runtime: GrpcWorkerAgentRuntime, op: dict[str, Any], counter: N
             is_instance = dataclasses.is_dataclass(result) and not isinstance(result, type)
             reply.update(ok=True, result=dataclasses.asdict(result) if is_instance else repr(result))
         elif op["op"] == "publish":
-            await runtime.publish_message(Note(text=op["text"]), TopicId(op["topic"][0], op["topic"][1]))
+            sender = AgentId(op["sender"][0], op["sender"][1]) if op.get("sender") else None
+            payload: Any = StringValue(value=op["text"]) if op.get("proto") else Note(text=op["text"])
+            await runtime.publish_message(payload, TopicId(op["topic"][0], op["topic"][1]), sender=sender)
             reply.update(ok=True)
         elif op["op"] == "rpc_burst":
             target = AgentId(op["target"][0], op["target"][1])
@@ -163,9 +194,11 @@ async def main() -> None:
     parser.add_argument("address")
     parser.add_argument("--host-type", action="append", default=[])
     parser.add_argument("--subscribe", action="append", default=[])
+    parser.add_argument("--protobuf", action="store_true")
     args = parser.parse_args()
-    runtime = GrpcWorkerAgentRuntime(host_address=args.address)
-    for cls in (Ping, Pong, Boom, Slow, Note):
+    payload_format = PROTOBUF_DATA_CONTENT_TYPE if args.protobuf else JSON_DATA_CONTENT_TYPE
+    runtime = GrpcWorkerAgentRuntime(host_address=args.address, payload_serialization_format=payload_format)
+    for cls in (Ping, Pong, Boom, Slow, Note, StringValue):
         runtime.add_message_serializer(try_get_known_serializers_for_type(cls))
     await runtime.start()
     counter = NoteCounter()

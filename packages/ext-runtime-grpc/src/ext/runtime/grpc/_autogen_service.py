@@ -13,6 +13,7 @@ AutoGen's Python worker opens only plaintext channels and sends no token: this l
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -23,13 +24,18 @@ import grpc
 from ._autogen_wire import (
     CLIENT_ID,
     SERVICE,
+    publish_from_ext,
+    publish_to_ext,
     request_from_delivery,
     request_to_delivery,
     response_from_ext,
     response_to_ext,
+    subscription_of_autogen,
+    subscription_to_autogen,
 )
 from ._links import WorkerLink
 from ._outbox import Outbox
+from ._registry import RegistryUnavailableError
 from ._wire import EOF, Malformed, metadata_value
 from .protos import agent_rpc_pb2 as ag
 from .protos import agent_worker_pb2 as pb
@@ -40,6 +46,9 @@ if TYPE_CHECKING:
 __all__ = ["AutoGenLink", "AutoGenService"]
 
 logger = logging.getLogger(__name__)
+
+# How many recent published events an AutoGen link remembers, to pass each on once (see `AutoGenLink._write`).
+RECENT_EVENTS = 4096
 
 ONE_WAY_PREFIX = "oneway/"
 """The request ids given to ext's one-way messages for an AutoGen agent (AutoGen only has RPCs): their answers are
@@ -70,6 +79,7 @@ class AutoGenLink(WorkerLink):
         self.registrations: dict[str, asyncio.Future[pb.RegisterAgentTypeResponse]] = {}
         self._one_way = itertools.count(1)
         self._events = itertools.count(1)
+        self._published: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def event_id(self) -> str:
         return f"{self.worker_id}-{next(self._events)}"
@@ -87,6 +97,17 @@ class AutoGenLink(WorkerLink):
             elif delivery.kind == pb.DELIVERY_KIND_ONE_WAY:
                 request_id = f"{ONE_WAY_PREFIX}{next(self._one_way)}"
                 await self._stream_write(request_from_delivery(delivery, request_id))
+            elif delivery.kind == pb.DELIVERY_KIND_PUBLISH:
+                # The gateway sends a publish once per recipient; an AutoGen worker finds the recipients among its
+                # own agents itself (its subscriptions are its own), so it gets each published event once, as
+                # from AutoGen's host.
+                event_id = f"{delivery.event.source}\0{delivery.event.id}"
+                if event_id in self._published:
+                    return
+                self._published[event_id] = None
+                if len(self._published) > RECENT_EVENTS:
+                    self._published.popitem(last=False)
+                await self._stream_write(publish_from_ext(delivery))
             else:
                 logger.debug("AutoGen worker %s: an ext broadcast is not part of AutoGen's protocol", self.worker_id)
         elif body == "response":
@@ -115,8 +136,9 @@ class AutoGenService:
         self._links: dict[str, AutoGenLink] = {}
         self._opened: dict[str, asyncio.Event] = {}
         self._seq = itertools.count(1)
-        # Subscriptions AutoGen workers added through this listener: id -> (client id, subscription).
-        self._subscriptions: dict[str, tuple[str, ag.Subscription]] = {}
+        # Per client: the ids of the subscriptions it added to the registry's table (an equal one that was there
+        # first is not its to remove). They end with its channel, as on AutoGen's host.
+        self._owned: dict[str, set[str]] = {}
         self.port = 0
 
     @property
@@ -208,9 +230,9 @@ class AutoGenService:
                     logger.exception("gateway failed to handle a message from AutoGen worker %s", link.worker_id)
         finally:
             self._links.pop(client_id, None)
-            # As AutoGen's host does: a worker's subscriptions end with its channel.
-            for sub_id in [s for s, (owner, _) in self._subscriptions.items() if owner == client_id]:
-                del self._subscriptions[sub_id]
+            for sub_id in self._owned.pop(client_id, set()):
+                with contextlib.suppress(LookupError, RegistryUnavailableError):
+                    await gateway.registry.remove_subscription(sub_id)
             for future in link.registrations.values():
                 future.cancel()
             await gateway.detach(link)
@@ -230,7 +252,7 @@ class AutoGenService:
             source = str(recipient) if recipient is not None else link.worker_id
             await self._gateway.route_response(response_to_ext(response, source, link.event_id()), link)
         elif which == "cloudEvent":
-            logger.warning("AutoGen worker %s published to %s: not routed yet", link.worker_id, message.cloudEvent.type)
+            await self._gateway.on_delivery(link, publish_to_ext(message.cloudEvent))
 
     async def _open_control_channel(self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await self._client_id(context)
@@ -277,34 +299,40 @@ class AutoGenService:
         self, request: ag.AddSubscriptionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ag.AddSubscriptionResponse:
         link = await self._link(context)
-        subscription = request.subscription
-        kind = subscription.WhichOneof("subscription")
-        problem = ""
-        if kind is None:
-            problem = "subscription: expected typeSubscription or typePrefixSubscription, got neither"
-        elif not subscription.id:
-            problem = "subscription.id: expected a non-empty id"
-        elif not getattr(subscription, kind).agent_type:
-            problem = f"subscription.{kind}.agent_type: expected a non-empty agent type"
-        elif subscription.id in self._subscriptions:
-            # AutoGen's host: its SubscriptionManager raises ValueError("Subscription already exists"), which it
-            # returns as INVALID_ARGUMENT.
-            problem = "Subscription already exists"
-        if problem:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        self._subscriptions[subscription.id] = (link.client_id, subscription)
+        try:
+            subscription = subscription_of_autogen(request.subscription)
+            held = await self._gateway.registry.add_subscription(subscription)
+        except RegistryUnavailableError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except (ValueError, TypeError) as exc:
+            # A bad subscription, or its id taken by another one: AutoGen's host refuses both with this status.
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        # An equal subscription already in the table is kept (and not removed when this client goes).
+        if held.id == subscription.id:
+            self._owned.setdefault(link.client_id, set()).add(held.id)
         return ag.AddSubscriptionResponse()
 
     async def _remove_subscription(
         self, request: ag.RemoveSubscriptionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ag.RemoveSubscriptionResponse:
         await self._client_id(context)
-        if self._subscriptions.pop(request.id, None) is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no subscription with id {request.id!r}")
+        try:
+            await self._gateway.registry.remove_subscription(request.id)
+        except LookupError as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        except RegistryUnavailableError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        for owned in self._owned.values():
+            owned.discard(request.id)
         return ag.RemoveSubscriptionResponse()
 
     async def _get_subscriptions(
         self, request: ag.GetSubscriptionsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ag.GetSubscriptionsResponse:
         await self._client_id(context)
-        return ag.GetSubscriptionsResponse(subscriptions=[sub for _, sub in self._subscriptions.values()])
+        try:
+            subscriptions = await self._gateway.registry.subscriptions()
+        except RegistryUnavailableError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        wire = (subscription_to_autogen(s) for s in subscriptions)
+        return ag.GetSubscriptionsResponse(subscriptions=[w for w in wire if w is not None])

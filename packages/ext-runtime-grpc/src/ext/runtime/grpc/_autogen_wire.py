@@ -17,6 +17,8 @@ from collections.abc import Mapping, MutableMapping
 
 from google.protobuf.message import DecodeError
 
+from ext.core import Subscription, TypePrefixSubscription, TypeSubscription
+
 from .protos import agent_rpc_pb2 as ag
 from .protos import agent_worker_pb2 as pb
 from .protos.cloudevent_pb2 import CloudEvent
@@ -29,10 +31,14 @@ __all__ = [
     "error_text",
     "event_to_payload",
     "payload_to_event",
+    "publish_from_ext",
+    "publish_to_ext",
     "request_from_delivery",
     "response_from_ext",
     "response_to_ext",
     "request_to_delivery",
+    "subscription_of_autogen",
+    "subscription_to_autogen",
 ]
 
 SERVICE = "agents.AgentRpc"
@@ -49,6 +55,8 @@ SENDER_TYPE_ATTR = "agagentsendertype"
 SENDER_KEY_ATTR = "agagentsenderkey"
 MESSAGE_KIND_ATTR = "agmsgkind"
 MESSAGE_KIND_PUBLISH = "publish"
+# What AutoGen's worker sets as the sender of a message published from outside any agent.
+UNKNOWN_SENDER = ("unknown", "unknown")
 
 # ext's names for the same facts (ext.runtime.grpc._serializer): the type name when it differs from the event's
 # type, and the trace context attributes (_wire.py).
@@ -186,3 +194,78 @@ def response_to_ext(response: ag.RpcResponse, source: str, event_id: str) -> pb.
         payload_to_event(response.payload, reply.event, source, event_id)
         _trace_to_event(response.metadata, reply.event)
     return message
+
+
+def publish_to_ext(event: CloudEvent) -> pb.Message:
+    """An AutoGen worker's published CloudEvent as ext's publish: the same event (the topic is its type and source
+    on both sides), with the payload's type name where ext reads it (`exttype`) and the sender in the delivery
+    (AutoGen's `unknown/unknown`, a publish from outside any agent, as none)."""
+    message = pb.Message()
+    delivery = message.delivery
+    delivery.kind = pb.DELIVERY_KIND_PUBLISH
+    delivery.event.CopyFrom(event)
+    attributes = event.attributes
+    if SENDER_TYPE_ATTR in attributes and SENDER_KEY_ATTR in attributes:
+        sender = (attributes[SENDER_TYPE_ATTR].ce_string, attributes[SENDER_KEY_ATTR].ce_string)
+        if sender != UNKNOWN_SENDER:
+            delivery.sender.type, delivery.sender.key = sender
+    if DATA_SCHEMA_ATTR in attributes:
+        delivery.event.attributes[EXT_TYPE_ATTR].ce_string = attributes[DATA_SCHEMA_ATTR].ce_string
+    return message
+
+
+def publish_from_ext(delivery: pb.Delivery) -> ag.Message:
+    """ext's publish (one copy, to one recipient) as the CloudEvent an AutoGen worker reads: the attributes it looks
+    up (content type, type name, sender, kind) filled in where ext's event lacks them, and JSON as `binary_data`,
+    where AutoGen's worker reads it. The payload bytes are unchanged."""
+    message = ag.Message()
+    event = message.cloudEvent
+    event.CopyFrom(delivery.event)
+    attributes = event.attributes
+    which = event.WhichOneof("data")
+    if DATA_SCHEMA_ATTR not in attributes:
+        name = attributes[EXT_TYPE_ATTR].ce_string if EXT_TYPE_ATTR in attributes else ""
+        if not name and which == "proto_data":
+            name = event.proto_data.type_url.rpartition("/")[2]
+        attributes[DATA_SCHEMA_ATTR].ce_string = name or event.type
+    if EXT_TYPE_ATTR in attributes:
+        del attributes[EXT_TYPE_ATTR]
+    if which == "proto_data":
+        if DATA_CONTENT_TYPE_ATTR not in attributes:
+            attributes[DATA_CONTENT_TYPE_ATTR].ce_string = PROTOBUF_DATA_CONTENT_TYPE
+    elif which == "text_data":
+        event.binary_data = event.text_data.encode()
+    if DATA_CONTENT_TYPE_ATTR not in attributes:
+        attributes[DATA_CONTENT_TYPE_ATTR].ce_string = JSON_DATA_CONTENT_TYPE
+    if SENDER_TYPE_ATTR not in attributes and delivery.HasField("sender"):
+        attributes[SENDER_TYPE_ATTR].ce_string = delivery.sender.type
+        attributes[SENDER_KEY_ATTR].ce_string = delivery.sender.key
+    if MESSAGE_KIND_ATTR not in attributes:
+        attributes[MESSAGE_KIND_ATTR].ce_string = MESSAGE_KIND_PUBLISH
+    return message
+
+
+def subscription_of_autogen(wire: ag.Subscription) -> Subscription:
+    """The subscription an AutoGen `Subscription` stands for; `ValueError` naming the field when it is not valid."""
+    if not wire.id:
+        raise ValueError("subscription.id: expected a non-empty id")
+    kind = wire.WhichOneof("subscription")
+    if kind == "typeSubscription":
+        return TypeSubscription(wire.typeSubscription.topic_type, wire.typeSubscription.agent_type, id=wire.id)
+    if kind == "typePrefixSubscription":
+        prefix = wire.typePrefixSubscription
+        return TypePrefixSubscription(prefix.topic_type_prefix, prefix.agent_type, id=wire.id)
+    raise ValueError("subscription: expected typeSubscription or typePrefixSubscription, got neither")
+
+
+def subscription_to_autogen(subscription: Subscription) -> ag.Subscription | None:
+    """A subscription as AutoGen's wire has it (None for a kind AutoGen does not know)."""
+    if isinstance(subscription, TypeSubscription):
+        kind = ag.TypeSubscription(topic_type=subscription.topic_type, agent_type=subscription.agent_type)
+        return ag.Subscription(id=subscription.id, typeSubscription=kind)
+    if isinstance(subscription, TypePrefixSubscription):
+        prefix = ag.TypePrefixSubscription(
+            topic_type_prefix=subscription.topic_type_prefix, agent_type=subscription.agent_type
+        )
+        return ag.Subscription(id=subscription.id, typePrefixSubscription=prefix)
+    return None

@@ -137,6 +137,11 @@ class Gateway(Router):
         return None if self._autogen is None else self._autogen.address
 
     @property
+    def registry(self) -> Registry:
+        """The registry this gateway shares with its replicas."""
+        return self._registry
+
+    @property
     def draining(self) -> bool:
         """True once `stop` began: new workers and requests are refused."""
         return self._draining
