@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # autogen_support, shared by the tests
-sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # ext_runtime_grpc_support (test helpers)
 
 from autogen_support import (
     AUTOGEN_HOST,

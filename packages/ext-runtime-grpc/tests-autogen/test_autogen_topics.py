@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from autogen_support import Peer, PeerFactory
-from ext_runtime_grpc_support import eventually
 
 from ext.runtime.grpc import Gateway
 
@@ -104,21 +103,3 @@ async def test_protobuf_payloads_pass_both_ways(gateway: Gateway, peers: dict[st
     await publish(ext_publisher, ("wire", "t"), "from ext", proto=True)
     assert await notes(autogen_subscriber, 1) == [("ag_sub/t", "from ext", ["wire", "t"], None, "proto")]
     assert await notes(ext_subscriber, 1) == [("ext_sub/t", "from ext", ["wire", "t"], None, "proto")]
-
-
-async def test_a_closed_autogen_worker_takes_its_subscriptions_along(
-    gateway: Gateway, peers: dict[str, PeerFactory]
-) -> None:
-    subscriber = await peers["autogen"](
-        f"127.0.0.1:{gateway.autogen_port}", "--host-type", "ag_sub", "--subscribe", "news"
-    )
-    assert {(s.agent_type, getattr(s, "topic_type", None)) for s in await gateway.registry.subscriptions()} >= {
-        ("ag_sub", "news")
-    }
-    await subscriber.close()
-
-    # As on AutoGen's host, a worker's subscriptions end with its channel.
-    async def gone() -> bool:
-        return not await gateway.registry.subscriptions()
-
-    await eventually(gone, what="the worker's subscriptions removed")
