@@ -19,6 +19,8 @@ from google.protobuf.message import DecodeError
 
 from ext.core import Subscription, TypePrefixSubscription, TypeSubscription
 
+from ._serializer import JSON_CONTENT_TYPE
+from ._wire import TRACEPARENT, TRACESTATE
 from .protos import agent_rpc_pb2 as ag
 from .protos import agent_worker_pb2 as pb
 from .protos.cloudevent_pb2 import CloudEvent
@@ -45,7 +47,8 @@ SERVICE = "agents.AgentRpc"
 CLIENT_ID = "client-id"
 """The call metadata key that ties a worker's unary calls to its channel (AutoGen's host requires it)."""
 
-JSON_DATA_CONTENT_TYPE = "application/json"
+JSON_DATA_CONTENT_TYPE = JSON_CONTENT_TYPE
+# AutoGen's name for protobuf payloads (ext's own events mark theirs by the `Any` in `proto_data` alone).
 PROTOBUF_DATA_CONTENT_TYPE = "application/x-protobuf"
 
 # CloudEvent attributes AutoGen's worker sets on a publish and reads on receipt (autogen_ext.runtimes.grpc._constants).
@@ -58,11 +61,9 @@ MESSAGE_KIND_PUBLISH = "publish"
 # What AutoGen's worker sets as the sender of a message published from outside any agent.
 UNKNOWN_SENDER = ("unknown", "unknown")
 
-# ext's names for the same facts (ext.runtime.grpc._serializer): the type name when it differs from the event's
-# type, and the trace context attributes (_wire.py).
+# Where ext's events carry the message's type name when it differs from the event's type (_serializer.py).
 EXT_TYPE_ATTR = "exttype"
-_TRACE_KEYS = ("traceparent", "tracestate")
-_TYPE_URL_PREFIX = "type.googleapis.com/"
+_TRACE_KEYS = (TRACEPARENT, TRACESTATE)
 
 
 def payload_to_event(payload: ag.Payload, event: CloudEvent, source: str, event_id: str) -> None:
