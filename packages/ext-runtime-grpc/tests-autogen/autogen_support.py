@@ -156,3 +156,36 @@ class Peer:
 
 PeerFactory = Callable[..., Coroutine[Any, Any, Peer]]
 """`peers["autogen"]` / `peers["ext"]` (conftest): start a worker process given its gateway address and arguments."""
+
+
+def describe_protocol(file: Any) -> dict[str, Any]:
+    """A protocol's `FileDescriptorProto` as plain data: each message's fields (name, number, type, label, type
+    name, oneof, proto3 optional) and each service method. Both environments run it: AutoGen's on its generated
+    code (autogen_side/dump_protocol.py), ext's on ours."""
+    messages: dict[str, list[list[Any]]] = {}
+
+    def walk(prefix: str, message: Any) -> None:
+        name = f"{prefix}{message.name}"
+        messages[name] = [
+            [
+                f.name,
+                f.number,
+                f.type,
+                f.label,
+                f.type_name,
+                message.oneof_decl[f.oneof_index].name if f.HasField("oneof_index") else "",
+                f.proto3_optional,
+            ]
+            for f in message.field
+        ]
+        for nested in message.nested_type:
+            walk(f"{name}.", nested)
+
+    for message in file.message_type:
+        walk("", message)
+    methods = [
+        [s.name, m.name, m.input_type, m.output_type, m.client_streaming, m.server_streaming]
+        for s in file.service
+        for m in s.method
+    ]
+    return {"package": file.package, "messages": messages, "methods": methods}
