@@ -43,6 +43,17 @@ async def gateway() -> AsyncIterator[Gateway]:
         await gw.stop(grace=0)
 
 
+@pytest.fixture(params=["ext", "autogen"])
+def hub(request: pytest.FixtureRequest) -> str:
+    """The address AutoGen workers connect to, once per hub: ext's gateway (its AutoGen listener) or AutoGen's own
+    host (the reference)."""
+    if request.param == "ext":
+        gateway: Gateway = request.getfixturevalue("gateway")
+        return f"127.0.0.1:{gateway.autogen_port}"
+    address: str = request.getfixturevalue("autogen_host")
+    return address
+
+
 @pytest.fixture
 async def autogen_host(autogen_python: str) -> AsyncIterator[str]:
     """AutoGen's own host (the reference), as a process; yields its address."""

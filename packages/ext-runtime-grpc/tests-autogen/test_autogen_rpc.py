@@ -10,18 +10,6 @@ from autogen_support import PeerFactory
 
 from ext.runtime.grpc import Gateway
 
-HUBS = ["ext", "autogen"]
-
-
-@pytest.fixture(params=HUBS)
-def hub(request: pytest.FixtureRequest) -> str:
-    """The address AutoGen workers connect to: ext's gateway (its AutoGen listener) or AutoGen's own host."""
-    if request.param == "ext":
-        gateway: Gateway = request.getfixturevalue("gateway")
-        return f"127.0.0.1:{gateway.autogen_port}"
-    address: str = request.getfixturevalue("autogen_host")
-    return address
-
 
 async def test_rpc_between_autogen_workers(hub: str, peers: dict[str, PeerFactory]) -> None:
     callee = await peers["autogen"](hub, "--host-type", "ag_echo")

@@ -7,19 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from autogen_support import Peer, PeerFactory
 
 from ext.runtime.grpc import Gateway
-
-
-@pytest.fixture(params=["ext", "autogen"])
-def hub(request: pytest.FixtureRequest) -> str:
-    if request.param == "ext":
-        gateway: Gateway = request.getfixturevalue("gateway")
-        return f"127.0.0.1:{gateway.autogen_port}"
-    address: str = request.getfixturevalue("autogen_host")
-    return address
 
 
 async def publish(peer: Peer, topic: tuple[str, str], text: str, **extra: Any) -> None:
