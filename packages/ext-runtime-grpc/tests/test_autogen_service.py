@@ -136,3 +136,26 @@ def test_command_prints_the_autogen_address() -> None:
         assert line.startswith("autogen ") and host == "127.0.0.1" and int(port) > 0
     finally:
         process.kill()
+
+
+async def test_an_equal_subscription_stays_while_another_worker_holds_it(gateway: Gateway, stub: Any) -> None:
+    """AutoGen workers hosting one type each add the same `<type>:` prefix subscription (under their own ids)."""
+    first, _ = await open_channel(stub, "w1")
+    second, _ = await open_channel(stub, "w2")
+    prefix = ag.TypePrefixSubscription(topic_type_prefix="ag_t:", agent_type="ag_t")
+    for client_id, own_id in (("w1", "id-1"), ("w2", "id-2")):
+        request = ag.AddSubscriptionRequest(subscription=ag.Subscription(id=own_id, typePrefixSubscription=prefix))
+        await stub.AddSubscription(request, metadata=client(client_id))
+    await stub.RegisterAgent(ag.RegisterAgentTypeRequest(type="w1_type"), metadata=client("w1"))
+    assert [s.id for s in await gateway.registry.subscriptions()] == ["id-1"]
+    first.cancel()
+
+    async def first_detached() -> bool:  # the gateway has handled the first channel's end
+        return not await gateway.registry.workers_for("w1_type")
+
+    await eventually(first_detached, what="the first worker's channel end handled")
+    assert [s.id for s in await gateway.registry.subscriptions()] == ["id-1"]
+    # The second worker removes it under its own id: it was the last holder.
+    await stub.RemoveSubscription(ag.RemoveSubscriptionRequest(id="id-2"), metadata=client("w2"))
+    assert await gateway.registry.subscriptions() == []
+    second.cancel()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from ._autogen_subscriptions import SubscriptionHolders
 from ._autogen_wire import (
     CLIENT_ID,
     SERVICE,
@@ -136,9 +137,8 @@ class AutoGenService:
         self._links: dict[str, AutoGenLink] = {}
         self._opened: dict[str, asyncio.Event] = {}
         self._seq = itertools.count(1)
-        # Per client: the ids of the subscriptions it added to the registry's table (an equal one that was there
-        # first is not its to remove). They end with its channel, as on AutoGen's host.
-        self._owned: dict[str, set[str]] = {}
+        # Which client holds which subscription of the table: they end with the client's channel.
+        self._holders = SubscriptionHolders()
         self.port = 0
 
     @property
@@ -230,7 +230,7 @@ class AutoGenService:
                     logger.exception("gateway failed to handle a message from AutoGen worker %s", link.worker_id)
         finally:
             self._links.pop(client_id, None)
-            for sub_id in self._owned.pop(client_id, set()):
+            for sub_id in self._holders.client_gone(client_id):
                 with contextlib.suppress(LookupError, RegistryUnavailableError):
                     await gateway.registry.remove_subscription(sub_id)
             for future in link.registrations.values():
@@ -307,23 +307,21 @@ class AutoGenService:
         except (ValueError, TypeError) as exc:
             # A bad subscription, or its id taken by another one: AutoGen's host refuses both with this status.
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        # An equal subscription already in the table is kept (and not removed when this client goes).
-        if held.id == subscription.id:
-            self._owned.setdefault(link.client_id, set()).add(held.id)
+        self._holders.added(link.client_id, subscription.id, held.id)
         return ag.AddSubscriptionResponse()
 
     async def _remove_subscription(
         self, request: ag.RemoveSubscriptionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ag.RemoveSubscriptionResponse:
-        await self._client_id(context)
-        try:
-            await self._gateway.registry.remove_subscription(request.id)
-        except LookupError as exc:
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        except RegistryUnavailableError as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        for owned in self._owned.values():
-            owned.discard(request.id)
+        client_id = await self._client_id(context)
+        table_id = self._holders.release(client_id, request.id)
+        if table_id is not None:
+            try:
+                await self._gateway.registry.remove_subscription(table_id)
+            except LookupError as exc:
+                await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+            except RegistryUnavailableError as exc:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         return ag.RemoveSubscriptionResponse()
 
     async def _get_subscriptions(
