@@ -32,7 +32,7 @@ from _harness import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 # The AutoGen-side scripts and the process driver live with the AutoGen interop tests.
-sys.path.insert(0, str(ROOT / "packages" / "ext-runtime-grpc" / "tests-autogen"))
+sys.path.append(str(ROOT / "packages" / "ext-runtime-grpc" / "tests-autogen"))
 
 from autogen_support import AUTOGEN_HOST, AUTOGEN_PEER, Peer, find_autogen_python, free_port  # noqa: E402
 
