@@ -114,7 +114,7 @@ async def run(settings: Settings) -> list[HubFigures]:
         assert gateway.process.stdout is not None
         ext_address = gateway.process.stdout.readline().strip().removeprefix("autogen ")
         hubs: list[Hub] = []
-        for name, address in zip(HUBS, (f"127.0.0.1:{host_port}", ext_address)):
+        for name, address in zip(HUBS, (f"127.0.0.1:{host_port}", ext_address), strict=True):
             args = ("--host-type", "bench_echo", "--subscribe", "bench")
             callee = await Peer.start(python, AUTOGEN_PEER, address, *args, name=f"{name} callee")
             peers.append(callee)
