@@ -5,10 +5,17 @@ where ext's gateway deliberately differs, the test says so."""
 
 from __future__ import annotations
 
+import asyncio
+import textwrap
+from pathlib import Path
+
 import pytest
 from autogen_support import PeerFactory
 
 from ext.runtime.grpc import Gateway
+from ext.testing.readme import python_example
+
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 async def test_rpc_between_autogen_workers(hub: str, peers: dict[str, PeerFactory]) -> None:
@@ -138,3 +145,15 @@ async def test_reference_worker_killed_mid_rpc_hangs_on_autogen_host(
     callee.kill()
     reply = await caller.reply(pending)
     assert reply == {"id": 1, "ok": False, "error_type": "TimeoutError", "error": "no answer"}
+
+
+async def test_readme_example_joins_the_gateway(gateway: Gateway, autogen_python: str) -> None:
+    """The README's AutoGen example, as written but for the listener's address, run with AutoGen 0.7.5."""
+    code = python_example(README, "GrpcWorkerAgentRuntime(host_address=")
+    code = code.replace("127.0.0.1:50052", f"127.0.0.1:{gateway.autogen_port}")
+    script = "import asyncio\n\nasync def main():\n" + textwrap.indent(code, "    ") + "\nasyncio.run(main())\n"
+    process = await asyncio.create_subprocess_exec(
+        autogen_python, "-c", script, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()[-2000:]
