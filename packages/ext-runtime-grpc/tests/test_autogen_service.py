@@ -13,6 +13,7 @@ import pytest
 from ext_runtime_grpc_support import eventually
 
 from ext.runtime.grpc import Gateway, gateway_main
+from ext.runtime.grpc._autogen_service import AutoGenService
 from ext.runtime.grpc.protos import agent_rpc_pb2 as ag
 from ext.runtime.grpc.protos import agent_rpc_pb2_grpc as ag_grpc
 from ext.runtime.grpc.testing import start_gateway_process
@@ -159,3 +160,38 @@ async def test_an_equal_subscription_stays_while_another_worker_holds_it(gateway
     await stub.RemoveSubscription(ag.RemoveSubscriptionRequest(id="id-2"), metadata=client("w2"))
     assert await gateway.registry.subscriptions() == []
     second.cancel()
+
+
+async def test_unary_call_for_a_client_without_a_channel_fails_after_the_wait() -> None:
+    gateway = Gateway()  # only its routing is used: the listener under test is started on its own
+    service = AutoGenService(gateway, "127.0.0.1:0", 1 << 22, channel_wait=0.2)
+    await service.start()
+    try:
+        async with grpc.aio.insecure_channel(service.address) as channel:
+            stub = ag_grpc.AgentRpcStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.RegisterAgent(ag.RegisterAgentTypeRequest(type="t"), metadata=client("nobody"))
+    finally:
+        await service.stop()
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert caught.value.details() == (
+        "no open channel for client-id 'nobody': call OpenChannel with the same client-id first"
+    )
+
+
+async def test_an_undecodable_frame_is_dropped_and_the_channel_goes_on(gateway: Gateway, stub: Any) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.autogen_port}") as channel:
+        raw = channel.stream_stream(
+            "/agents.AgentRpc/OpenChannel",
+            request_serializer=lambda data: data,
+            response_deserializer=ag.Message.FromString,
+        )
+        call: Any = raw(metadata=client("c5"))  # type: ignore[call-arg]  # no iterator: written with call.write
+        await call.write(b"\xff\xff\xff")  # not a Message
+        # The same channel then asks for an agent nobody hosts, and is answered.
+        request = ag.Message(request=ag.RpcRequest(request_id="1", target=ag.AgentId(type="nobody", key="k")))
+        await call.write(request.SerializeToString())
+        reply: ag.Message = await asyncio.wait_for(call.read(), 30)
+        assert reply.response.request_id == "1"
+        assert reply.response.error == "no worker hosts agent type 'nobody' (recipient nobody/k)"
+        call.cancel()
