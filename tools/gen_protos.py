@@ -4,6 +4,10 @@ Run: ``python tools/gen_protos.py`` (needs grpcio-tools). The sources live under
 ``proto/ext/runtime/grpc/protos/``, and ``proto/`` is the ``-I`` root, so the generated modules land in
 ``packages/ext-runtime-grpc/src/ext/runtime/grpc/protos/`` and import each other by their absolute
 package name. ``--check`` regenerates into a temporary folder and exits 1 when the committed code differs.
+
+Every ``.proto`` there is generated: ext's own protocol (``agent_worker.proto``, ``cloudevent.proto``) and AutoGen
+0.7's worker protocol (``agent_rpc.proto``, package ``agents``: the gateway's AutoGen listener), which shares the
+CloudEvents spec's ``cloudevent.proto``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@
 # - hatch (installed with pip when missing; pipx or `uv tool install hatch` keep it apart from your Python);
 # - redis-server, Node.js/npm and openssl, which tests start or call as real peers: installed with apt-get when
 #   this runs as root on Debian/Ubuntu; otherwise the tests that need them fail saying what to install;
+# - the `autogen` hatch environment (AutoGen 0.7.5, a peer the AutoGen interop tests run as processes);
 # - llama-cpp-python's wheel, built once per machine by tools/llama_cpp_wheel.sh (15-20 minutes on 2 cores the
 #   first time, with progress; seconds afterwards) and handed to hatch's uv installer through UV_FIND_LINKS.
 set -euo pipefail
@@ -35,6 +36,10 @@ fi
 
 wheels="$(bash tools/llama_cpp_wheel.sh)"
 export UV_FIND_LINKS="$wheels" PIP_FIND_LINKS="$wheels"
+
+# AutoGen 0.7.5's own worker runtime and host, a real peer for ext-runtime-grpc's tests-autogen (it pins grpcio and
+# protobuf versions that cannot share an environment with ext's): its own environment, which the tests find.
+"${hatch[@]}" env create autogen
 
 "${hatch[@]}" test "$@"
 # The distributions that cannot share hatch test's environment (tools/_workspace.py SEPARATE_ENVIRONMENTS), each

@@ -61,6 +61,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         "with --replicas, replica i uses --health-port + i)",
     )
     parser.add_argument("--health-host", help="interface of the health port (default: --host)")
+    parser.add_argument(
+        "--autogen-listen",
+        metavar="HOST:PORT",
+        help="also serve AutoGen 0.7's agents.AgentRpc protocol here, for AutoGen's GrpcWorkerAgentRuntime "
+        "workers (port 0 picks a free one; prints 'autogen HOST:PORT' after the port line). Plaintext and "
+        "without authentication: loopback or a private network only, or behind a TLS proxy (default: off)",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 
@@ -139,12 +146,15 @@ async def _run(args: argparse.Namespace) -> int:
         shutdown_grace=args.shutdown_grace,
         health_port=args.health_port,
         health_host=args.health_host,
+        autogen_address=args.autogen_listen,
     )
     # Signal handlers go in before the port is announced: whoever reads the port may signal at once.
     stop = _stop_on_signals()
     port = await gateway.start()
     # The one line on stdout: whoever started the gateway (a supervisor, a test) reads the bound port here.
     sys.stdout.write(f"{port}\n")
+    if gateway.autogen_address is not None:
+        sys.stdout.write(f"autogen {gateway.autogen_address}\n")
     sys.stdout.flush()
     await stop.wait()
     await gateway.stop()
@@ -160,6 +170,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "ext-grpc-gateway") -> i
         return 2
     if args.replicas is not None and args.replicas < 1:
         print(f"error: --replicas must be at least 1, got {args.replicas}", file=sys.stderr)
+        return 2
+    if args.replicas is not None and args.autogen_listen:
+        print(
+            "error: --autogen-listen serves one gateway; start each replica on its own to serve AutoGen",
+            file=sys.stderr,
+        )
         return 2
     if args.replicas is not None and args.replicas > 1 and not args.redis_url:
         print(

@@ -16,6 +16,7 @@ import grpc
 from grpc_health.v1 import health_pb2_grpc
 from pydantic import SecretStr
 
+from ._autogen_service import AutoGenService
 from ._health import GrpcHealthService, HealthServer
 from ._links import WorkerLink
 from ._registry import InMemoryRegistry, Registry, RegistryUnavailableError
@@ -55,6 +56,10 @@ class Gateway(Router):
         health_port: serve `GET /healthz` (liveness) and `GET /readyz` (readiness) over HTTP on this port
             (0 picks a free one; `health_port` holds the bound one after `start`); None (default): no listener.
         health_host: the interface of the health listener (default: `host`).
+        autogen_address: `HOST:PORT` (port 0 picks a free one) to also serve AutoGen 0.7's `agents.AgentRpc`
+            protocol there, so that AutoGen's `GrpcWorkerAgentRuntime` workers join this gateway; None (default):
+            off. That listener is plaintext and authenticates nobody (AutoGen's worker sends no token and opens
+            only plaintext channels): bind it to loopback or a private network, or put a TLS proxy in front.
 
     The gRPC port also serves the standard health service (`grpc.health.v1.Health`, what Kubernetes `grpc:`
     probes call), for the overall status (`""`) and `ext.runtime.v1.AgentWorker`, with the same readiness.
@@ -73,6 +78,7 @@ class Gateway(Router):
         shutdown_grace: float = 5.0,
         health_port: int | None = None,
         health_host: str | None = None,
+        autogen_address: str | None = None,
     ) -> None:
         if not isinstance(host, str) or not host:
             raise ValueError(f"host must be a non-empty string, got {host!r}")
@@ -90,6 +96,8 @@ class Gateway(Router):
             raise ValueError(f"health_port must be None or an integer from 0 to 65535, got {health_port!r}")
         if health_host is not None and (not isinstance(health_host, str) or not health_host):
             raise ValueError(f"health_host must be None or a non-empty string, got {health_host!r}")
+        if autogen_address is not None and (not isinstance(autogen_address, str) or not _is_host_port(autogen_address)):
+            raise ValueError(f"autogen_address must be None or 'HOST:PORT', got {autogen_address!r}")
         if isinstance(token, str):
             token = SecretStr(token)
         if token is not None:
@@ -106,6 +114,7 @@ class Gateway(Router):
         self._health = (
             None if health_port is None else HealthServer(health_host or host, health_port, self.not_ready_reason)
         )
+        self._autogen = None if autogen_address is None else AutoGenService(self, autogen_address, max_message_bytes)
 
     @property
     def port(self) -> int:
@@ -116,6 +125,26 @@ class Gateway(Router):
     def health_port(self) -> int | None:
         """The health listener's port (the bound one after `start`), or None without one."""
         return None if self._health is None else self._health.port
+
+    @property
+    def autogen_port(self) -> int | None:
+        """The AutoGen listener's port (the bound one after `start`), or None without one."""
+        return None if self._autogen is None else self._autogen.port
+
+    @property
+    def autogen_address(self) -> str | None:
+        """`HOST:PORT` of the AutoGen listener (the bound port after `start`), or None without one."""
+        return None if self._autogen is None else self._autogen.address
+
+    @property
+    def registry(self) -> Registry:
+        """The registry this gateway shares with its replicas."""
+        return self._registry
+
+    @property
+    def draining(self) -> bool:
+        """True once `stop` began: new workers and requests are refused."""
+        return self._draining
 
     def not_ready_reason(self) -> str | None:
         """None when the gateway is ready for traffic: its gRPC port serves, its registry answers, and it is not
@@ -151,6 +180,15 @@ class Gateway(Router):
             if self._health is not None:
                 await self._health.stop()
             raise
+        if self._autogen is not None:
+            try:
+                await self._autogen.start()
+            except BaseException:
+                await server.stop(grace=0)
+                await self._registry.close()
+                if self._health is not None:
+                    await self._health.stop()
+                raise
         self._server = server
         self._port = bound
         logger.info("gateway %s listening on %s:%d (tls=%s)", self.gateway_id, self._host, bound, self._tls is not None)
@@ -195,6 +233,8 @@ class Gateway(Router):
             with contextlib.suppress(Exception):
                 await self._registry.remove_worker(worker_id)
         handlers = [conn.task for conn in self._workers.values() if conn.task is not None]
+        if self._autogen is not None:
+            await self._autogen.stop(grace=0.5)
         await self._server.stop(grace=0.5)
         # grpc cancels the streams still open; their handlers then clean up (`detach`). Wait for them, so that
         # `stop` returning means no handler of ours is still running.
@@ -319,3 +359,8 @@ def _add_servicer(gateway: Gateway, server: grpc.aio.Server) -> None:
         )
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+
+def _is_host_port(address: str) -> bool:
+    host, sep, port = address.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 <= int(port) <= 65535)
