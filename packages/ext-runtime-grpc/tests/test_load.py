@@ -237,8 +237,10 @@ async def test_replica_killed_under_load(cluster: Cluster) -> None:
     # Reported losses: the survivor told the senders of each message it could not forward (`on_undelivered`);
     # what the dead replica held when it died is lost without a word. So: reported <= lost, per agent.
     reported: dict[str, int] = merged["undelivered"]
+    # Whether any loss is reported at all depends on timing (the far worker can re-register on B before B forwards
+    # anything to the dead replica; a loaded CI machine saw none), so only the bound is asserted here: the reporting
+    # itself is asserted exactly in test_forwarding.py.
     assert set(reported) <= {str(t) for t in far}, reported
-    assert sum(reported.values()) > 0
     assert all(n <= lost_per_agent(lost)[agent] for agent, n in reported.items()), (reported, lost)
     # Sends never failed (the senders' own gateway lived); RPCs failed only as documented, each quickly.
     assert merged["send_errors"] == {}
