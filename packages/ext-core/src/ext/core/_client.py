@@ -32,6 +32,7 @@ from ._messages import (
 )
 from ._model_info import KNOWN_MODELS, ModelInfo, ModelTable, resolve_model_info
 from ._options import ChatOptions
+from ._prompt_tools import ToolCalling
 from ._retry import RetryPolicy
 from ._tool_pairing import check_tool_pairing
 from ._tools import Tool, ToolSchema
@@ -342,14 +343,26 @@ class BaseChatCompletionClient(ABC, ClientLifecycle):
     def model(self) -> str:
         return self._model
 
+    def _tool_calling_for(self, model: str, info: ModelInfo) -> ToolCalling:
+        """How this client gets tool calls from `model` (see `ToolCalling`); a client that can do tool calling at
+        the prompt level (``constrained`` / ``prompt``) overrides this. Not ``native``: the model's own
+        `function_calling` does not gate tools, and `capabilities` reports function calling."""
+        return "native"
+
+    def _effective_info(self, model: str, info: ModelInfo) -> ModelInfo:
+        if info.function_calling or self._tool_calling_for(model, info) == "native":
+            return info
+        return info.model_copy(update={"function_calling": True})
+
     @property
     def capabilities(self) -> ModelInfo:
-        """What the model can do (vision, function_calling, json_output, and more)."""
-        return self._model_info
+        """What the model can do (vision, function_calling, json_output, and more). `function_calling` is True
+        where the client does tool calling at the prompt level for a model without native tool calling."""
+        return self._effective_info(self._model, self._model_info)
 
     @property
     def model_info(self) -> ModelInfo:
-        return self._model_info
+        return self.capabilities
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -411,7 +424,7 @@ class BaseChatCompletionClient(ABC, ClientLifecycle):
             names = [s["name"] for s in schemas]
             if len(set(names)) != len(names):
                 raise ConfigurationError(f"tools: duplicate tool names in {names}")
-        if schemas and not info.function_calling:
+        if schemas and not info.function_calling and self._tool_calling_for(model, info) == "native":
             raise UnsupportedOptionError(
                 f"model {model!r} does not support function calling; pass model_info={{'function_calling': True}} "
                 "if it does"
