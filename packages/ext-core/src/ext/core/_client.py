@@ -107,6 +107,10 @@ class ChatRequest:
         return self.json_output if isinstance(self.json_output, type) else None
 
 
+def _same_chunk(chunk: StreamChunk) -> StreamChunk:
+    return chunk
+
+
 @dataclass
 class EventStream:
     """A provider's open response stream, read by the base's own stream loop (see `_open_events`).
@@ -123,6 +127,21 @@ class EventStream:
     result: Callable[[], CreateResult]
     close: Callable[[], Awaitable[None]]
     translate_error: Callable[[Exception], BaseException | None] | None = None
+
+    @classmethod
+    def of_result(cls, result: CreateResult) -> EventStream:
+        """A stream of a reply already read whole (tool calls at the prompt level: whether the answer is a call is
+        known only at its end): its text, if it is text, as one chunk, then `result`."""
+        text = result.content if isinstance(result.content, str) else ""
+
+        async def events() -> AsyncIterator[StreamChunk]:
+            if text:
+                yield StreamChunk.of(text)
+
+        async def close() -> None:
+            return None
+
+        return cls(events(), _same_chunk, lambda: result, close)
 
     async def first_item(self) -> StreamChunk | CreateResult:
         """Read to the first chunk (or to the end: the result). Errors come translated."""
