@@ -11,22 +11,15 @@ from typing import Any
 import ollama
 import pytest
 
-from ext.core import TOOL_PREAMBLE, CreateResult, StreamChunk, ToolSchema, UserMessage, reply_schema
+from ext.core import TOOL_PREAMBLE, CreateResult, StreamChunk, UserMessage, reply_schema
 from ext.models.ollama import OllamaChatCompletionClient
+from ext.testing.conformance import GET_WEATHER, LOCAL_TIME
 from ext.testing.script import Reply
 from ext.testing.servers import OllamaServer
 
 SMOLLM2 = "smollm2:135m"
-WEATHER: ToolSchema = {
-    "name": "get_weather",
-    "description": "The current weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-TIME: ToolSchema = {
-    "name": "local_time",
-    "description": "The local time in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
+WEATHER = GET_WEATHER
+TIME = LOCAL_TIME
 ASK = [UserMessage(content="Weather in Paris?", source="user")]
 CALL = '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}'
 

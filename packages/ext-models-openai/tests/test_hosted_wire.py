@@ -20,25 +20,17 @@ from ext.core import (
     FunctionExecutionResultMessage,
     LLMMessage,
     SystemMessage,
-    ToolSchema,
     UserMessage,
 )
 from ext.models.openai import AzureOpenAIChatCompletionClient, OpenAIChatCompletionClient
+from ext.testing.conformance import GET_WEATHER, LOCAL_TIME
 from ext.testing.script import Reply
 from ext.testing.servers import OpenAIServer
 
 KEY = "sk-test-key-0123456789"
 
-WEATHER: ToolSchema = {
-    "name": "get_weather",
-    "description": "The current weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-TIME: ToolSchema = {
-    "name": "local_time",
-    "description": "The local time in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
+WEATHER = GET_WEATHER
+TIME = LOCAL_TIME
 
 
 class _ToLoopback(httpx2.AsyncBaseTransport):

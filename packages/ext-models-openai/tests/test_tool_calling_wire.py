@@ -9,22 +9,15 @@ from typing import Any
 
 import pytest
 
-from ext.core import TOOL_PREAMBLE, ToolSchema, UserMessage, reply_schema
+from ext.core import TOOL_PREAMBLE, UserMessage, reply_schema
 from ext.models.openai import OpenAIChatCompletionClient
+from ext.testing.conformance import GET_WEATHER, LOCAL_TIME
 from ext.testing.script import Reply
 from ext.testing.servers import OpenAIServer
 
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1"
-WEATHER: ToolSchema = {
-    "name": "get_weather",
-    "description": "The current weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-TIME: ToolSchema = {
-    "name": "local_time",
-    "description": "The local time in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
+WEATHER = GET_WEATHER
+TIME = LOCAL_TIME
 ASK = [UserMessage(content="Weather in Paris?", source="user")]
 
 
