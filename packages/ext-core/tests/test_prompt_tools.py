@@ -125,7 +125,7 @@ def test_resolution_default_is_constrained_only_locally_for_models_without_nativ
 
 class _Client(BaseChatCompletionClient):
     def __init__(self, mode: ToolCalling) -> None:
-        super().__init__(model="smollm2:135m")
+        super().__init__(model="gemma-2-2b")
         self.mode = mode
         self.seen: list[ChatRequest] = []
 
@@ -139,7 +139,7 @@ class _Client(BaseChatCompletionClient):
 
 async def test_a_model_without_native_tools_takes_tools_when_the_client_calls_them_at_prompt_level() -> None:
     native = _Client("native")
-    assert native.capabilities.function_calling is False  # SmolLM2: no native tool calling in the table
+    assert native.capabilities.function_calling is False  # gemma: no native tool calling in the table
     with pytest.raises(UnsupportedOptionError, match="does not support function calling"):
         await native.create([UserMessage(content="x", source="u")], tools=[WEATHER])
     constrained = _Client("constrained")

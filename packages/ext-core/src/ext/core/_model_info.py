@@ -83,10 +83,6 @@ _KNOWN: tuple[ModelRule, ...] = (
     ModelRule.of("phi4", family="phi-4", context_window=16_384),
     ModelRule.of("deepseek-r1", family="deepseek-r1", context_window=128_000, reasoning=True),
     ModelRule.of("gemma", family="gemma", context_window=8_192, function_calling=False),
-    # SmolLM2 (135M to 1.7B): its chat template has no tool syntax and the small sizes rarely write a parseable
-    # call unprompted; clients that can (llama.cpp, local OpenAI-compatible servers, Ollama) call tools for it at
-    # the prompt level (`ToolCalling`).
-    ModelRule.of("smollm", family="smollm", context_window=8_192, function_calling=False),
 )
 
 _VENDOR_PREFIXES = ("us.", "eu.", "apac.", "global.", "anthropic.", "meta.", "openai/", "azure/")
