@@ -123,3 +123,18 @@ def test_read_reply_unwraps_a_plain_answer_only_when_asked() -> None:
     assert read_reply(text, SCHEMAS, unwrap_answer=True) == "Paris is the capital of France."
     assert read_reply(text, SCHEMAS) == text
     assert read_reply('{"answer": 3}', SCHEMAS, unwrap_answer=True) == '{"answer": 3}'
+
+
+def test_constrained_json_output_next_to_tools_stays_text() -> None:
+    # A structured-output reply that happens to look like a call is the JSON the caller asked for.
+    text = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    assert read_reply(text, SCHEMAS, constrained=True) == text
+    assert isinstance(read_reply(text, SCHEMAS), list)  # without a constraint it is read as a call
+    calls = read_reply(
+        '{"tool_calls": [{"name": "local_time", "arguments": {"city": "Oslo"}}]}', SCHEMAS, constrained=True
+    )
+    assert isinstance(calls, list) and calls[0].name == "local_time"
+    # A server that ignored the constraint: not JSON, read tolerantly.
+    assert isinstance(
+        read_reply('<tool_call>{"name": "local_time", "arguments": {}}</tool_call>', SCHEMAS, constrained=True), list
+    )

@@ -197,24 +197,40 @@ def new_call_id() -> str:
     return "call_" + os.urandom(12).hex()
 
 
+def _whole_json(text: str) -> Any:
+    """`text` decoded when it is one JSON object, else None."""
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return None
+
+
 def read_reply(
-    text: str, tools: Sequence[ToolSchema], *, turn: int | None = None, unwrap_answer: bool = False
+    text: str,
+    tools: Sequence[ToolSchema],
+    *,
+    turn: int | None = None,
+    unwrap_answer: bool = False,
+    constrained: bool = False,
 ) -> list[FunctionCall] | str:
-    """The tool calls in a model's answer, or its text. The exact call JSON is read first, then tolerantly
-    (`find_tool_calls`); calls name one of `tools` and carry their arguments as compact JSON text.
-    `unwrap_answer`: a reply that is just ``{"answer": "..."}`` is returned as its text.
+    """The tool calls in a model's answer, or its text. Calls name one of `tools` and carry their arguments as
+    compact JSON text. `unwrap_answer`: a reply that is just ``{"answer": "..."}`` is returned as its text.
+
+    `constrained` (the reply was held to the call JSON or to `text_schema`): a reply that is one JSON object is a
+    call only as ``{"tool_calls": [...]}``, so JSON output next to tools stays text; a reply that is not JSON (a
+    server that ignored the constraint) is read tolerantly, as always without a constraint (`find_tool_calls`).
 
     With `turn`, call ids are ``call_<turn>_<index>`` (deterministic: the number of messages in the prompt the
     model answered and the call's place in the answer); without, random (`new_call_id`)."""
-    if unwrap_answer:
-        stripped = text.strip()
-        if stripped.startswith("{"):
-            try:
-                value = json.loads(stripped)
-            except ValueError:
-                value = None
-            if isinstance(value, dict) and set(value) == {ANSWER_KEY} and isinstance(value[ANSWER_KEY], str):
-                return str(value[ANSWER_KEY])
+    value = _whole_json(text) if unwrap_answer or constrained else None
+    if isinstance(value, dict):
+        if unwrap_answer and set(value) == {ANSWER_KEY} and isinstance(value[ANSWER_KEY], str):
+            return str(value[ANSWER_KEY])
+        if constrained and set(value) != {"tool_calls"}:
+            return text
     found = find_tool_calls(text, {t["name"]: _parameters(t) for t in tools})
     if not found:
         return text
@@ -229,12 +245,17 @@ def read_reply(
 
 
 def with_prompt_tool_calls(
-    result: CreateResult, tools: Sequence[ToolSchema], *, turn: int | None = None, unwrap_answer: bool = False
+    result: CreateResult,
+    tools: Sequence[ToolSchema],
+    *,
+    turn: int | None = None,
+    unwrap_answer: bool = False,
+    constrained: bool = False,
 ) -> CreateResult:
     """`result` with the calls its text holds (`read_reply`) as its content, or its unwrapped answer text."""
     if not isinstance(result.content, str) or not tools:
         return result
-    content = read_reply(result.content, tools, turn=turn, unwrap_answer=unwrap_answer)
+    content = read_reply(result.content, tools, turn=turn, unwrap_answer=unwrap_answer, constrained=constrained)
     if isinstance(content, str):
         return result if content is result.content else result.model_copy(update={"content": content})
     return result.model_copy(update={"content": content, "finish_reason": "function_calls"})
@@ -265,7 +286,9 @@ class PromptToolPlan:
 
     def read(self, result: CreateResult) -> CreateResult:
         """The provider's result with the calls its text holds, or its unwrapped answer."""
-        return with_prompt_tool_calls(result, self.tools, unwrap_answer=self.unwrap_answer)
+        return with_prompt_tool_calls(
+            result, self.tools, unwrap_answer=self.unwrap_answer, constrained=self.mode == "constrained"
+        )
 
 
 def _text_schema(json_output: Any) -> dict[str, Any] | None:

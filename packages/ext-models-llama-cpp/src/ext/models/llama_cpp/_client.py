@@ -370,7 +370,9 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         turn = len(call.kwargs.get("messages") or ())
         # Constrained: the grammar makes a call start with "{", and other text streamed as it came stays text.
         read = call.tools and (call.tolerant or outcome.text.lstrip().startswith("{"))
-        calls: list[FunctionCall] | None = parse_output(outcome.text, call.tools, turn=turn) if read else None
+        calls: list[FunctionCall] | None = (
+            parse_output(outcome.text, call.tools, turn=turn, constrained=not call.tolerant) if read else None
+        )
         if calls:
             return CreateResult.of("function_calls", calls, usage)
         return CreateResult.of(normalize_finish_reason(outcome.finish_reason), outcome.text, usage)

@@ -185,7 +185,9 @@ def map_request(request: ChatRequest, sampling: dict[str, Any], mode: ToolCallin
     )
 
 
-def parse_output(text: str, tools: Sequence[ToolSchema], *, turn: int | None = None) -> list[FunctionCall] | None:
+def parse_output(
+    text: str, tools: Sequence[ToolSchema], *, turn: int | None = None, constrained: bool = False
+) -> list[FunctionCall] | None:
     """The tool calls in the model's answer, or None when it is text (`ext.core.read_reply`: the call JSON, then
     the other shapes small models write). Calls name one of ``tools`` and carry their arguments as compact JSON.
 
@@ -194,8 +196,9 @@ def parse_output(text: str, tools: Sequence[ToolSchema], *, turn: int | None = N
     describes the tools), ``index`` the call's place in the answer, from 0. So they are deterministic, not
     fresh: unique within a conversation (each turn adds messages) and the same on every run, so a
     temperature-0 tool loop renders the same prompts and gives the same answers each time. Without ``turn``,
-    ids are random."""
+    ids are random. ``constrained``: JSON that is not ``{"tool_calls": [...]}`` is text (JSON output next to
+    tools)."""
     if not tools:
         return None
-    content = read_reply(text, tools, turn=turn)
+    content = read_reply(text, tools, turn=turn, constrained=constrained)
     return None if isinstance(content, str) else content
