@@ -584,15 +584,15 @@ def test_unknown_models_get_the_documented_defaults() -> None:
     assert (info.family, info.context_window) == ("unknown", 4096)
     qwen = OllamaChatCompletionClient("qwen3:8b").capabilities
     assert qwen.reasoning and qwen.family == "qwen3"
-    assert OllamaChatCompletionClient("gemma3:4b").capabilities.function_calling is False
+    gemma = OllamaChatCompletionClient("gemma3:4b")
+    # The table says no native tool calling; the client calls tools for it at the prompt level (tool_calling).
+    assert gemma.info_for("gemma3:4b").function_calling is False and gemma.capabilities.function_calling is True
 
 
 async def test_capabilities_are_overridable_per_client(server: OllamaServer) -> None:
     async with make(server, model="gemma3:4b", model_info={"function_calling": True}, token_limit=2048) as client:
         assert client.capabilities.function_calling is True and client.capabilities.context_window == 2048
-    with pytest.raises(UnsupportedOptionError, match="function calling"):
-        await make(server, model="gemma3:4b").create(HELLO, tools=[ADD])
-    assert server.requests == []
+    # A model without native tool calling gets tools at the prompt level (test_tool_calling.py).
 
 
 def test_every_rule_of_the_ollama_table_is_a_valid_model_info() -> None:

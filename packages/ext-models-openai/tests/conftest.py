@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from ext.models.llama_cpp import default_model_path
+from ext.testing.llama_server import LlamaServer, start_llama_server
 from ext.testing.servers import OpenAIServer
 
 KEY = "sk-test-key-0123456789"
@@ -33,3 +35,10 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
 async def server() -> AsyncIterator[OpenAIServer]:
     async with OpenAIServer(api_key=KEY) as srv:
         yield srv
+
+
+@pytest.fixture(scope="session")
+def real_server() -> Iterator[LlamaServer]:
+    """llama-cpp-python's own OpenAI-compatible server on SmolLM2-135M-Instruct, once for the session."""
+    with start_llama_server(default_model_path()) as server:
+        yield server

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 ollama = pytest.importorskip("ollama", reason="install ollama (hatch env ext-testing has it)")
@@ -190,3 +191,31 @@ async def test_stall_then_disconnect_is_seen(server: OllamaServer, client: Any) 
     assert first.message.content == "a "
     await stream.aclose()
     await asyncio.wait_for(server.requests[0].disconnected.wait(), 10)
+
+
+async def test_format_takes_json_or_a_schema_and_refuses_anything_else(server: OllamaServer, client: Any) -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    server.enqueue(Reply(text='{"answer": "hi"}'), Reply(text="{}"))
+    assert (await client.chat(model=MODEL, messages=MESSAGES, format=schema)).message.content == '{"answer": "hi"}'
+    assert server.decode(server.requests[0]).json_schema == schema
+    await client.chat(model=MODEL, messages=MESSAGES, format="json")
+    # The SDK's typed `format` allows only "", "json" or a schema: a bad one goes as plain HTTP.
+    async with httpx.AsyncClient(base_url=server.base_url) as http:
+        response = await http.post("/api/chat", json={"model": MODEL, "messages": MESSAGES, "format": "yaml"})
+    assert response.status_code == 500
+    assert response.json() == {"error": 'invalid format: "\\"yaml\\""; expected "json" or a valid JSON Schema object'}
+    assert server.pending == 0
+
+
+async def test_tools_for_a_model_without_the_tools_capability_are_refused() -> None:
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    async with (
+        OllamaServer(models=["smollm2:135m"], capabilities={"smollm2:135m": ["completion"]}) as srv,
+        ollama.AsyncClient(host=srv.base_url) as sdk,
+    ):
+        with pytest.raises(ollama.ResponseError) as info:
+            await sdk.chat(model="smollm2:135m", messages=MESSAGES, tools=[tool])
+        assert info.value.status_code == 400
+        assert info.value.error == "registry.ollama.ai/library/smollm2:135m does not support tools"
+        srv.enqueue(Reply(text="hi"))
+        assert (await sdk.chat(model="smollm2:135m", messages=MESSAGES)).message.content == "hi"

@@ -123,6 +123,23 @@ from ._pipeline import (
     ToolNext,
 )
 from ._pipeline_config import PipelineCheck, check_pipeline, load_pipeline, pipeline_from_config, read_config_file
+from ._prompt_tools import (
+    ANSWER_KEY,
+    TOOL_PREAMBLE,
+    PromptToolPlan,
+    ToolCalling,
+    calls_schema,
+    calls_text,
+    plan_prompt_tools,
+    prompt_messages,
+    prompt_tool_stream,
+    read_reply,
+    reply_schema,
+    resolve_tool_calling,
+    results_text,
+    tool_system_text,
+    with_prompt_tool_calls,
+)
 from ._providers import (
     ProviderInfo,
     ServerAddress,
@@ -178,6 +195,7 @@ from ._state import (
 from ._state_file import FileStateStore
 from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
 from ._tool_pairing import check_tool_pairing
+from ._tool_text import TextToolCall, find_tool_calls
 from ._tools import BaseTool, FunctionTool, SchemaTool, Tool, ToolSchema, value_as_string
 from ._topics import (
     Subscription,
@@ -221,6 +239,23 @@ from ._workbench import (
 )
 
 __all__ = [
+    "ANSWER_KEY",
+    "TOOL_PREAMBLE",
+    "PromptToolPlan",
+    "plan_prompt_tools",
+    "TextToolCall",
+    "ToolCalling",
+    "calls_schema",
+    "calls_text",
+    "find_tool_calls",
+    "prompt_messages",
+    "prompt_tool_stream",
+    "read_reply",
+    "reply_schema",
+    "resolve_tool_calling",
+    "results_text",
+    "tool_system_text",
+    "with_prompt_tool_calls",
     "BaseEmbeddingClient",
     "EmbeddingResponseError",
     "EmbeddingClient",

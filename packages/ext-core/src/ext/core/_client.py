@@ -32,6 +32,7 @@ from ._messages import (
 )
 from ._model_info import KNOWN_MODELS, ModelInfo, ModelTable, resolve_model_info
 from ._options import ChatOptions
+from ._prompt_tools import ToolCalling
 from ._retry import RetryPolicy
 from ._tool_pairing import check_tool_pairing
 from ._tools import Tool, ToolSchema
@@ -106,6 +107,10 @@ class ChatRequest:
         return self.json_output if isinstance(self.json_output, type) else None
 
 
+def _same_chunk(chunk: StreamChunk) -> StreamChunk:
+    return chunk
+
+
 @dataclass
 class EventStream:
     """A provider's open response stream, read by the base's own stream loop (see `_open_events`).
@@ -122,6 +127,21 @@ class EventStream:
     result: Callable[[], CreateResult]
     close: Callable[[], Awaitable[None]]
     translate_error: Callable[[Exception], BaseException | None] | None = None
+
+    @classmethod
+    def of_result(cls, result: CreateResult) -> EventStream:
+        """A stream of a reply already read whole (tool calls at the prompt level: whether the answer is a call is
+        known only at its end): its text, if it is text, as one chunk, then `result`."""
+        text = result.content if isinstance(result.content, str) else ""
+
+        async def events() -> AsyncIterator[StreamChunk]:
+            if text:
+                yield StreamChunk.of(text)
+
+        async def close() -> None:
+            return None
+
+        return cls(events(), _same_chunk, lambda: result, close)
 
     async def first_item(self) -> StreamChunk | CreateResult:
         """Read to the first chunk (or to the end: the result). Errors come translated."""
@@ -342,14 +362,26 @@ class BaseChatCompletionClient(ABC, ClientLifecycle):
     def model(self) -> str:
         return self._model
 
+    def _tool_calling_for(self, model: str, info: ModelInfo) -> ToolCalling:
+        """How this client gets tool calls from `model` (see `ToolCalling`); a client that can do tool calling at
+        the prompt level (``constrained`` / ``prompt``) overrides this. Not ``native``: the model's own
+        `function_calling` does not gate tools, and `capabilities` reports function calling."""
+        return "native"
+
+    def _effective_info(self, model: str, info: ModelInfo) -> ModelInfo:
+        if info.function_calling or self._tool_calling_for(model, info) == "native":
+            return info
+        return info.model_copy(update={"function_calling": True})
+
     @property
     def capabilities(self) -> ModelInfo:
-        """What the model can do (vision, function_calling, json_output, and more)."""
-        return self._model_info
+        """What the model can do (vision, function_calling, json_output, and more). `function_calling` is True
+        where the client does tool calling at the prompt level for a model without native tool calling."""
+        return self._effective_info(self._model, self._model_info)
 
     @property
     def model_info(self) -> ModelInfo:
-        return self._model_info
+        return self.capabilities
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -411,7 +443,7 @@ class BaseChatCompletionClient(ABC, ClientLifecycle):
             names = [s["name"] for s in schemas]
             if len(set(names)) != len(names):
                 raise ConfigurationError(f"tools: duplicate tool names in {names}")
-        if schemas and not info.function_calling:
+        if schemas and not info.function_calling and self._tool_calling_for(model, info) == "native":
             raise UnsupportedOptionError(
                 f"model {model!r} does not support function calling; pass model_info={{'function_calling': True}} "
                 "if it does"

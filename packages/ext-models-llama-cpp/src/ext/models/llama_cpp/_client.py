@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
@@ -35,6 +35,7 @@ from ext.core import (
     RetryPolicy,
     StreamChunk,
     Tool,
+    ToolCalling,
     ToolSchema,
     UnsupportedOptionError,
     config_from_arguments,
@@ -104,6 +105,7 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         max_tokens: int = 512,
         min_p: float = 0.05,
         repeat_penalty: float = 1.0,
+        tool_calling: Literal["constrained", "prompt"] = "constrained",
         timeout: float | None = None,
         max_retries: int = 0,
         verbose: bool = False,
@@ -183,6 +185,10 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
 
     # --- the provider's part -------------------------------------------------------------------------
 
+    def _tool_calling_for(self, model: str, info: ModelInfo) -> ToolCalling:
+        # Every model gets tools at the prompt level here: llama.cpp has no tool API of its own.
+        return self._config.tool_calling
+
     def _check_request(self, request: ChatRequest) -> None:
         if request.options.model_id is not None and request.options.model_id != self.model:
             raise UnsupportedOptionError(
@@ -193,7 +199,7 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
             check_extra_args(request.extra)
 
     async def _create(self, request: ChatRequest) -> CreateResult:
-        call = map_request(request, self._sampling)
+        call = map_request(request, self._sampling, self._config.tool_calling)
         stop, future = await self._start(call, request, None)
         try:
             result: CreateResult = await self._within(asyncio.wrap_future(future), self._config.timeout)
@@ -202,7 +208,7 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
             stop.set()
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
-        call = map_request(request, self._sampling)
+        call = map_request(request, self._sampling, self._config.tool_calling)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         put = queue.put_nowait
@@ -301,7 +307,10 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
         del llama  # an exception's traceback keeps this frame: it must not keep the model alive after close()
         if outcome.stopped and self._closed:
             raise ClientClosedError(f"{type(self).__name__} was closed during the call; generation was stopped")
-        return self._result(outcome, call)
+        result = self._result(outcome, call)
+        if push is not None and call.buffer_text and isinstance(result.content, str) and result.content:
+            push(result.content)  # held back in case it was a call: it is text, so it streams as one chunk
+        return result
 
     @staticmethod
     def _read(
@@ -359,7 +368,11 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
     def _result(outcome: _Outcome, call: LlamaCall) -> CreateResult:
         usage = RequestUsage.of(outcome.prompt_tokens, outcome.completion_tokens)
         turn = len(call.kwargs.get("messages") or ())
-        calls: list[FunctionCall] | None = parse_output(outcome.text, call.tools, turn=turn) if call.tools else None
+        # Constrained: the grammar makes a call start with "{", and other text streamed as it came stays text.
+        read = call.tools and (call.tolerant or outcome.text.lstrip().startswith("{"))
+        calls: list[FunctionCall] | None = (
+            parse_output(outcome.text, call.tools, turn=turn, constrained=not call.tolerant) if read else None
+        )
         if calls:
             return CreateResult.of("function_calls", calls, usage)
         return CreateResult.of(normalize_finish_reason(outcome.finish_reason), outcome.text, usage)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -35,6 +35,12 @@ class LlamaCppClientConfig(BaseModel):
     max_tokens: int = Field(DEFAULT_MAX_TOKENS, gt=0, description="Most tokens to generate per call.")
     min_p: float = Field(0.05, ge=0.0, le=1.0, description="Minimum token probability relative to the best.")
     repeat_penalty: float = Field(1.0, gt=0.0, description="Penalty for repeated tokens (1.0: none).")
+    tool_calling: Literal["constrained", "prompt"] = Field(
+        "constrained",
+        description="Tool calls at the prompt level: 'constrained' holds the reply to the call JSON with a grammar "
+        "(a call is well-formed and validates against the tool's schema); 'prompt' only describes the tools and "
+        "reads the answer tolerantly (JSON in the text, <tool_call> tags, Python-like calls).",
+    )
     timeout: Optional[float] = Field(None, gt=0, description="Seconds a call may take before TimeoutError.")
     max_retries: int = Field(0, ge=0, description="Retries of a failed call (a local model rarely needs any).")
     verbose: bool = Field(False, description="Let llama.cpp print its logs to stderr.")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ext.core import (
+    TOOL_PREAMBLE,
     AssistantMessage,
     ChatRequest,
     ConfigurationError,
@@ -27,9 +27,15 @@ from ext.core import (
     FunctionExecutionResultMessage,
     LLMMessage,
     SystemMessage,
+    ToolCalling,
     ToolSchema,
     UnsupportedOptionError,
     UserMessage,
+    calls_schema,
+    calls_text,
+    read_reply,
+    results_text,
+    tool_system_text,
 )
 
 __all__ = [
@@ -44,40 +50,12 @@ __all__ = [
     "tool_system_text",
 ]
 
-TOOL_PREAMBLE = "You can call these tools (name, description, JSON Schema of the arguments):"
-"""The first line of the system message that describes the tools."""
-
-_CALL_FORMAT = (
-    'To call tools, answer with only this JSON and nothing else: {"tool_calls": [{"name": "<tool name>", '
-    '"arguments": {<the arguments>}}]}'
-)
-
-
-def tool_system_text(tools: Sequence[ToolSchema], tool_choice: str) -> str:
-    """The system text that describes ``tools`` to the model and how to call them."""
-    listed = [
-        {"name": t["name"], "description": t.get("description", ""), "parameters": t["parameters"]} for t in tools
-    ]
-    lines = [TOOL_PREAMBLE, json.dumps(listed, ensure_ascii=False), _CALL_FORMAT]
-    if tool_choice == "required":
-        lines.append("You must call at least one tool.")
-    elif tool_choice != "auto":
-        lines.append(f"You must call the tool {tool_choice}.")
-    return "\n".join(lines)
-
 
 def _text(message: UserMessage | SystemMessage) -> str:
     content = message.content
     if isinstance(content, str):
         return content
     return "\n".join(part for part in content if isinstance(part, str))
-
-
-def _arguments(text: str) -> Any:
-    try:
-        return json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError:
-        return text  # kept as the model wrote it
 
 
 def map_messages(messages: Sequence[LLMMessage]) -> list[dict[str, str]]:
@@ -92,39 +70,12 @@ def map_messages(messages: Sequence[LLMMessage]) -> list[dict[str, str]]:
             if isinstance(message.content, str):
                 out.append({"role": "assistant", "content": message.content})
             else:
-                calls = [{"id": c.id, "name": c.name, "arguments": _arguments(c.arguments)} for c in message.content]
-                out.append({"role": "assistant", "content": json.dumps({"tool_calls": calls}, ensure_ascii=False)})
+                out.append({"role": "assistant", "content": calls_text(message.content)})
         elif isinstance(message, FunctionExecutionResultMessage):
-            results = [
-                {"call_id": r.call_id, "name": r.name, "content": r.content, "is_error": r.is_error}
-                for r in message.content
-            ]
-            out.append({"role": "user", "content": json.dumps({"tool_results": results}, ensure_ascii=False)})
+            out.append({"role": "user", "content": results_text(message)})
         else:  # pragma: no cover - the base validated the messages
             raise ConfigurationError(f"unsupported message type {type(message).__name__}")
     return out
-
-
-def calls_schema(tools: Sequence[ToolSchema], tool_choice: str) -> dict[str, Any]:
-    """The JSON schema of the model's tool-call answer: ``{"tool_calls": [one of the tools, ...]}``."""
-    chosen = [t for t in tools if tool_choice in ("auto", "required") or t["name"] == tool_choice]
-    items = [
-        {
-            "type": "object",
-            "properties": {"name": {"const": t["name"]}, "arguments": t["parameters"]},
-            "required": ["name", "arguments"],
-            "additionalProperties": False,
-        }
-        for t in chosen
-    ]
-    calls: dict[str, Any] = {"type": "array", "items": items[0] if len(items) == 1 else {"anyOf": items}}
-    calls["minItems"] = 1
-    return {
-        "type": "object",
-        "properties": {"tool_calls": calls},
-        "required": ["tool_calls"],
-        "additionalProperties": False,
-    }
 
 
 _ROOT_RULE = re.compile(r"^root ::= ", re.MULTILINE)
@@ -156,6 +107,8 @@ class LlamaCall:
     tool_choice: str
     buffer_text: bool
     """True when streamed text must be held back until the end (it may be a tool call)."""
+    tolerant: bool = False
+    """True when the answer is read tolerantly (``prompt`` mode: no grammar held the model to the call JSON)."""
 
 
 def _json_schema(json_output: bool | type[BaseModel]) -> dict[str, Any]:
@@ -182,9 +135,11 @@ def check_extra_args(extra: Mapping[str, Any]) -> None:
             )
 
 
-def map_request(request: ChatRequest, sampling: dict[str, Any]) -> LlamaCall:
+def map_request(request: ChatRequest, sampling: dict[str, Any], mode: ToolCalling = "constrained") -> LlamaCall:
     """The chat call for ``request``. ``sampling`` holds the client's defaults (temperature, top_p, top_k,
-    max_tokens, min_p, repeat_penalty), overridden here by the call's ``ChatOptions``."""
+    max_tokens, min_p, repeat_penalty), overridden here by the call's ``ChatOptions``. ``mode``: ``constrained``
+    holds a reply with tools to the call JSON by a grammar; ``prompt`` describes the tools only (no grammar) and
+    reads the answer tolerantly."""
     options = request.options
     kwargs: dict[str, Any] = dict(sampling)
     for name, value in (
@@ -209,8 +164,11 @@ def map_request(request: ChatRequest, sampling: dict[str, Any]) -> LlamaCall:
     if tools:
         messages.insert(0, {"role": "system", "content": tool_system_text(tools, request.tool_choice)})
         text_schema = _json_schema(request.json_output) if request.json_output else None
-        grammar = tool_grammar(tools, request.tool_choice, text_schema)
-        buffer_text = request.tool_choice != "auto" or text_schema is not None
+        if mode == "prompt":
+            buffer_text = True  # any text may hold a call written another way: read at the end
+        else:
+            grammar = tool_grammar(tools, request.tool_choice, text_schema)
+            buffer_text = request.tool_choice != "auto" or text_schema is not None
     elif request.json_output:
         response_format: dict[str, Any] = {"type": "json_object"}
         if isinstance(request.json_output, type):
@@ -218,45 +176,29 @@ def map_request(request: ChatRequest, sampling: dict[str, Any]) -> LlamaCall:
         kwargs["response_format"] = response_format
     kwargs["messages"] = messages
     return LlamaCall(
-        kwargs=kwargs, grammar=grammar, tools=list(tools), tool_choice=request.tool_choice, buffer_text=buffer_text
+        kwargs=kwargs,
+        grammar=grammar,
+        tools=list(tools),
+        tool_choice=request.tool_choice,
+        buffer_text=buffer_text,
+        tolerant=mode == "prompt",
     )
 
 
-def new_call_id() -> str:
-    """A random tool-call id, ``call_`` and 24 hex digits: for `parse_output` without a ``turn`` (the client
-    always passes one, so its ids are ``call_<turn>_<index>``)."""
-    return "call_" + uuid.uuid4().hex[:24]
-
-
-def parse_output(text: str, tools: Sequence[ToolSchema], *, turn: int | None = None) -> list[FunctionCall] | None:
-    """The tool calls in the model's answer, or None when it is text. Calls name one of ``tools`` and carry
-    their arguments as compact JSON text.
+def parse_output(
+    text: str, tools: Sequence[ToolSchema], *, turn: int | None = None, constrained: bool = False
+) -> list[FunctionCall] | None:
+    """The tool calls in the model's answer, or None when it is text (`ext.core.read_reply`: the call JSON, then
+    the other shapes small models write). Calls name one of ``tools`` and carry their arguments as compact JSON.
 
     With ``turn``, call ids are ``call_<turn>_<index>``: ``turn`` is the number of messages in the prompt the
     model answered (the client passes the messages it sent to llama.cpp, including the system message that
     describes the tools), ``index`` the call's place in the answer, from 0. So they are deterministic, not
     fresh: unique within a conversation (each turn adds messages) and the same on every run, so a
     temperature-0 tool loop renders the same prompts and gives the same answers each time. Without ``turn``,
-    ids are random (`new_call_id`)."""
-    if not tools or not text.lstrip().startswith("{"):
+    ids are random. ``constrained``: JSON that is not ``{"tool_calls": [...]}`` is text (JSON output next to
+    tools)."""
+    if not tools:
         return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(value, dict) or set(value) != {"tool_calls"} or not isinstance(value["tool_calls"], list):
-        return None
-    names = {t["name"] for t in tools}
-    calls: list[FunctionCall] = []
-    for index, entry in enumerate(value["tool_calls"]):
-        if not isinstance(entry, dict) or entry.get("name") not in names:
-            return None
-        arguments = entry.get("arguments", {})
-        calls.append(
-            FunctionCall(
-                id=new_call_id() if turn is None else f"call_{turn}_{index}",
-                name=entry["name"],
-                arguments=json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
-            )
-        )
-    return calls or None
+    content = read_reply(text, tools, turn=turn, constrained=constrained)
+    return None if isinstance(content, str) else content

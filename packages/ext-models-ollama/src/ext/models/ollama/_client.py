@@ -32,10 +32,14 @@ from ext.core import (
     CreateResult,
     EventStream,
     ModelInfo,
+    PromptToolPlan,
     RetryPolicy,
+    ToolCalling,
     config_from_arguments,
     json_dumps_compact,
     json_loads,
+    plan_prompt_tools,
+    resolve_tool_calling,
 )
 
 from .__about__ import __version__
@@ -130,6 +134,7 @@ class OllamaChatCompletionClient(BaseChatCompletionClient):
         seed: int | None = None,
         options: Mapping[str, Any] | None = None,
         think: ThinkSetting | None = None,
+        tool_calling: ToolCalling | None = None,
         keep_alive: float | str | None = None,
         headers: Mapping[str, str | SecretStr] | None = None,
         headers_env: Mapping[str, str] | None = None,
@@ -145,9 +150,12 @@ class OllamaChatCompletionClient(BaseChatCompletionClient):
         environ = os.environ
         base_url = parse_host(config.host if config.host is not None else environ.get("OLLAMA_HOST"))
         wire_headers = self._wire_headers(config, environ, owner)
+        model_info = config.model_info
+        if config.tool_calling == "native":  # asked for Ollama's tools: the model is taken to have them
+            model_info = {**(model_info or {}), "function_calling": True}
         super().__init__(
             model=config.model,
-            model_info=config.model_info,
+            model_info=model_info,
             token_limit=config.token_limit or config.num_ctx,
             default_options=config.default_chat_options(),
             max_retries=config.max_retries,
@@ -198,8 +206,17 @@ class OllamaChatCompletionClient(BaseChatCompletionClient):
 
     # --- the provider's part ---------------------------------------------------------------------
 
+    def _tool_calling_for(self, model: str, info: ModelInfo) -> ToolCalling:
+        return resolve_tool_calling(self._config.tool_calling, native_tools=info.function_calling)
+
+    def _plan(self, request: ChatRequest) -> PromptToolPlan | None:
+        mode = self._tool_calling_for(request.model, self.info_for(request.model))
+        return None if mode == "native" else plan_prompt_tools(request, mode)
+
     def _check_request(self, request: ChatRequest) -> None:
-        if request.tool_choice != "auto":
+        # At the prompt level a forced choice is the system text's (and, constrained, the schema's) to enforce.
+        native = self._tool_calling_for(request.model, self.info_for(request.model)) == "native"
+        if request.tool_choice != "auto" and native:
             check_tool_choice(request)
         if request.extra:
             reserved = sorted(RESERVED_BODY_KEYS & request.extra.keys())
@@ -217,7 +234,12 @@ class OllamaChatCompletionClient(BaseChatCompletionClient):
                     raise ConfigurationError(str(exc)) from None
 
     async def _create(self, request: ChatRequest) -> CreateResult:
-        body = json_dumps_compact(map_request(request, self._wire, stream=False))
+        plan = self._plan(request)
+        result = await self._chat(request, plan)
+        return result if plan is None else plan.read(result)
+
+    async def _chat(self, request: ChatRequest, plan: PromptToolPlan | None) -> CreateResult:
+        body = json_dumps_compact(map_request(request, self._wire, stream=False, plan=plan))
         try:
             response = await self._http.post(CHAT_PATH, content=body)
         except httpx.HTTPError as exc:
@@ -236,7 +258,10 @@ class OllamaChatCompletionClient(BaseChatCompletionClient):
         return map_response(data)
 
     async def _open_events(self, request: ChatRequest) -> EventStream:
-        body = json_dumps_compact(map_request(request, self._wire, stream=True))
+        plan = self._plan(request)
+        if plan is not None and plan.tools:
+            return EventStream.of_result(plan.read(await self._chat(request, plan)))
+        body = json_dumps_compact(map_request(request, self._wire, stream=True, plan=plan))
         http_request = self._http.build_request("POST", CHAT_PATH, content=body)
         try:
             response = await self._http.send(http_request, stream=True)

@@ -59,6 +59,13 @@ class OllamaClientConfig(BaseModel):
         None, description="Other Ollama options (mirostat, num_gpu, ...), by the names of ollama.Options."
     )
     think: Optional[ThinkSetting] = Field(None, description="Thinking: True/False or a level; None sends nothing.")
+    tool_calling: Optional[Literal["native", "constrained", "prompt"]] = Field(
+        None,
+        description="How tools are called: 'native' (Ollama's tools), 'constrained' (tools described in a system "
+        "message, the reply held to the call JSON by `format` as a JSON schema), 'prompt' (the same system message, "
+        "no constraint, the answer read tolerantly). None: 'constrained' for a model known to lack native tool "
+        "calling (the model table), else 'native'.",
+    )
     keep_alive: Optional[Union[float, str]] = Field(
         None, description="How long Ollama keeps the model loaded after a call (e.g. '5m', 0, -1)."
     )

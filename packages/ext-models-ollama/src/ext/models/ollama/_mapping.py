@@ -25,6 +25,7 @@ from ext.core import (
     FunctionExecutionResultMessage,
     LLMMessage,
     ModelRule,
+    PromptToolPlan,
     RequestUsage,
     StreamChunk,
     SystemMessage,
@@ -94,6 +95,9 @@ OLLAMA_MODELS = KNOWN_MODELS.extend(
         ModelRule.of("mistral", structured_output=True, family="mistral", context_window=32_768),
         ModelRule.of("phi4", structured_output=True, family="phi-4", context_window=16_384),
         ModelRule.of("granite3", structured_output=True, family="granite", context_window=131_072),
+        # SmolLM2 (smollm2:135m, :360m, :1.7b): no native tool calling in practice (see the README's model table);
+        # the client calls tools for it at the prompt level, constrained by `format`.
+        ModelRule.of("smollm", function_calling=False, structured_output=True, family="smollm", context_window=8_192),
     ]
 )
 """ext-core's table with Ollama's common model names (tags such as `:8b` match by prefix)."""
@@ -225,13 +229,19 @@ def map_options(request: ChatRequest, settings: OllamaWireSettings) -> dict[str,
     return options
 
 
-def map_request(request: ChatRequest, settings: OllamaWireSettings, *, stream: bool) -> dict[str, Any]:
-    """The `/api/chat` body for `request`."""
-    body: dict[str, Any] = {"model": request.model, "messages": map_messages(request.messages), "stream": stream}
-    if request.tools and request.tool_choice != "none":
+def map_request(
+    request: ChatRequest, settings: OllamaWireSettings, *, stream: bool, plan: PromptToolPlan | None = None
+) -> dict[str, Any]:
+    """The `/api/chat` body for `request`. With `plan` (tool calling at the prompt level) its messages are sent
+    instead of native tools, and its schema as `format` (Ollama builds a grammar from a JSON schema there)."""
+    messages = request.messages if plan is None else plan.messages
+    body: dict[str, Any] = {"model": request.model, "messages": map_messages(messages), "stream": stream}
+    if request.tools and request.tool_choice != "none" and plan is None:
         body["tools"] = map_tools(request)
     model = request.structured_model
-    if model is not None:
+    if plan is not None and plan.schema is not None:
+        body["format"] = plan.schema
+    elif model is not None:
         body["format"] = normalize_parameters(model.model_json_schema())
     elif request.json_output:
         body["format"] = "json"

@@ -22,16 +22,21 @@ from ext.core import (
     CreateResult,
     LLMMessage,
     ModelInfo,
+    PromptToolPlan,
     RetryPolicy,
     StreamChunk,
     Tool,
+    ToolCalling,
     ToolSchema,
     UnsupportedOptionError,
     config_from_arguments,
     estimate_tokens,
     merge_default_options,
+    plan_prompt_tools,
+    prompt_tool_stream,
     require_secret,
     resolve_secret_map,
+    resolve_tool_calling,
     tool_schema_of,
 )
 
@@ -51,6 +56,7 @@ __all__ = ["AzureOpenAIChatCompletionClient", "BaseOpenAIChatCompletionClient", 
 
 """Returns an Entra ID bearer token (sync or async); called by the SDK before each request."""
 
+_OPENAI_HOST = "api.openai.com"
 _NEUTRAL_SAMPLING = (("temperature", 1.0), ("top_p", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
 _messages_adapter: TypeAdapter[list[LLMMessage]] | None = None
 
@@ -107,17 +113,22 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
         *,
         owns_http_client: bool,
         retry_policy: RetryPolicy | None,
+        compatible_server: bool = False,
     ) -> None:
+        self._config = config
+        self._compatible_server = compatible_server
+        model_info = config.model_info
+        if config.tool_calling == "native":  # asked for the API's tools: the model is taken to have them
+            model_info = {**(model_info or {}), "function_calling": True}
         super().__init__(
             model=model,
-            model_info=config.model_info,
+            model_info=model_info,
             token_limit=config.token_limit,
             default_options=_default_options(config),
             max_retries=config.max_retries,
             retry_policy=retry_policy,
         )
         self._retry = self._retry.with_classifiers([classify_openai_error])
-        self._config = config
         self._sdk = sdk
         self._completions = sdk.chat.completions
         self._owns_http_client = owns_http_client
@@ -154,13 +165,31 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
         if request.extra:
             split_extra_args(request.extra)
 
+    def _tool_calling_for(self, model: str, info: ModelInfo) -> ToolCalling:
+        return resolve_tool_calling(
+            self._config.tool_calling, native_tools=info.function_calling, local=self._compatible_server
+        )
+
+    def _plan(self, request: ChatRequest, info: ModelInfo) -> PromptToolPlan | None:
+        mode = self._tool_calling_for(request.model, info)
+        return None if mode == "native" else plan_prompt_tools(request, mode)
+
     async def _create(self, request: ChatRequest) -> CreateResult:
-        kwargs = map_request(request, self.info_for(request.model), self._wire)
+        info = self.info_for(request.model)
+        plan = self._plan(request, info)
+        kwargs = map_request(request, info, self._wire, plan=plan)
         completion = await self._completions.create(**kwargs)
-        return map_response(completion)
+        result = map_response(completion)
+        return result if plan is None else plan.read(result)
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[StreamChunk | CreateResult]:
-        kwargs = map_request(request, self.info_for(request.model), self._wire, stream=True)
+        info = self.info_for(request.model)
+        plan = self._plan(request, info)
+        if plan is not None and plan.tools:
+            async for whole in prompt_tool_stream(lambda: self._create(request)):
+                yield whole
+            return
+        kwargs = map_request(request, info, self._wire, stream=True, plan=plan)
         stream = await self._completions.create(**kwargs)
         state = StreamState()
         try:
@@ -271,6 +300,7 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         user: str | None = None,
         reasoning_effort: ReasoningEffort | None = None,
         parallel_tool_calls: bool | None = None,
+        tool_calling: ToolCalling | None = None,
         include_usage: bool = True,
         system_role: SystemRole = "auto",
         default_headers: Mapping[str, str | SecretStr] | None = None,
@@ -304,7 +334,16 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
             default_headers=_headers(config),
             http_client=http_client,
         )
-        self._setup(config, config.model, sdk, owns_http_client=http_client is None, retry_policy=retry_policy)
+        # Any base URL but OpenAI's own is an OpenAI-compatible server (the tool-calling default depends on it).
+        compatible = sdk.base_url.host != _OPENAI_HOST
+        self._setup(
+            config,
+            config.model,
+            sdk,
+            owns_http_client=http_client is None,
+            retry_policy=retry_policy,
+            compatible_server=compatible,
+        )
 
     @property
     def base_url(self) -> str:
@@ -355,6 +394,7 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         user: str | None = None,
         reasoning_effort: ReasoningEffort | None = None,
         parallel_tool_calls: bool | None = None,
+        tool_calling: ToolCalling | None = None,
         include_usage: bool = True,
         system_role: SystemRole = "auto",
         default_headers: Mapping[str, str | SecretStr] | None = None,

@@ -38,6 +38,14 @@ class _CommonConfig(BaseModel):
     user: Optional[str] = Field(None, description="End-user id sent as `user`.")
     reasoning_effort: Optional[ReasoningEffort] = Field(None, description="For reasoning models.")
     parallel_tool_calls: Optional[bool] = Field(None, description="Sent with tools when set.")
+    tool_calling: Optional[Literal["native", "constrained", "prompt"]] = Field(
+        None,
+        description="How tools are called: 'native' (the API's tools), 'constrained' (tools described in a system "
+        "message, the reply held to the call JSON by response_format {type: json_object, schema}, as llama.cpp's "
+        "servers take it), 'prompt' (the same system message, no constraint, the answer read tolerantly). None: "
+        "'constrained' on an OpenAI-compatible server (base_url not api.openai.com) for a model known to lack "
+        "native tool calling, else 'native'.",
+    )
     include_usage: bool = Field(True, description="Ask for usage in streams (`stream_options.include_usage`).")
     system_role: SystemRole = Field("auto", description="Wire role of system messages; auto picks per model.")
     default_headers: Optional[dict[str, SecretStr]] = Field(

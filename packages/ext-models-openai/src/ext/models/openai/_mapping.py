@@ -23,6 +23,7 @@ from ext.core import (
     ExtError,
     FunctionCall,
     ModelInfo,
+    PromptToolPlan,
     RequestUsage,
     StreamChunk,
     arguments_to_json,
@@ -119,23 +120,34 @@ def split_extra_args(extra: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
 
 
 def map_request(
-    request: ChatRequest, info: ModelInfo, settings: WireSettings = DEFAULT_SETTINGS, *, stream: bool = False
+    request: ChatRequest,
+    info: ModelInfo,
+    settings: WireSettings = DEFAULT_SETTINGS,
+    *,
+    stream: bool = False,
+    plan: PromptToolPlan | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for `client.chat.completions.create(**kwargs)`."""
+    """Keyword arguments for `client.chat.completions.create(**kwargs)`. With `plan` (tool calling at the prompt
+    level), its messages are sent instead of native tools, and its schema as llama.cpp's servers take one:
+    `response_format: {"type": "json_object", "schema": ...}` (llama.cpp's `llama-server` and llama-cpp-python's
+    server build a grammar from it)."""
     reasoning = is_openai_reasoning(info)
+    messages = request.messages if plan is None else plan.messages
     kwargs: dict[str, Any] = {
         "model": request.model,
-        "messages": map_messages(request.messages, system_role=system_role_for(info, settings.system_role)),
+        "messages": map_messages(messages, system_role=system_role_for(info, settings.system_role)),
     }
     options = request.options
     if options is not None:
         kwargs.update(map_options(options, reasoning=reasoning))
-    if request.tools:
+    if request.tools and plan is None:
         kwargs["tools"] = map_tools(request.tools)
         kwargs["tool_choice"] = map_tool_choice(request.tool_choice)
         if settings.parallel_tool_calls is not None:
             kwargs["parallel_tool_calls"] = settings.parallel_tool_calls
-    if request.json_output is not False:
+    if plan is not None and plan.schema is not None:
+        kwargs["response_format"] = {"type": "json_object", "schema": plan.schema}
+    elif request.json_output is not False:
         response_format = map_response_format(request.json_output, info)
         if response_format is not None:
             kwargs["response_format"] = response_format

@@ -32,6 +32,9 @@ _OPENAI_RULES = (
     ModelRule.of("o3-mini", structured_output=True, family="o3", context_window=200_000, reasoning=True),
     ModelRule.of("o4", vision=True, structured_output=True, family="o4", context_window=200_000, reasoning=True),
     ModelRule.of("gpt-oss", structured_output=True, family="gpt-oss", context_window=131_072, reasoning=True),
+    # SmolLM2 behind a compatible server (llama.cpp's, vLLM): its chat template has no tool syntax and the small
+    # sizes rarely write a call a server can parse, so tools go at the prompt level (`tool_calling`).
+    ModelRule.of("smollm", structured_output=True, family="smollm", context_window=8_192, function_calling=False),
 )
 
 OPENAI_MODELS: ModelTable = KNOWN_MODELS.extend(_OPENAI_RULES)

@@ -3,7 +3,15 @@ agent runtime implementation subclasses in its own tests. A new provider is done
 
 from ext.testing.conformance._anthropic import AnthropicMessagesConformance
 from ext.testing.conformance._cache import CacheStoreConformance
-from ext.testing.conformance._chat import ADD, FEATURES, MULTIPLY, PNG_1PX, ChatClientConformance
+from ext.testing.conformance._chat import (
+    ADD,
+    FEATURES,
+    GET_WEATHER,
+    LOCAL_TIME,
+    MULTIPLY,
+    PNG_1PX,
+    ChatClientConformance,
+)
 from ext.testing.conformance._chat_completions import ChatCompletionsConformance
 from ext.testing.conformance._component import assert_dump_round_trip, plain_config
 from ext.testing.conformance._embeddings import TEXTS, EmbeddingClientConformance
@@ -33,6 +41,8 @@ from ext.testing.conformance._workbench import WorkbenchConformance
 __all__ = [
     "ADD",
     "FEATURES",
+    "GET_WEATHER",
+    "LOCAL_TIME",
     "MULTIPLY",
     "PNG_1PX",
     "REAL_SERVER_FEATURES",

@@ -58,6 +58,7 @@ from ext.core import (
     OutputParseError,
     StreamChunk,
     SystemMessage,
+    ToolSchema,
     UnsupportedOptionError,
     UserMessage,
     parse_tool_arguments,
@@ -106,6 +107,19 @@ def multiply(a: int, b: int) -> int:
 
 ADD = FunctionTool(add)
 MULTIPLY = FunctionTool(multiply)
+
+GET_WEATHER: ToolSchema = {
+    "name": "get_weather",
+    "description": "The current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+"""A tool schema with one required string argument (tool-calling tests: what is sent, what comes back)."""
+LOCAL_TIME: ToolSchema = {
+    "name": "local_time",
+    "description": "The local time in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+"""A second tool of the same shape as `GET_WEATHER`, so a choice between tools can be seen."""
 
 
 class City(BaseModel):

