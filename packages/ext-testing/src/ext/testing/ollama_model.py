@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ext.testing.script import Reply
-from ext.testing.servers._base import RecordedRequest, Response, json_response
+from ext.testing.servers import RecordedRequest, Response, json_response
 from ext.testing.servers.ollama import OllamaServer
 
 __all__ = ["INSTALL_HINT", "OLLAMA_DEFAULT_OPTIONS", "OllamaModelServer", "generation_arguments"]
