@@ -112,16 +112,20 @@ async def _run_configs(
     }
     if ollama_host is not None:
         out["ollama_settings"] = {**OLLAMA_SETTINGS, "server": "ext.testing.ollama_model.OllamaModelServer"}
+    # Every configuration's factory first, so a missing client package fails before any run rather than after the
+    # earlier configurations' minutes of work.
+    makers: list[tuple[str, Callable[[], ChatCompletionClient]]] = []
     for name in args.configs:
         backend, mode = name.split("/")
         if backend == "in-process":
-            make = _in_process(mode)
+            makers.append((name, _in_process(mode)))
         elif backend == "ollama":
             assert ollama_host is not None
-            make = _ollama(ollama_host, mode)
+            makers.append((name, _ollama(ollama_host, mode)))
         else:
             assert base_url is not None and alias is not None
-            make = _server(base_url, alias, mode)
+            makers.append((name, _server(base_url, alias, mode)))
+    for name, make in makers:
         client = make()
         started = time.perf_counter()
         try:
