@@ -14,7 +14,7 @@ from ext.testing.can_fail import run_suite_inline
 
 BROKEN = textwrap.dedent(
     """
-    from ext.core import InMemoryCacheStore
+    from ext.pipeline import InMemoryCacheStore
     from ext.models.openai import OpenAIChatCompletionClient
     from ext.testing.conformance import CacheStoreConformance
     from ext.testing.servers import OpenAIServer

@@ -22,33 +22,35 @@ from pydantic import SecretStr
 
 from ext.core import (
     AIClientOptions,
-    CacheMiddleware,
-    CacheStore,
     CancellationToken,
-    ChatCall,
-    ChatClientBuilder,
     ChatCompletionClient,
-    ChatItem,
-    ChatMiddleware,
     Component,
     ComponentError,
     ConfigurationError,
-    CreateNext,
     CreateResult,
     FunctionTool,
-    InMemoryCacheStore,
     RetryPolicy,
     StaticWorkbench,
     StreamChunk,
+    UserMessage,
+    load_component,
+)
+from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import (
+    CacheMiddleware,
+    CacheStore,
+    ChatCall,
+    ChatClientBuilder,
+    ChatItem,
+    ChatMiddleware,
+    CreateNext,
+    InMemoryCacheStore,
     StreamNext,
     ToolCallFinished,
     ToolCallStarted,
-    UserMessage,
     build_client,
-    load_component,
     load_pipeline,
 )
-from ext.models.openai import OpenAIChatCompletionClient
 from ext.testing.conformance import CacheStoreConformance, ChatCompletionsConformance
 from ext.testing.servers import Fault, LoopbackServer, OpenAIServer, Reply, ToolCallSpec
 

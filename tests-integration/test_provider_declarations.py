@@ -19,18 +19,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ext.core import (
-    ChatClientBuilder,
     ConfigurationError,
     ServerAddress,
     UserMessage,
-    build_client,
-    check_pipeline,
-    load_pipeline,
     provider_info,
     provider_infos,
     provider_of_client,
     server_address,
 )
+from ext.pipeline import ChatClientBuilder, build_client, check_pipeline, load_pipeline
 from ext.telemetry.opentelemetry import OpenTelemetryMiddleware
 from ext.testing.script import Reply
 from ext.testing.servers import AnthropicServer, AzureAIServer, BedrockServer, OllamaServer, OpenAIServer

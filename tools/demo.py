@@ -43,20 +43,17 @@ from pydantic import BaseModel
 from ext.core import (
     AgentId,
     AgentRuntime,
-    ChatClientBuilder,
     ChatCompletionClient,
     MessageContext,
     RoutedAgent,
     SystemMessage,
     Tool,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolLoopEvent,
     UserMessage,
     Workbench,
     message_handler,
 )
 from ext.models.llama_cpp import LlamaCppChatCompletionClient, default_model_path
+from ext.pipeline import ChatClientBuilder, ToolCallFinished, ToolCallStarted, ToolLoopEvent
 from ext.runtime.local import LocalAgentRuntime
 from ext.tools.http import HttpTool
 from ext.tools.mcp import McpWorkbench, StdioServerParams

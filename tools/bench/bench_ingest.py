@@ -106,7 +106,7 @@ def _make_embedder(name: str) -> Any:
 
 async def ingest(name: str, size: int, folder: Path) -> Measured:
     """Load `name`'s embedder, then add a `size`-byte corpus to a fresh store file in `folder`, timed apart."""
-    from ext.core import MemoryDocument, VectorMemory
+    from ext.memory import MemoryDocument, VectorMemory
     from ext.vectors.sqlite import SqliteVectorStore
 
     text = corpus(size)

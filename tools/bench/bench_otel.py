@@ -37,8 +37,9 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from ext.core import ChatCall, ChatClientBuilder, ChatOptions, CreateResult, RequestUsage, UserMessage
+from ext.core import ChatOptions, CreateResult, RequestUsage, UserMessage
 from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import ChatCall, ChatClientBuilder
 from ext.telemetry.opentelemetry import OpenTelemetryMiddleware
 from ext.testing.servers import OpenAIServer, Reply
 

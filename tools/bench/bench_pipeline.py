@@ -40,7 +40,8 @@ from typing import Any
 
 from _harness import Row, format_table, measure, measure_interleaved, median_ci
 
-from ext.core import ChatClientBuilder, ChatCompletionClient, InMemoryCacheStore, RetryPolicy, UserMessage
+from ext.core import ChatCompletionClient, RetryPolicy, UserMessage
+from ext.pipeline import ChatClientBuilder, InMemoryCacheStore
 
 KEY = "sk-bench"
 MODEL = "gpt-4o-mini"

@@ -42,9 +42,9 @@ from _state_memory import MEMORY_HEADER, MEMORY_MODES, MemoryPlan, factory_for, 
 from bench_runtime import Counter, batch, start_process
 from google.protobuf.wrappers_pb2 import StringValue
 
-from ext.core import AgentId, FileStateStore, InMemoryStateStore, SavePolicy, StateStore
+from ext.core import AgentId, InMemoryStateStore, SavePolicy, StateStore
 from ext.runtime.grpc import GrpcAgentRuntime, RedisStateStore
-from ext.runtime.local import LocalAgentRuntime
+from ext.runtime.local import FileStateStore, LocalAgentRuntime
 from ext.testing.redis import RedisServer, start_redis_server
 
 STORES = ("off", "off A/A", "memory", "file", "redis")

@@ -11,8 +11,8 @@ from typing import Any
 import bench_pipeline
 import pytest
 
-from ext.core import CacheMiddleware, ChatPipeline, LoggingMiddleware, RetryMiddleware
 from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import CacheMiddleware, ChatPipeline, LoggingMiddleware, RetryMiddleware
 from ext.testing.script import Reply
 from ext.testing.servers import OpenAIServer
 

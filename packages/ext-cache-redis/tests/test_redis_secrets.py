@@ -12,7 +12,8 @@ import redis
 import redis.asyncio as aioredis
 
 from ext.cache.redis import RedisCacheStore
-from ext.core import ChatClientBuilder, ChatCompletionClient, UserMessage, load_component
+from ext.core import ChatCompletionClient, UserMessage, load_component
+from ext.pipeline import ChatClientBuilder
 from ext.testing.redis import RedisServer, start_redis_server
 
 # Characters that must be percent-encoded in a URL: the store has to decode them as redis-py does.

@@ -17,20 +17,16 @@ import pytest
 import redis.asyncio as aioredis
 
 from ext.cache.redis import RedisCacheStore
-from ext.core import (
+from ext.core import ChatCompletionClient, ComponentError, ConfigurationError, UserMessage, load_component
+from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import (
     DEFAULT_CACHE_TTL,
     CacheMiddleware,
     CacheStore,
     ChatClientBuilder,
-    ChatCompletionClient,
     ChatPipeline,
-    ComponentError,
-    ConfigurationError,
     InMemoryCacheStore,
-    UserMessage,
-    load_component,
 )
-from ext.models.openai import OpenAIChatCompletionClient
 from ext.testing.conformance import CacheStoreConformance
 from ext.testing.redis import RedisServer, start_redis_server
 from ext.testing.servers import LoopbackServer, OpenAIServer, Reply
@@ -128,7 +124,8 @@ async def test_a_bool_ttl_is_refused_everywhere() -> None:
 _FRESH = """
 import asyncio, sys
 from ext.cache.redis import RedisCacheStore
-from ext.core import BaseChatCompletionClient, ChatClientBuilder, CreateResult, RequestUsage, load_messages
+from ext.core import BaseChatCompletionClient, CreateResult, RequestUsage, load_messages
+from ext.pipeline import ChatClientBuilder
 
 class Fixed(BaseChatCompletionClient):
     provider_name = "fixed"
@@ -186,7 +183,7 @@ async def test_a_redis_that_goes_away_mid_run(caplog: pytest.LogCaptureFixture) 
             server.enqueue(Reply(text="first"), Reply(text="while redis is down"), Reply(text="still down"))
             client = ChatClientBuilder(openai_client(server)).use_cache(store).build()
             async with client:
-                with caplog.at_level(logging.INFO, logger="ext.core._cache"):
+                with caplog.at_level(logging.INFO, logger="ext.pipeline._cache"):
                     assert (await client.create([UserMessage(content="q")])).content == "first"
                     assert (await client.create([UserMessage(content="q")])).cached
                     redis_server.stop()
@@ -198,7 +195,7 @@ async def test_a_redis_that_goes_away_mid_run(caplog: pytest.LogCaptureFixture) 
     finally:
         redis_server.stop()
         await store.close()
-    warnings = [r for r in caplog.records if r.name == "ext.core._cache" and r.levelno == logging.WARNING]
+    warnings = [r for r in caplog.records if r.name == "ext.pipeline._cache" and r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "RedisCacheStore failed" in warnings[0].getMessage()
 
@@ -213,7 +210,7 @@ async def test_redis_comes_back(caplog: pytest.LogCaptureFixture) -> None:
         server.enqueue(Reply(text="a"), Reply(text="b"))
         client = ChatClientBuilder(openai_client(server)).use(cache).build()
         async with client:
-            with caplog.at_level(logging.INFO, logger="ext.core._cache"):
+            with caplog.at_level(logging.INFO, logger="ext.pipeline._cache"):
                 assert not (await client.create([UserMessage(content="x")])).cached
                 back = start_redis_server(gone.port)
                 try:
@@ -221,7 +218,7 @@ async def test_redis_comes_back(caplog: pytest.LogCaptureFixture) -> None:
                     assert (await client.create([UserMessage(content="x")])).cached
                 finally:
                     back.stop()
-    messages = [r.getMessage() for r in caplog.records if r.name == "ext.core._cache"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "ext.pipeline._cache"]
     assert [m.split(" (")[0].split(" is ")[0] for m in messages] == [
         "cache store RedisCacheStore failed",
         "cache store RedisCacheStore",

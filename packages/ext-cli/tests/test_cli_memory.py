@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ext_cli_support import Ran, run_ext
 
-from ext.core import MEMORY_HEADER
+from ext.memory import MEMORY_HEADER
 from ext.testing.script import Reply
 from ext.testing.servers import OpenAIServer
 

@@ -8,7 +8,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from ext.core import MetadataValue, VectorQuery, VectorRecord, matches_filter, normalize_filter, split_text
+from ext.core import MetadataValue, VectorQuery, VectorRecord, matches_filter, normalize_filter
 
 
 def test_record_refuses_non_finite_and_zero_vectors() -> None:
@@ -52,17 +52,3 @@ def test_matches_filter_keeps_json_kinds_apart() -> None:
     assert not matches_filter(meta, normalize_filter({"flag": 1}))
     assert matches_filter(meta, normalize_filter({"missing": None, "s": {"$in": ["y", "x"]}}))
     assert not matches_filter(meta, normalize_filter({"s": "y"}))
-
-
-def test_split_text_overlaps_and_keeps_positions() -> None:
-    text = "a  bb ccc\ndddd e f g"
-    chunks = split_text(text, chunk_size=3, chunk_overlap=1)
-    assert [c.text for c in chunks] == ["a  bb ccc", "ccc\ndddd e", "e f g"]
-    assert [c.index for c in chunks] == [0, 1, 2]
-    assert all(text[c.start : c.end] == c.text for c in chunks)
-    assert split_text("", chunk_size=3, chunk_overlap=1) == []
-    assert [c.text for c in split_text("one two", chunk_size=5, chunk_overlap=0)] == ["one two"]
-    with pytest.raises(ValueError, match="chunk_overlap"):
-        split_text(text, chunk_size=3, chunk_overlap=3)
-    with pytest.raises(ValueError, match="chunk_size"):
-        split_text(text, chunk_size=0, chunk_overlap=0)

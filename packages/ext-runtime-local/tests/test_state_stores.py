@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ext.core import AgentId, FileStateStore, InMemoryStateStore, StateConflictError, StateStore
+from ext.core import AgentId, InMemoryStateStore, StateConflictError, StateStore
+from ext.runtime.local import FileStateStore
 from ext.testing.conformance import StateStoreConformance
 
 A = AgentId("counter", "a")
@@ -45,7 +46,8 @@ async def test_a_leftover_temp_file_is_not_a_record(tmp_path: Path) -> None:
 
 _WRITER = """
 import asyncio, sys
-from ext.core import AgentId, FileStateStore, StateConflictError
+from ext.core import AgentId, StateConflictError
+from ext.runtime.local import FileStateStore
 
 async def main() -> None:
     store = FileStateStore(sys.argv[1])

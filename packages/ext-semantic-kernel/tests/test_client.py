@@ -11,16 +11,9 @@ from semantic_kernel import Kernel
 from semantic_kernel.connectors.ai.open_ai import OpenAIChatCompletion
 from semantic_kernel.functions import kernel_function
 
-from ext.core import (
-    ChatClientBuilder,
-    ConfigurationError,
-    FunctionTool,
-    ToolCallFinished,
-    ToolLoopEvent,
-    UnsupportedOptionError,
-    UserMessage,
-)
+from ext.core import ConfigurationError, FunctionTool, UnsupportedOptionError, UserMessage
 from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import ChatClientBuilder, ToolCallFinished, ToolLoopEvent
 from ext.semantic_kernel import ExtChatCompletion, KernelChatCompletionClient
 from ext.testing.script import Reply, ToolCallSpec
 from ext.testing.servers import OpenAIServer

@@ -13,15 +13,9 @@ from semantic_kernel.connectors.ai.prompt_execution_settings import PromptExecut
 from semantic_kernel.contents import ChatHistory, StreamingChatMessageContent
 from semantic_kernel.functions import KernelArguments, kernel_function
 
-from ext.core import (
-    ChatClientBuilder,
-    ConfigurationError,
-    CreateResult,
-    LoggingMiddleware,
-    RetryMiddleware,
-    UnsupportedOptionError,
-)
+from ext.core import ConfigurationError, CreateResult, UnsupportedOptionError
 from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import ChatClientBuilder, LoggingMiddleware, RetryMiddleware
 from ext.semantic_kernel import ExtChatCompletion, ExtPromptExecutionSettings
 from ext.testing.script import Fault, Reply, ToolCallSpec
 from ext.testing.servers import OpenAIServer

@@ -13,15 +13,9 @@ from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoic
 from semantic_kernel.contents import ChatHistory
 from semantic_kernel.functions import KernelArguments, kernel_function
 
-from ext.core import (
-    ChatClientBuilder,
-    ConfigurationError,
-    FunctionTool,
-    StaticWorkbench,
-    UserMessage,
-    parse_tool_arguments,
-)
+from ext.core import ConfigurationError, FunctionTool, StaticWorkbench, UserMessage, parse_tool_arguments
 from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import ChatClientBuilder
 from ext.semantic_kernel import (
     ExtChatCompletion,
     ExtPromptExecutionSettings,

@@ -21,11 +21,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from ext.core import (
     CancellationToken,
-    ChatCall,
-    ChatClientBuilder,
     ChatCompletionClient,
-    ChatItem,
-    ChatMiddleware,
     ChatOptions,
     ConfigurationError,
     CreateResult,
@@ -35,13 +31,12 @@ from ext.core import (
     RetryPolicy,
     StaticWorkbench,
     StreamChunk,
-    StreamNext,
     SystemMessage,
     UserMessage,
     load_component,
-    pipeline_from_config,
 )
 from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import ChatCall, ChatClientBuilder, ChatItem, ChatMiddleware, StreamNext, pipeline_from_config
 from ext.telemetry.opentelemetry import OpenTelemetryMiddleware
 from ext.telemetry.opentelemetry._semconv import DURATION_BUCKETS, TOKEN_BUCKETS
 from ext.testing.conformance import ChatCompletionsConformance

@@ -10,17 +10,9 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import TracerProvider
 
-from ext.core import (
-    AgentId,
-    AgentRuntime,
-    ChatClientBuilder,
-    FunctionTool,
-    MessageContext,
-    RoutedAgent,
-    UserMessage,
-    message_handler,
-)
+from ext.core import AgentId, AgentRuntime, FunctionTool, MessageContext, RoutedAgent, UserMessage, message_handler
 from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import ChatClientBuilder
 from ext.telemetry.opentelemetry import OpenTelemetryMiddleware
 from ext.testing.servers import OpenAIServer, Reply, ToolCallSpec
 

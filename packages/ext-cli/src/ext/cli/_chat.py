@@ -15,24 +15,20 @@ from pydantic import BaseModel, ValidationError
 
 from ext.core import (
     AssistantMessage,
-    ChatClientBuilder,
     ChatCompletionClient,
     ChatOptions,
     CreateResult,
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
     LLMMessage,
-    MemoryMiddleware,
-    ModelTurn,
     StreamChunk,
     SystemMessage,
     Tool,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolLoopEvent,
     UserMessage,
     Workbench,
 )
+from ext.memory import MemoryMiddleware
+from ext.pipeline import ChatClientBuilder, ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoopEvent
 
 from ._errors import CliError
 from ._memory import MemorySettings, open_memory

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from ext.core import ComponentError, ConfigurationError, PipelineCheck, check_pipeline
+from ext.core import ComponentError, ConfigurationError
+from ext.pipeline import PipelineCheck, check_pipeline
 
 from ._errors import CliError
 
 
 async def check_config_file(path: str) -> list[str]:
-    """Check the pipeline `path` describes as `ext.core.load_pipeline` reads it (`ext.core.check_pipeline`): every
+    """Check the pipeline `path` describes as `ext.pipeline.load_pipeline` reads it (`check_pipeline`): every
     name, shape, secret, environment variable and setting, with no client built (no model file opened), no
     connection made and no request sent. Errors name the file and the field."""
     try:

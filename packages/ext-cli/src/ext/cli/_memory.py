@@ -18,18 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ext.core import (
-    ConfigurationError,
-    EmbeddingClient,
-    MemoryDocument,
-    MemoryHit,
-    VectorMemory,
-    VectorSizeError,
-    VectorStore,
-    build_client,
-    provider_class,
-    split_text,
-)
+from ext.core import ConfigurationError, EmbeddingClient, VectorSizeError, VectorStore
+from ext.memory import MemoryDocument, MemoryHit, VectorMemory, split_text
+from ext.pipeline import build_client, provider_class
 
 from ._errors import CliError
 from ._output import Output

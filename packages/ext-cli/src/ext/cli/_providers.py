@@ -13,15 +13,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from ext.core import (
-    ChatCompletionClient,
-    ConfigurationError,
-    ProviderInfo,
-    build_client,
-    normalize_provider_name,
-    provider_class,
-    provider_infos,
-)
+from ext.core import ChatCompletionClient, ConfigurationError, ProviderInfo, normalize_provider_name, provider_infos
+from ext.pipeline import build_client, provider_class
 
 from ._errors import CliError
 

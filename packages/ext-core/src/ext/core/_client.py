@@ -176,7 +176,7 @@ def _validate_message(data: Mapping[str, Any]) -> LLMMessage:
     return _message_adapter.validate_python(data)
 
 
-def _coerce_messages(messages: Sequence[Any]) -> list[LLMMessage]:
+def coerce_messages(messages: Sequence[Any]) -> list[LLMMessage]:
     if type(messages) is not list and (isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence)):
         raise ConfigurationError(f"messages must be a list of messages, got {type(messages).__name__}")
     if not messages:
@@ -420,7 +420,7 @@ class BaseChatCompletionClient(ABC, ClientLifecycle):
             raise ConfigurationError(
                 f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}"
             )
-        msgs = _coerce_messages(messages)
+        msgs = coerce_messages(messages)
         check_tool_pairing(msgs, results_required=self.tool_results_required)
         if options is None:
             call_options = self._default_options or self._no_options
@@ -634,7 +634,7 @@ class BaseChatCompletionClient(ABC, ClientLifecycle):
 
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         """Tokens the messages and tools take. The base gives a provider-free estimate (see `estimate_tokens`)."""
-        return estimate_tokens(_coerce_messages(messages), [tool_schema_of(t) for t in tools])
+        return estimate_tokens(coerce_messages(messages), [tool_schema_of(t) for t in tools])
 
     async def count_tokens_async(
         self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()
@@ -651,7 +651,7 @@ class BaseChatCompletionClient(ABC, ClientLifecycle):
             raise
         except Exception:  # a tokenizer failure must not break budgeting
             logger.debug("count_tokens failed; using the estimate", exc_info=True)
-            used = estimate_tokens(_coerce_messages(messages), [tool_schema_of(t) for t in tools])
+            used = estimate_tokens(coerce_messages(messages), [tool_schema_of(t) for t in tools])
         return self._model_info.context_window - used
 
 

@@ -177,7 +177,7 @@ def registered_components() -> Mapping[str, str]:
     return found
 
 
-def _import(target: str) -> Any:
+def import_object(target: str) -> Any:
     module_name, _, attr = target.partition(":")
     if not attr:
         module_name, _, attr = target.rpartition(".")
@@ -222,7 +222,7 @@ def load_component(
                 "provides it (it registers under the 'ext.components' entry point group) or pass it in allow="
             )
         try:
-            cls = _import(target)
+            cls = import_object(target)
         except (ImportError, AttributeError) as exc:
             raise ComponentError(f"provider {provider!r} is registered but cannot be imported: {exc}") from exc
 

@@ -85,10 +85,10 @@ class ProviderInfo(BaseModel):
 
     def load_client_class(self) -> type[Any]:
         """The client class (imports the provider's SDK)."""
-        from ._component import _import
+        from ._component import import_object
 
         try:
-            cls = _import(self.client)
+            cls = import_object(self.client)
         except (ImportError, AttributeError) as exc:
             raise ConfigurationError(
                 f"provider {self.name!r} is declared but its client cannot be imported ({exc}); reinstall it: "

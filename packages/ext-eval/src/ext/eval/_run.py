@@ -17,11 +17,10 @@ from ext.core import (
     ConfigurationError,
     CreateResult,
     ToolChoice,
-    build_client,
-    load_pipeline,
     normalize_provider_name,
     provider_infos,
 )
+from ext.pipeline import build_client, load_pipeline
 
 from ._dataset import Dataset, EvalCase
 from ._report import CallRecord, CaseResult, EvalReport, config_report
@@ -52,8 +51,8 @@ def is_pipeline_spec(spec: str) -> bool:
 
 
 def target_from_spec(spec: str) -> EvalTarget:
-    """A target from a pipeline file (`.yaml`, `.yml`, `.json`: `ext.core.load_pipeline`) or `PROVIDER:MODEL`
-    (`ext.core.build_client`, the model going to the argument the provider declares)."""
+    """A target from a pipeline file (`.yaml`, `.yml`, `.json`: `ext.pipeline.load_pipeline`) or `PROVIDER:MODEL`
+    (`ext.pipeline.build_client`, the model going to the argument the provider declares)."""
     if is_pipeline_spec(spec):
         return EvalTarget(Path(spec).stem, load_pipeline(spec), owned=True)
     provider, sep, model = spec.partition(":")

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ext.core import AIClientOptions, ChatCompletionClient, ConfigurationError, build_client
+from ext.core import AIClientOptions, ChatCompletionClient, ConfigurationError
+from ext.pipeline import build_client
 from semantic_kernel import Kernel
 from semantic_kernel.functions import KernelPlugin
 
@@ -52,7 +53,7 @@ def build_kernel(
     plugins: Sequence[KernelPlugin] = (),
     **client_args: Any,
 ) -> Kernel:
-    """A kernel whose chat service is `provider`'s ext client, built by `ext.core.build_client(provider, options,
+    """A kernel whose chat service is `provider`'s ext client, built by `ext.pipeline.build_client(provider, options,
     **client_args)` (so `provider` is any installed ext provider: `openai`, `anthropic`, `llama-cpp`, ...), with
     `plugins` added. Bad configuration raises `ConfigurationError` naming the field, before any request."""
     client = build_client(provider, options, **client_args)

@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ext.core import DEFAULT_CACHE_TTL, CacheTTL, Component, ConfigurationError, check_ttl, resolve_secret
+from ext.core import Component, ConfigurationError, resolve_secret
+from ext.pipeline import DEFAULT_CACHE_TTL, CacheTTL, check_ttl
 
 
 class RedisCacheConfig(BaseModel):

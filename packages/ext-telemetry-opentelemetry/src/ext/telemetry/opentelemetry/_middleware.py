@@ -11,20 +11,8 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field
 
-from ext.core import (
-    ChatCall,
-    ChatItem,
-    ChatMiddleware,
-    ChatOptions,
-    ConfigurationError,
-    CreateNext,
-    CreateResult,
-    FunctionExecutionResult,
-    StreamNext,
-    ToolInvocation,
-    ToolNext,
-    server_address,
-)
+from ext.core import ChatOptions, ConfigurationError, CreateResult, FunctionExecutionResult, server_address
+from ext.pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext, ToolInvocation, ToolNext
 
 from . import _semconv as sc
 from .__about__ import __version__

@@ -28,15 +28,8 @@ from typing import ClassVar
 import pytest
 import pytest_asyncio
 
-from ext.core import (
-    CacheMiddleware,
-    CacheStore,
-    ChatClientBuilder,
-    ChatCompletionClient,
-    CreateResult,
-    StreamChunk,
-    UserMessage,
-)
+from ext.core import ChatCompletionClient, CreateResult, StreamChunk, UserMessage
+from ext.pipeline import CacheMiddleware, CacheStore, ChatClientBuilder
 from ext.testing.script import Fault, Reply
 from ext.testing.servers import LoopbackServer
 

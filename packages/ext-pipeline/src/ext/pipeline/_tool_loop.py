@@ -34,22 +34,28 @@ from typing import Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._cancellation import CancellationToken, CancelScope
-from ._client import tool_schema_of
-from ._component import ComponentModel, load_component
-from ._errors import ComponentError, ConfigurationError, ToolArgumentsError
-from ._mapping import parse_tool_arguments
-from ._messages import (
+from ext.core import (
+    CancellationToken,
+    CancelScope,
+    ComponentError,
+    ComponentModel,
+    ConfigurationError,
     CreateResult,
     FunctionCall,
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
     LLMMessage,
     RequestUsage,
+    Tool,
+    ToolArgumentsError,
+    ToolSchema,
+    Workbench,
+    load_component,
+    parse_tool_arguments,
+    tool_schema_of,
 )
+
 from ._pipeline import ChatCall, ChatItem, CreateNext, LoopHooks, StreamNext, ToolInvocation, ToolLoopBase, ToolNext
-from ._tools import Tool, ToolSchema
-from ._workbench import Workbench
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +121,7 @@ class ToolLoop(ToolLoopBase):
     """
 
     component_config_schema = ToolLoopConfig
-    component_provider_override = "ext.core.ToolLoop"
+    component_provider_override = "ext.pipeline.ToolLoop"
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, SecretStr
 
-from ._errors import ConfigurationError
+from ext.core import ConfigurationError
 
 _SECRET_NAMES = frozenset({"api_key", "password", "secret", "token", "credential", "access_key", "secret_key"})
 _SECRET_SUFFIXES = ("_api_key", "_secret", "_token", "_password", "_access_key", "_secret_key", "_credential")

@@ -20,12 +20,8 @@ import pytest
 from ext.core import (
     AssistantMessage,
     BaseChatCompletionClient,
-    ChatCall,
-    ChatClientBuilder,
-    ChatMiddleware,
     ChatRequest,
     ConfigurationError,
-    CreateNext,
     CreateResult,
     FunctionCall,
     FunctionExecutionResult,
@@ -38,13 +34,14 @@ from ext.core import (
     UserMessage,
     dump_messages,
 )
+from ext.pipeline import ChatCall, ChatClientBuilder, ChatMiddleware, CreateNext
 
 # One client for every fresh interpreter: its result is built with `model_construct`, as a provider's hot path
 # builds it, so the stored entry's serializer is a placeholder too.
 _CLIENT = """
 import asyncio, json, sys
-from ext.core import (BaseChatCompletionClient, ChatClientBuilder, CreateResult, RequestUsage, UserMessage,
-                      load_messages)
+from ext.core import BaseChatCompletionClient, CreateResult, RequestUsage, UserMessage, load_messages
+from ext.pipeline import ChatClientBuilder
 
 class Fixed(BaseChatCompletionClient):
     provider_name = "fixed"
@@ -96,7 +93,7 @@ def test_the_cache_key_does_not_depend_on_what_the_process_built_before() -> Non
     # A key written by one process must be found by another (a shared Redis): it may not depend on which model
     # classes happen to be built already. One interpreter validates a message of each class first, one does not.
     key = """
-        from ext.core import CacheMiddleware, ChatCall
+        from ext.pipeline import CacheMiddleware, ChatCall
         call = ChatCall(load_messages('[{"type": "UserMessage", "content": "hello"}]'), client=Fixed(model="m"))
         print(CacheMiddleware().key(call))
         """

@@ -11,16 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ext.core import (
-    ConfigurationError,
-    ProviderInfo,
-    build_client,
-    check_pipeline,
-    load_pipeline,
-    pipeline_from_config,
-    provider_class,
-    provider_infos,
-)
+from ext.core import ConfigurationError, ProviderInfo, provider_infos
+from ext.pipeline import build_client, check_pipeline, load_pipeline, pipeline_from_config, provider_class
 
 OPTIONS = {"endpoint": "https://api.example.com/v1", "default_model": "m"}
 NOWHERE = ProviderInfo(
@@ -207,7 +199,7 @@ def test_secret_values_are_refused_by_name_at_any_depth(args: dict[str, object],
 def test_secret_typed_fields_are_refused_at_any_depth() -> None:
     from pydantic import BaseModel, SecretStr
 
-    from ext.core._config_secrets import refuse_literal_secrets
+    from ext.pipeline._config_secrets import refuse_literal_secrets
 
     class Inner(BaseModel):
         passphrase: SecretStr | None = None

@@ -10,11 +10,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._cancellation import CancelScope
-from ._errors import ComponentError, ConfigurationError
-from ._messages import CreateResult, FunctionExecutionResult, dump_messages
+from ext.core import (
+    CancelScope,
+    ComponentError,
+    ConfigurationError,
+    CreateResult,
+    FunctionExecutionResult,
+    RetryPolicy,
+    dump_messages,
+)
+
 from ._pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext, ToolInvocation, ToolNext
-from ._retry import RetryPolicy
 
 
 class LoggingConfig(BaseModel):
@@ -41,7 +47,7 @@ class LoggingMiddleware(ChatMiddleware):
     """
 
     component_config_schema = LoggingConfig
-    component_provider_override = "ext.core.LoggingMiddleware"
+    component_provider_override = "ext.pipeline.LoggingMiddleware"
 
     def __init__(
         self,
@@ -249,7 +255,7 @@ class RetryMiddleware(ChatMiddleware):
     """
 
     component_config_schema = RetryConfig
-    component_provider_override = "ext.core.RetryMiddleware"
+    component_provider_override = "ext.pipeline.RetryMiddleware"
     retries = True
 
     def __init__(self, policy: RetryPolicy | None = None) -> None:

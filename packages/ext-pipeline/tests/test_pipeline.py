@@ -15,39 +15,41 @@ import pytest
 
 from ext.core import (
     BaseChatCompletionClient,
-    CacheMiddleware,
     CancellationToken,
-    ChatCall,
-    ChatClientBuilder,
     ChatCompletionClient,
-    ChatItem,
-    ChatMiddleware,
     ChatOptions,
-    ChatPipeline,
     ChatRequest,
     ConfigurationError,
-    CreateNext,
     CreateResult,
     FunctionCall,
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
     FunctionTool,
-    InMemoryCacheStore,
-    LoggingMiddleware,
-    ModelTurn,
     RequestUsage,
-    RetryMiddleware,
     RetryPolicy,
     StaticWorkbench,
     StreamChunk,
+    UserMessage,
+    load_component,
+)
+from ext.pipeline import (
+    CacheMiddleware,
+    ChatCall,
+    ChatClientBuilder,
+    ChatItem,
+    ChatMiddleware,
+    ChatPipeline,
+    CreateNext,
+    InMemoryCacheStore,
+    LoggingMiddleware,
+    ModelTurn,
+    RetryMiddleware,
     StreamNext,
     ToolCallFinished,
     ToolCallStarted,
     ToolInvocation,
     ToolLoop,
     ToolNext,
-    UserMessage,
-    load_component,
 )
 
 USER = [UserMessage(content="hello")]
@@ -371,7 +373,7 @@ async def test_workbench_tools_run_and_are_stopped_on_close() -> None:
 async def test_max_iterations_returns_the_last_calls_unrun(caplog: pytest.LogCaptureFixture) -> None:
     inner = Scripted(*[calls((f"c{i}", "add", {"a": i, "b": 0})) for i in range(3)])
     client = ChatClientBuilder(inner).use_tool_loop([ADD], max_iterations=2).build()
-    with caplog.at_level(logging.WARNING, logger="ext.core._tool_loop"):
+    with caplog.at_level(logging.WARNING, logger="ext.pipeline._tool_loop"):
         result = await client.create(USER)
     assert result.finish_reason == "function_calls"
     assert isinstance(result.content, list) and result.content[0].id == "c1"
@@ -527,9 +529,9 @@ async def test_pipeline_dump_and_load_round_trip() -> None:
         pipeline.dump_component()  # the scripted client is not a component
     dumps = [m.dump_component() for m in pipeline.middleware]
     assert [d.provider for d in dumps] == [
-        "ext.core.LoggingMiddleware",
-        "ext.core.RetryMiddleware",
-        "ext.core.ToolLoop",
+        "ext.pipeline.LoggingMiddleware",
+        "ext.pipeline.RetryMiddleware",
+        "ext.pipeline.ToolLoop",
     ]
     loaded = [load_component(d, ChatMiddleware) for d in dumps]
     assert isinstance(loaded[0], LoggingMiddleware) and loaded[0].dump_component() == dumps[0]
@@ -612,7 +614,7 @@ async def test_cache_skips_tool_turns_when_asked() -> None:
 
 async def test_in_memory_store_size_and_ttl_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
-    monkeypatch.setattr("ext.core._cache.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("ext.pipeline._cache.time.monotonic", lambda: now[0])
     store = InMemoryCacheStore(max_entries=2, ttl=10)
     await store.set("a", b"1")
     await store.set("b", b"2")
@@ -631,7 +633,7 @@ async def test_in_memory_store_size_and_ttl_limits(monkeypatch: pytest.MonkeyPat
 
 async def test_in_memory_store_defaults_to_1024_entries_of_one_hour(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
-    monkeypatch.setattr("ext.core._cache.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("ext.pipeline._cache.time.monotonic", lambda: now[0])
     store = InMemoryCacheStore()
     assert store.dump_component().config == {"max_entries": 1024, "ttl": 3600.0}
     forever = InMemoryCacheStore(ttl=None)
@@ -676,13 +678,13 @@ async def test_a_failing_store_serves_uncached_and_logs_once(caplog: pytest.LogC
     store = BrokenStore()
     inner = Scripted(text("a"), text("b"), text("c"))
     client = ChatClientBuilder(inner).use_cache(store).build()
-    with caplog.at_level(logging.INFO, logger="ext.core._cache"):
+    with caplog.at_level(logging.INFO, logger="ext.pipeline._cache"):
         assert (await client.create(USER)).content == "a"
         assert (await client.create(USER)).content == "b"
         store.broken = False
         assert (await client.create(USER)).content == "c"
         assert (await client.create(USER)).cached
-    messages = [r.getMessage() for r in caplog.records if r.name == "ext.core._cache"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "ext.pipeline._cache"]
     assert len([m for m in messages if "failed" in m]) == 1
     assert len([m for m in messages if "is back" in m]) == 1
 

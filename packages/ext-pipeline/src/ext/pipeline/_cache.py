@@ -21,15 +21,24 @@ from typing import Annotated, Any, Protocol, runtime_checkable
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import from_json, to_json
 
-from ._client import _coerce_messages, tool_schema_of
-from ._component import Component, ComponentModel, load_component
-from ._errors import ComponentError, ConfigurationError
-from ._mapping import parse_json_output
-from ._messages import CreateResult, StreamChunk, ensure_serializers
-from ._options import ChatOptions
+from ext.core import (
+    ChatOptions,
+    Component,
+    ComponentError,
+    ComponentModel,
+    ConfigurationError,
+    CreateResult,
+    StreamChunk,
+    Tool,
+    check_timeout,
+    coerce_messages,
+    ensure_serializers,
+    load_component,
+    parse_json_output,
+    tool_schema_of,
+)
+
 from ._pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext
-from ._runtime import check_timeout
-from ._tools import Tool
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +106,7 @@ class InMemoryCacheStore(Component[InMemoryCacheConfig]):
 
     component_type = "cache_store"
     component_config_schema = InMemoryCacheConfig
-    component_provider_override = "ext.core.InMemoryCacheStore"
+    component_provider_override = "ext.pipeline.InMemoryCacheStore"
 
     def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES, ttl: float | None = DEFAULT_CACHE_TTL) -> None:
         if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries <= 0:
@@ -199,7 +208,7 @@ class CacheMiddleware(ChatMiddleware):
     """
 
     component_config_schema = CacheConfig
-    component_provider_override = "ext.core.CacheMiddleware"
+    component_provider_override = "ext.pipeline.CacheMiddleware"
 
     def __init__(
         self,
@@ -249,7 +258,7 @@ class CacheMiddleware(ChatMiddleware):
 
     def key(self, call: ChatCall) -> str:
         """The cache key of `call`."""
-        messages = _coerce_messages(call.messages)
+        messages = coerce_messages(call.messages)
         ensure_serializers(messages)  # to_json below writes the message objects with their classes' serializers
         tools = [tool_schema_of(t) for t in call.tools] if call.tools else None
         request = (

@@ -9,12 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._cancellation import CancellationToken
+from ext.core import BaseTool, CancellationToken, CreateResult, LLMMessage, MetadataFilter, SystemMessage, UserMessage
+from ext.pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext
+
 from ._memory import MemoryHit, VectorMemory
-from ._messages import CreateResult, LLMMessage, SystemMessage, UserMessage
-from ._pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext
-from ._tools import BaseTool
-from ._vectors import MetadataFilter
 
 MEMORY_HEADER = "Relevant memories (most relevant first; score = similarity to the request, 1.0 is identical):"
 MEMORY_CONTEXT_KEY = "memories"

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._component import load_component
-from ._errors import ComponentError, ConfigurationError
+from ext.core import ComponentError, ConfigurationError, load_component
+
 from ._memory import VectorMemory
-from ._memory_context import MemoryMiddleware
+from ._middleware import MemoryMiddleware
 
 _MEMORY_KEYS = ("embedder", "store", "chunk_size", "chunk_overlap", "top_k", "min_score", "token_budget", "filter")
 _MEMORY_ARGS = ("chunk_size", "chunk_overlap")
@@ -65,3 +65,16 @@ def build_memory_middleware(settings: Mapping[str, Any], where: str) -> MemoryMi
         return _OwningMemoryMiddleware(memory, **{k: settings[k] for k in _MIDDLEWARE_ARGS if k in settings})
     except (TypeError, ValueError) as exc:  # ConfigurationError and VectorSizeError are ValueErrors
         raise ConfigurationError(f"{where}: {exc}") from None
+
+
+class MemoryEntry:
+    """The `memory:` middleware kind of pipeline files (published under the `ext.pipeline.middleware` entry points)."""
+
+    def check(self, settings: dict[str, Any], where: str) -> None:
+        check_memory_settings(settings, where)
+
+    def build(self, settings: dict[str, Any], where: str) -> MemoryMiddleware:
+        return build_memory_middleware(settings, where)
+
+
+memory_entry = MemoryEntry()

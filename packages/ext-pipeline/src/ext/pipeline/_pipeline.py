@@ -28,25 +28,33 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._cancellation import CancellationToken
-from ._client import BaseChatCompletionClient, ChatCompletionClient, JsonOutput, ToolChoice, _coerce_messages
-from ._component import Component, ComponentModel, load_component
-from ._errors import ComponentError, ConfigurationError
-from ._lifecycle import UsageLifecycle
-from ._messages import (
+from ext.core import (
+    BaseChatCompletionClient,
+    CancellationToken,
+    ChatCompletionClient,
+    ChatOptions,
+    Component,
+    ComponentError,
+    ComponentModel,
+    ConfigurationError,
     CreateResult,
     FunctionCall,
     FunctionExecutionResult,
+    JsonOutput,
     LLMMessage,
+    ModelInfo,
     StreamChunk,
+    Tool,
+    ToolChoice,
+    ToolSchema,
+    UsageLifecycle,
     UsageTally,
+    coerce_messages,
+    load_component,
 )
-from ._model_info import ModelInfo
-from ._options import ChatOptions
-from ._tools import Tool, ToolSchema
 
 if TYPE_CHECKING:
-    from ._workbench import Workbench
+    from ext.core import Workbench
 
 logger = logging.getLogger(__name__)
 
@@ -252,7 +260,7 @@ class ChatPipeline(UsageLifecycle[PipelineConfig]):
 
     component_type = "model"
     component_config_schema = PipelineConfig
-    component_provider_override = "ext.core.ChatPipeline"
+    component_provider_override = "ext.pipeline.ChatPipeline"
 
     def __init__(self, client: ChatCompletionClient, middleware: Sequence[ChatMiddleware] = ()) -> None:
         if not isinstance(client, ChatCompletionClient):
@@ -285,7 +293,7 @@ class ChatPipeline(UsageLifecycle[PipelineConfig]):
         extra_create_args: Mapping[str, Any] | None = None,
     ) -> CreateResult:
         """Send the call through the middleware to the client. See `ChatCompletionClient.create`."""
-        messages = _coerce_messages(messages)  # validated once, here: every middleware gets message objects
+        messages = coerce_messages(messages)  # validated once, here: every middleware gets message objects
         call = ChatCall(
             messages, cancellation_token, tools, tool_choice, json_output, options, extra_create_args, self._client
         )
@@ -305,7 +313,7 @@ class ChatPipeline(UsageLifecycle[PipelineConfig]):
         extra_create_args: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[ChatItem]:
         """Stream through the middleware: chunks, then exactly one `CreateResult`."""
-        messages = _coerce_messages(messages)  # validated once, here: every middleware gets message objects
+        messages = coerce_messages(messages)  # validated once, here: every middleware gets message objects
         call = ChatCall(
             messages, cancellation_token, tools, tool_choice, json_output, options, extra_create_args, self._client
         )

@@ -11,13 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._building import check_secrets, plan_client
-from ._component import load_component
-from ._errors import ComponentError, ConfigurationError
-from ._pipeline import ChatMiddleware, ChatPipeline
-from ._pipeline_memory import build_memory_middleware, check_memory_settings
+from ext.core import ComponentError, ConfigurationError, load_component
 
-_MIDDLEWARE_KINDS = "logging, retry, cache, tool_loop or memory"
+from ._building import check_secrets, plan_client
+from ._middleware_kinds import middleware_kinds
+from ._pipeline import ChatMiddleware, ChatPipeline
 
 
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -55,8 +53,10 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _middleware_entry(entry: Any, index: int) -> tuple[str, dict[str, Any]] | dict[str, Any]:
-    """(kind, settings) of a built-in middleware entry, or the mapping of a component dump."""
+    """(kind, settings) of a named middleware entry, or the mapping of a component dump."""
     where = f"middleware[{index}]"
+    kinds = middleware_kinds()
+    expected = ", ".join(kinds)
     if isinstance(entry, str):
         entry = {entry: {}}
     if not isinstance(entry, Mapping):
@@ -64,18 +64,18 @@ def _middleware_entry(entry: Any, index: int) -> tuple[str, dict[str, Any]] | di
     if "provider" in entry:
         return dict(entry)
     if len(entry) != 1:
-        raise ConfigurationError(f"{where} must have one key ({_MIDDLEWARE_KINDS}), got {sorted(map(str, entry))}")
+        raise ConfigurationError(f"{where} must have one key (one of {expected}), got {sorted(map(str, entry))}")
     ((kind, settings),) = entry.items()
-    if kind not in ("logging", "retry", "cache", "tool_loop", "memory"):
-        raise ConfigurationError(f"{where}: unknown middleware {kind!r}; expected {_MIDDLEWARE_KINDS}")
+    if kind not in kinds:
+        hint = " (it comes with ext-memory: pip install ext-memory)" if kind == "memory" else ""
+        raise ConfigurationError(f"{where}: unknown middleware {kind!r}{hint}; expected one of {expected}")
     if settings is None:
         settings = {}
     if not isinstance(settings, Mapping):
         raise ConfigurationError(
             f"{where}.{kind} must be a mapping of its settings (or empty), got {type(settings).__name__}"
         )
-    if kind == "memory":
-        check_memory_settings(settings, f"{where}.memory")
+    kinds[kind].check(dict(settings), f"{where}.{kind}")
     return str(kind), dict(settings)
 
 
@@ -88,37 +88,11 @@ def _build_middleware(entry: Any, index: int) -> ChatMiddleware:
         except ComponentError as exc:
             raise ConfigurationError(f"{where}: {exc}") from None
     kind, settings = parsed
-    from ._cache import CacheMiddleware, InMemoryCacheStore
-    from ._middleware import LoggingMiddleware, RetryMiddleware
-    from ._retry import RetryPolicy
-    from ._tool_loop import ToolLoop
-
-    if kind == "memory":
-        return build_memory_middleware(settings, f"{where}.memory")
     try:
-        if kind == "logging":
-            return LoggingMiddleware(**settings)
-        if kind == "retry":
-            return RetryMiddleware(RetryPolicy(**settings))
-        if kind == "cache":
-            store = settings.pop("store", None)
-            if store is None or store == "memory":
-                memory = {"max_entries": settings.pop("max_entries")} if "max_entries" in settings else {}
-                if "store_ttl" in settings:  # absent: the store's default; null: until evicted
-                    memory["ttl"] = settings.pop("store_ttl")
-                built: Any = InMemoryCacheStore(**memory)
-            elif isinstance(store, Mapping) and "provider" in store:
-                built = load_component(dict(store))
-            elif isinstance(store, Mapping):
-                built = InMemoryCacheStore(**store)
-            else:
-                raise ConfigurationError(f"{where}.cache.store must be 'memory', store settings or a component")
-            return CacheMiddleware(built, close_store=True, **settings)
-        tools = settings.pop("tools", [])
-        if not isinstance(tools, list):
-            raise ConfigurationError(f"{where}.tool_loop.tools must be a list of component dumps")
-        return ToolLoop([load_component(t) for t in tools], **settings)
+        return middleware_kinds()[kind].build(settings, f"{where}.{kind}")
     except (TypeError, ValueError, ComponentError) as exc:  # ConfigurationError is a ValueError
+        if isinstance(exc, ConfigurationError) and str(exc).startswith(f"{where}."):
+            raise
         raise ConfigurationError(f"{where}.{kind}: {exc}") from None
 
 

@@ -10,10 +10,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._cancellation import CancellationToken
-from ._embeddings import EmbeddingClient
-from ._errors import ConfigurationError
-from ._vectors import MetadataFilter, MetadataValue, VectorRecord, VectorSizeError, VectorStore
+from ext.core import (
+    CancellationToken,
+    ConfigurationError,
+    EmbeddingClient,
+    MetadataFilter,
+    MetadataValue,
+    VectorRecord,
+    VectorSizeError,
+    VectorStore,
+)
 
 _WORD = re.compile(r"\S+")
 # Metadata keys VectorMemory writes on every chunk; a document's own metadata cannot use them.

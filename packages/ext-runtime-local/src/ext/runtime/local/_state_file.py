@@ -18,13 +18,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._agent_id import AgentId, AgentType
-from ._json import json_dumps_compact, json_loads
-from ._state import (
+from ext.core import (
+    AgentId,
+    AgentType,
     StateConflictError,
     StoredState,
     encode_state,
     expected_version_of,
+    json_dumps_compact,
+    json_loads,
     sorted_agent_ids,
 )
 

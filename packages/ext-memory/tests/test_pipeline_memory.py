@@ -9,16 +9,10 @@ from typing import Any
 
 import pytest
 
-from ext.core import (
-    MEMORY_HEADER,
-    ConfigurationError,
-    MemoryDocument,
-    UserMessage,
-    VectorMemory,
-    check_pipeline,
-    load_pipeline,
-)
+from ext.core import ConfigurationError, UserMessage
+from ext.memory import MEMORY_HEADER, MemoryDocument, VectorMemory
 from ext.models.openai import OpenAIEmbeddingClient
+from ext.pipeline import check_pipeline, load_pipeline
 from ext.testing.servers import OpenAIServer, Reply
 from ext.vectors.sqlite import SqliteVectorStore
 

@@ -16,17 +16,21 @@ from typing import Any
 
 from pydantic import SecretStr, ValidationError
 
-from ._component import ComponentModel, _import, registered_components, validate_config
-from ._config_secrets import refuse_literal_secrets
-from ._errors import ConfigurationError
-from ._options import AIClientOptions
-from ._providers import (
+from ext.core import (
+    AIClientOptions,
+    ComponentModel,
+    ConfigurationError,
     ProviderInfo,
+    import_object,
     normalize_provider_name,
     provider_infos,
     provider_of_class,
+    registered_components,
     unknown_provider_message,
+    validate_config,
 )
+
+from ._config_secrets import refuse_literal_secrets
 
 # For a client given by its path rather than a declared provider: where AIClientOptions fields go.
 _GENERIC_ENDPOINT_PARAMS = ("base_url", "endpoint")
@@ -50,7 +54,7 @@ def provider_class(provider: str, *, providers: Mapping[str, ProviderInfo] | Non
     if target is None:
         raise ConfigurationError(unknown_provider_message(name, table))
     try:
-        cls = _import(target)
+        cls = import_object(target)
     except (ImportError, AttributeError) as exc:
         raise ConfigurationError(f"provider {name!r} is registered but cannot be imported: {exc}") from exc
     if not isinstance(cls, type):
@@ -220,7 +224,7 @@ def _component_schema(provider: str) -> Any:
     if target is None:
         return None
     try:
-        cls = _import(target)
+        cls = import_object(target)
     except (ImportError, AttributeError):
         return None
     return getattr(cls, "component_config_schema", None)

@@ -9,15 +9,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from ext.core import ChatCompletionClient, ConfigurationError, RetryPolicy, Tool, Workbench
+
 from ._cache import CacheMiddleware, CacheStore
-from ._client import ChatCompletionClient
-from ._errors import ConfigurationError
 from ._middleware import LoggingMiddleware, RetryMiddleware
 from ._pipeline import ChatMiddleware, ChatPipeline
-from ._retry import RetryPolicy
 from ._tool_loop import EventCallback, ToolLoop
-from ._tools import Tool
-from ._workbench import Workbench
 
 __all__ = ["ChatClientBuilder"]
 

@@ -9,26 +9,25 @@ import pytest
 import pytest_asyncio
 
 from ext.core import (
-    MEMORY_CONTEXT_KEY,
-    MEMORY_HEADER,
-    ChatCall,
-    ChatClientBuilder,
     ChatCompletionClient,
-    ChatMiddleware,
     ComponentError,
-    CreateNext,
     CreateResult,
-    MemoryDocument,
-    MemoryMiddleware,
-    MemorySearchTool,
     StreamChunk,
     SystemMessage,
     ToolArgumentsError,
     UserMessage,
-    VectorMemory,
     VectorSizeError,
 )
+from ext.memory import (
+    MEMORY_CONTEXT_KEY,
+    MEMORY_HEADER,
+    MemoryDocument,
+    MemoryMiddleware,
+    MemorySearchTool,
+    VectorMemory,
+)
 from ext.models.openai import OpenAIChatCompletionClient
+from ext.pipeline import ChatCall, ChatClientBuilder, ChatMiddleware, CreateNext
 from ext.testing.embeddings import HashingEmbedder
 from ext.testing.script import ToolCallSpec
 from ext.testing.servers import OpenAIServer, Reply

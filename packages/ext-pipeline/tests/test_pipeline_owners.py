@@ -9,22 +9,24 @@ from typing import Any
 import pytest
 
 from ext.core import (
-    DEFAULT_CACHE_TTL,
     BaseChatCompletionClient,
-    CacheMiddleware,
-    ChatClientBuilder,
-    ChatPipeline,
     ChatRequest,
     ComponentError,
     ConfigurationError,
     CreateResult,
-    InMemoryCacheStore,
     RequestUsage,
-    RetryMiddleware,
     RetryPolicy,
     StreamChunk,
     UserMessage,
     load_component,
+)
+from ext.pipeline import (
+    DEFAULT_CACHE_TTL,
+    CacheMiddleware,
+    ChatClientBuilder,
+    ChatPipeline,
+    InMemoryCacheStore,
+    RetryMiddleware,
 )
 
 HELLO = [UserMessage(content="hello")]
