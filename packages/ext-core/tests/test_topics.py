@@ -39,9 +39,10 @@ def test_bad_topic_type_names_the_field(bad: str) -> None:
         TopicId(bad, "s")
 
 
-@pytest.mark.parametrize("bad", ["", None, 3])
+@pytest.mark.parametrize("bad", ["", None, 3, "two\nlines", "nul\x00", "\u2028"])
 def test_bad_topic_source_names_the_field(bad: object) -> None:
-    with pytest.raises(ValueError, match=r"TopicId\.source must be a non-empty string"):
+    # The source becomes an agent key: what AgentId refuses is refused here, naming the topic's field.
+    with pytest.raises(ValueError, match=r"TopicId\.source must be a non-empty printable string"):
         TopicId("t", bad)  # type: ignore[arg-type]
 
 
@@ -108,19 +109,29 @@ def test_argument_checks_name_the_argument() -> None:
         check_subscription(("t", "a"))
 
 
-def test_table_adds_idempotently_and_removes_by_id() -> None:
+def test_equal_subscriptions_are_one_entry_held_by_each_id() -> None:
     table = SubscriptionTable()
     first = TypeSubscription("t", "a", id="first")
     assert table.add(first) is first
-    # An equal subscription with another id: the table keeps the first.
-    assert table.add(TypeSubscription("t", "a", id="second")) is first
+    assert table.add(first) is first  # the same id again: nothing changes
+    # An equal subscription with another id: one entry (listed and delivered once), and its id holds it too.
+    second = TypeSubscription("t", "a", id="second")
+    assert table.add(second) is first
     assert table.subscriptions() == [first]
-    with pytest.raises(LookupError, match="'second'"):
-        table.remove("second")
+    assert len(table) == 1
+    assert table.recipients(TopicId("t", "k")) == [AgentId("a", "k")]
+    assert table.remove("second") is second
+    assert table.subscriptions() == [first]
     assert table.remove("first") is first
     assert len(table) == 0
+    assert table.recipients(TopicId("t", "k")) == []
     with pytest.raises(LookupError, match="'first'"):
         table.remove("first")
+    # Removed in the other order, the entry is listed under the id that still holds it.
+    table.add(first)
+    table.add(second)
+    table.remove("first")
+    assert [s.id for s in table.subscriptions()] == ["second"]
 
 
 def test_table_refuses_a_reused_id_for_another_mapping() -> None:

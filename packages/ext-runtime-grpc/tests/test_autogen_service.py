@@ -155,7 +155,8 @@ async def test_an_equal_subscription_stays_while_another_worker_holds_it(gateway
         return not await gateway.registry.workers_for("w1_type")
 
     await eventually(first_detached, what="the first worker's channel end handled")
-    assert [s.id for s in await gateway.registry.subscriptions()] == ["id-1"]
+    # The first worker's id went with its channel; the second's still holds the subscription.
+    assert [s.id for s in await gateway.registry.subscriptions()] == ["id-2"]
     # The second worker removes it under its own id: it was the last holder.
     await stub.RemoveSubscription(ag.RemoveSubscriptionRequest(id="id-2"), metadata=client("w2"))
     assert await gateway.registry.subscriptions() == []

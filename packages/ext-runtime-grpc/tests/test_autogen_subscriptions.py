@@ -1,42 +1,35 @@
 """`SubscriptionHolders`: an AutoGen worker's subscriptions end with its channel without taking along one that
 another worker (AutoGen's, which each add the same `<type>:` prefix subscription for a type they host, or ext's)
-still holds."""
+still holds. The registry holds equal subscriptions under each id they were added with, so each client's own ids are
+its own to remove."""
 
 from __future__ import annotations
 
 from ext.runtime.grpc._autogen_subscriptions import SubscriptionHolders
 
 
-def test_a_subscription_two_workers_add_goes_with_the_last_of_them() -> None:
+def test_each_client_removes_its_own_ids_when_its_channel_ends() -> None:
     holders = SubscriptionHolders()
-    holders.added("c1", "a", "a")  # new in the table: its id is c1's
-    holders.added("c2", "b", "a")  # equal: the table keeps "a"
-    assert holders.client_gone("c1") == []
-    assert holders.client_gone("c2") == ["a"]
+    holders.added("c1", "a")
+    holders.added("c2", "b")  # equal to "a" in the registry, under c2's own id
+    assert holders.client_gone("c1") == ["a"]
+    assert holders.client_gone("c2") == ["b"]
 
 
-def test_release_by_the_clients_own_id() -> None:
+def test_an_id_two_clients_added_goes_with_the_last_of_them() -> None:
     holders = SubscriptionHolders()
-    holders.added("c1", "a", "a")
-    holders.added("c2", "b", "a")
-    assert holders.release("c2", "b") is None  # c1 still holds it
-    assert holders.release("c1", "a") == "a"
-    assert holders.client_gone("c1") == [] and holders.client_gone("c2") == []
-
-
-def test_a_subscription_that_was_in_the_table_before_is_never_removed_for_a_client() -> None:
-    holders = SubscriptionHolders()
-    holders.added("c1", "mine", "ext-added")  # an ext worker's equal subscription was there first
-    assert holders.release("c1", "mine") is None
-    holders.added("c1", "mine", "ext-added")
-    assert holders.client_gone("c1") == []
+    holders.added("c1", "same")
+    holders.added("c2", "same")
+    assert holders.release("c2", "same") is None  # c1 still holds it
+    assert holders.client_gone("c1") == ["same"]
+    assert holders.client_gone("c2") == []
 
 
 def test_other_ids_are_removed_as_asked() -> None:
     holders = SubscriptionHolders()
     assert holders.release("c1", "unknown") == "unknown"  # the registry refuses it if nobody has it
-    holders.added("c1", "a", "a")
-    holders.added("c2", "b", "a")
-    # A client naming another's subscription by its table id removes it for all (as AutoGen's host would).
+    holders.added("c1", "a")
+    holders.added("c2", "a")
+    # A client naming ids it did not add removes them for all (as AutoGen's host would).
     assert holders.release("c3", "a") == "a"
     assert holders.client_gone("c1") == [] and holders.client_gone("c2") == []

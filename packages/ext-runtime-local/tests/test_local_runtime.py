@@ -229,8 +229,8 @@ async def test_publish_to_a_subscribed_type_without_factory_fails_before_queuein
         assert await rt.list_agents() == []
         with pytest.raises(ValueError, match="message_id must be a non-empty string"):
             await rt.publish("0", TopicId("t", "k"), message_id="")
-        # A source that cannot be an agent key, with a subscription matching it: refused before anything is queued.
-        with pytest.raises(ValueError, match=r"AgentId\.key must be a non-empty printable string"):
+        # A source that cannot be an agent key is refused where the topic is made, naming the topic's field.
+        with pytest.raises(ValueError, match=r"TopicId\.source must be a non-empty printable string"):
             await rt.publish("0", TopicId("t", "line\nbreak"))
         assert await rt.list_agents() == []
 

@@ -58,8 +58,13 @@ class TopicId:
 
     def __post_init__(self) -> None:
         _check_topic_type(self.type, "TopicId.type")
-        if not isinstance(self.source, str) or not self.source:
-            raise ValueError(f"TopicId.source must be a non-empty string, got {self.source!r}")
+        # The source becomes the recipients' agent key (`AgentId(agent type, source)`), so it follows the key's rule
+        # here, where a bad one can be named, not later inside `publish`.
+        if not isinstance(self.source, str) or not self.source or not self.source.isprintable():
+            raise ValueError(
+                f"TopicId.source must be a non-empty printable string (it becomes the recipients' agent key), "
+                f"got {self.source!r}"
+            )
 
     @classmethod
     def from_str(cls, value: str) -> TopicId:
@@ -205,8 +210,12 @@ def check_subscription(value: object, argument: str = "subscription") -> Subscri
 
 
 class SubscriptionTable:
-    """A subscription table in memory: what a runtime or a registry keeps. Adding a subscription equal to one
-    already there (see `Subscription`) changes nothing: the table keeps the first, with its id."""
+    """A subscription table in memory: what a runtime or a registry keeps.
+
+    Equal subscriptions (see `Subscription`) are one entry: a published message reaches their agent once, and the
+    listing shows the entry once (with the id it was first added under). Each id it was added under holds it:
+    `remove(id)` works for every one of them, and the entry goes when the last id holding it is removed, so two
+    parts of a program that subscribe the same mapping each remove their own."""
 
     __slots__ = ("_by_id",)
 
@@ -216,29 +225,35 @@ class SubscriptionTable:
             self.add(subscription)
 
     def add(self, subscription: Subscription) -> Subscription:
-        """Add `subscription` unless an equal one is there; returns the one the table holds."""
+        """Add `subscription` (its id then holds the entry of its equals, if there is one); returns the entry as
+        listed: the first equal subscription added. Re-adding the same id changes nothing; an id already holding a
+        different subscription is a `ValueError`."""
         subscription = check_subscription(subscription)
-        for existing in self._by_id.values():
-            if existing == subscription:
-                return existing
-        if subscription.id in self._by_id:
-            raise ValueError(f"subscription id {subscription.id!r} is already used by {self._by_id[subscription.id]!r}")
-        self._by_id[subscription.id] = subscription
-        return subscription
+        held = self._by_id.get(subscription.id)
+        if held is not None and held != subscription:
+            raise ValueError(f"subscription id {subscription.id!r} is already used by {held!r}")
+        listed = next((s for s in self._by_id.values() if s == subscription), subscription)
+        self._by_id.setdefault(subscription.id, subscription)
+        return listed
 
     def remove(self, id: str) -> Subscription:
-        """Remove and return the subscription `id`; `LookupError` naming it when there is none."""
+        """Remove the id `id` and return its subscription; `LookupError` naming it when no subscription has it."""
         try:
             return self._by_id.pop(id)
         except (KeyError, TypeError):
             raise LookupError(f"no subscription with id {id!r}") from None
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        return len(self.subscriptions())
 
     def subscriptions(self) -> list[Subscription]:
-        """The subscriptions, in the order they were added."""
-        return list(self._by_id.values())
+        """The entries, in the order they were first added: equal subscriptions once, under the earliest id that
+        still holds them."""
+        entries: list[Subscription] = []
+        for subscription in self._by_id.values():
+            if subscription not in entries:
+                entries.append(subscription)
+        return entries
 
     def recipients(self, topic_id: TopicId) -> list[AgentId]:
         """Every agent a message published to `topic_id` reaches: one per matching agent type (however many

@@ -301,13 +301,13 @@ class AutoGenService:
         link = await self._link(context)
         try:
             subscription = subscription_of_autogen(request.subscription)
-            held = await self._gateway.registry.add_subscription(subscription)
+            await self._gateway.registry.add_subscription(subscription)
         except RegistryUnavailableError as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except (ValueError, TypeError) as exc:
             # A bad subscription, or its id taken by another one: AutoGen's host refuses both with this status.
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        self._holders.added(link.client_id, subscription.id, held.id)
+        self._holders.added(link.client_id, subscription.id)
         return ag.AddSubscriptionResponse()
 
     async def _remove_subscription(

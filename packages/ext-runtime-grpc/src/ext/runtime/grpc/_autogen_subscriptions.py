@@ -1,9 +1,10 @@
-"""Which AutoGen worker holds which subscription of the gateway's table, so that a worker's subscriptions end with
-its channel (as on AutoGen's host) without taking along one that another worker, or an ext worker, still holds.
+"""Which AutoGen worker holds which subscription id, so that a worker's subscriptions end with its channel (as on
+AutoGen's host) without taking along one that another worker, or an ext worker, still holds.
 
-The registry keeps one subscription per mapping (kind, topic type or prefix, agent type): a worker adding one equal
-to a subscription already there gets that one, under the id the table holds, not its own. AutoGen workers add such
-duplicates as a matter of course: each worker hosting a type adds the `<type>:` prefix subscription for it."""
+The registry keeps equal subscriptions (kind, topic type or prefix, agent type) as one entry held by each id they
+were added under, and drops the entry with its last id (`SubscriptionTable`). AutoGen workers add such duplicates as
+a matter of course: each worker hosting a type adds the `<type>:` prefix subscription for it, under its own id. So
+each worker's ids are its own to remove; what is left here is the ids that two clients added alike."""
 
 from __future__ import annotations
 
@@ -11,59 +12,39 @@ __all__ = ["SubscriptionHolders"]
 
 
 class SubscriptionHolders:
-    """The subscriptions added through one gateway's AutoGen listener, with the clients (client ids) holding each.
-    Only subscriptions first added through this listener are removed from the table, when their last holder lets
-    go of them; one that was already in the table (an ext worker's, or another replica's) is left alone."""
+    """The subscription ids added through one gateway's AutoGen listener, with the clients (client ids) that added
+    each. An id goes from the table when the last client holding it lets go of it."""
 
     def __init__(self) -> None:
-        # table id -> clients holding it, for subscriptions this listener added to the table
         self._holders: dict[str, set[str]] = {}
-        # (client, the client's own id) -> table id
-        self._ids: dict[tuple[str, str], str] = {}
 
-    def added(self, client: str, own_id: str, table_id: str) -> None:
-        """`client` added its subscription `own_id`, which the table holds as `table_id` (the same id when it was
-        new there)."""
-        self._ids[(client, own_id)] = table_id
-        holders = self._holders.get(table_id)
-        if holders is not None:
-            holders.add(client)
-        elif table_id == own_id:
-            self._holders[table_id] = {client}
+    def added(self, client: str, own_id: str) -> None:
+        """`client` added its subscription `own_id` (the registry holds the subscription under that id)."""
+        self._holders.setdefault(own_id, set()).add(client)
 
     def release(self, client: str, own_id: str) -> str | None:
-        """`client` removes the subscription it names `own_id`: the table id to remove from the table now, or None
-        to keep the subscription (other clients hold it, or it was in the table before and is not this one's)."""
-        key = (client, own_id)
-        known = key in self._ids
-        table_id = self._ids.pop(key, own_id)
-        holders = self._holders.get(table_id)
+        """`client` removes the subscription `own_id`: the id to remove from the table now, or None to keep it
+        (other clients added it under the same id)."""
+        holders = self._holders.get(own_id)
         if holders is None:
-            # Not added through this listener: the client's name for a subscription someone else added is dropped
-            # (the subscription stays); any other id is removed as asked (AutoGen's host, and ext's runtime, remove
-            # any subscription by id).
-            return None if known else own_id
-        if not known:
-            # Another client's subscription, named by its id: removed for all its holders, as asked.
-            holders.clear()
+            # Not added through this listener: removed as asked (AutoGen's host, and ext's runtime, remove any
+            # subscription by id).
+            return own_id
+        if client not in holders:
+            holders.clear()  # another client's id, named: removed for all its holders, as asked
         holders.discard(client)
         if holders:
             return None
-        del self._holders[table_id]
-        for other in [k for k, v in self._ids.items() if v == table_id]:
-            del self._ids[other]
-        return table_id
+        del self._holders[own_id]
+        return own_id
 
     def client_gone(self, client: str) -> list[str]:
-        """`client`'s channel ended: the table ids to remove (those it was the last to hold)."""
+        """`client`'s channel ended: the ids to remove from the table (those it was the last to hold)."""
         gone: list[str] = []
-        for key in [k for k in self._ids if k[0] == client]:
-            table_id = self._ids.pop(key)
-            holders = self._holders.get(table_id)
-            if holders is None:
-                continue
-            holders.discard(client)
-            if not holders:
-                del self._holders[table_id]
-                gone.append(table_id)
+        for own_id, holders in list(self._holders.items()):
+            if client in holders:
+                holders.discard(client)
+                if not holders:
+                    del self._holders[own_id]
+                    gone.append(own_id)
         return gone

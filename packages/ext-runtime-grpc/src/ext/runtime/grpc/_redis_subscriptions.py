@@ -18,20 +18,26 @@ __all__ = ["RedisSubscriptions"]
 
 logger = logging.getLogger(__name__)
 
-# Adds a subscription unless an equal one (the same record) is there, atomically, so that two replicas adding
-# equal subscriptions at once keep one. KEYS: the subscriptions hash. ARGV: id, record. Returns the id the table
-# holds for the record, or false (nil to the client) when the id is taken by another subscription.
+# Adds a subscription under its id, atomically. Equal subscriptions (the same record) under several ids are one
+# entry, held by each id (see `SubscriptionTable`). KEYS: the subscriptions hash. ARGV: id, record. Returns the
+# entry's listed id (the smallest id holding the record, as `all` lists it), or false (nil to the client) when the
+# id holds another subscription.
 _SUBSCRIBE_SCRIPT = """
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  if all[i + 1] == ARGV[2] then
-    return all[i]
-  end
-end
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+local held = redis.call('HGET', KEYS[1], ARGV[1])
+if held and held ~= ARGV[2] then
   return false
 end
-return ARGV[1]
+if not held then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+local first = ARGV[1]
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if all[i + 1] == ARGV[2] and all[i] < first then
+    first = all[i]
+  end
+end
+return first
 """
 
 
@@ -66,7 +72,8 @@ class RedisSubscriptions:
             raise LookupError(f"no subscription with id {id!r}")
 
     async def all(self) -> list[Subscription]:
-        """Every subscription, sorted by id (a Redis hash has no order of its own)."""
+        """Every entry, sorted by id (a Redis hash has no order of its own): equal subscriptions held by several ids
+        once, under the smallest."""
         try:
             raw = await self._redis.hgetall(self._key)
         except Exception as exc:
@@ -74,7 +81,9 @@ class RedisSubscriptions:
         found: list[Subscription] = []
         for raw_id, record in sorted(raw.items()):
             try:
-                found.append(subscription_of_record(raw_id.decode(), record))
+                subscription = subscription_of_record(raw_id.decode(), record)
+                if subscription not in found:
+                    found.append(subscription)
             except ValueError as exc:
                 # Written by another (newer) version, or by hand: the rest of the table still works.
                 logger.warning("ignoring a subscription in the registry: %s", exc)

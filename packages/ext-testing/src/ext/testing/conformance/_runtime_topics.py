@@ -105,20 +105,31 @@ class RuntimeTopicScenarios:
         await self._echo(runtime, journal)
         exact = TypeSubscription("t", "echo")
         prefix = TypePrefixSubscription("t.", "echo")
+        twin = TypeSubscription("t", "echo")  # equal to `exact` under another id: one entry, held by both ids
         assert await _within(runtime.list_subscriptions()) == []
         await _within(runtime.add_subscription(exact))
         await _within(runtime.add_subscription(prefix))
-        await _within(runtime.add_subscription(TypeSubscription("t", "echo")))  # equal to `exact`: no second entry
+        await _within(runtime.add_subscription(twin))
+        await _within(runtime.add_subscription(exact))  # the same id again: nothing changes
         listed = await _within(runtime.list_subscriptions())
-        assert sorted((type(s).__name__, s.id, s.agent_type) for s in listed) == sorted(
-            [("TypeSubscription", exact.id, "echo"), ("TypePrefixSubscription", prefix.id, "echo")]
-        )
-        assert set(listed) == {exact, prefix}
+        assert len(listed) == 2 and set(listed) == {exact, prefix}
+        assert {s.id for s in listed} - {prefix.id} <= {exact.id, twin.id}
+        # Each id holds the entry: removing one leaves it to the other, and the twin's id is known.
         await _within(runtime.remove_subscription(exact.id))
+        assert set(await _within(runtime.list_subscriptions())) == {twin, prefix}
+        await _within(runtime.publish(Note(text="held"), TopicId("t", "r")))
+        await _within(runtime.remove_subscription(twin.id))
         assert await _within(runtime.list_subscriptions()) == [prefix]
+        with pytest.raises(LookupError, match=twin.id):
+            await _within(runtime.remove_subscription(twin.id))
         await _within(runtime.publish(Note(text="gone"), TopicId("t", "r")))
         await _within(runtime.publish(Note(text="kept"), TopicId("t.x", "r")))
-        assert await self._notes(runtime, AgentId("echo", "r")) == ["kept!"]
+        assert await self._notes(runtime, AgentId("echo", "r")) == ["held!", "kept!"]
+
+    async def test_a_topic_source_that_cannot_be_an_agent_key_is_refused_naming_it(self) -> None:
+        for source in ("", "line\nbreak", "\x00"):
+            with pytest.raises(ValueError, match=r"TopicId\.source"):
+                TopicId("news", source)
 
     async def test_removing_an_unknown_subscription_names_it(self, runtime: AgentRuntime) -> None:
         with pytest.raises(LookupError, match="no-such-subscription"):
