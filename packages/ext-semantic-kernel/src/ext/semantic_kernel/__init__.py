@@ -11,20 +11,23 @@ from ._service import ExtChatCompletion, ExtPromptExecutionSettings
 from ._tools import KernelFunctionTool, function_schema, kernel_tools, tool_function, tools_plugin, workbench_plugin
 
 __all__ = [
-    "KernelAgentHost",
-    "KernelAnswer",
-    "KernelTask",
+    # ext clients and tools in a kernel
     "build_kernel",
-    "host_kernel_agent",
-    "kernel_with_client",
     "ExtChatCompletion",
     "ExtPromptExecutionSettings",
-    "KernelChatCompletionClient",
-    "KernelFunctionTool",
-    "__version__",
-    "function_schema",
-    "kernel_tools",
+    "kernel_with_client",
     "tool_function",
     "tools_plugin",
     "workbench_plugin",
+    # kernel services, plugins and agents in ext
+    "host_kernel_agent",
+    "kernel_tools",
+    "KernelAgentHost",
+    "KernelAnswer",
+    "KernelChatCompletionClient",
+    "KernelFunctionTool",
+    "KernelTask",
+    # schema mapping
+    "function_schema",
+    "__version__",
 ]

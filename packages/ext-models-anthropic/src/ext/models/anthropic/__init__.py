@@ -49,25 +49,23 @@ if TYPE_CHECKING:
     from ._retry import classify_anthropic_error
 
 __all__ = [
+    # application code
     "ANTHROPIC_MODELS",
-    "IMAGE_TYPES",
-    "JSON_MODE_INSTRUCTION",
-    "PROVIDER",
-    "THINKING_TYPES",
     "AnthropicChatCompletionClient",
     "AnthropicClientConfig",
+    "IncompleteStreamError",
+    # provider authors (ext-models-bedrock reuses the Messages mapping)
     "AnthropicMessagesClient",
     "AnthropicMessagesConfig",
     "AnthropicSystemPolicy",
     "AnthropicWireSettings",
-    "IncompleteStreamError",
-    "StreamState",
-    "__version__",
     "check_extra_args",
     "check_options",
     "check_sampling",
     "check_thinking",
     "classify_anthropic_error",
+    "IMAGE_TYPES",
+    "JSON_MODE_INSTRUCTION",
     "map_messages",
     "map_output",
     "map_request",
@@ -75,8 +73,12 @@ __all__ = [
     "map_tool_choice",
     "map_tools",
     "map_usage",
+    "PROVIDER",
+    "StreamState",
     "structured_output_schema",
     "thinking_enabled",
+    "THINKING_TYPES",
+    "__version__",
 ]
 
 _LAZY = {

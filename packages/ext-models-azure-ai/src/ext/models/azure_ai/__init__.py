@@ -24,22 +24,24 @@ from ._models import AZURE_AI_MODELS
 from ._retry import classify_azure_error
 
 __all__ = [
-    "API_FIELDS",
+    # application code
     "AZURE_AI_MODELS",
-    "SDK_DEFAULT_API_VERSION",
     "AzureAIChatCompletionClient",
     "AzureAIClientConfig",
     "AzureAIEmbeddingClient",
     "AzureAIEmbeddingConfig",
-    "InputType",
     "Credential",
-    "StreamState",
-    "ThinkTagSplitter",
-    "WireSettings",
-    "__version__",
+    "InputType",
+    # the mapping (tests, tools)
+    "API_FIELDS",
     "check_api_version",
     "classify_azure_error",
     "map_request",
     "map_response",
+    "SDK_DEFAULT_API_VERSION",
     "split_think_tags",
+    "StreamState",
+    "ThinkTagSplitter",
+    "WireSettings",
+    "__version__",
 ]

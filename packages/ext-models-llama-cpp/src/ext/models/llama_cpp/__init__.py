@@ -13,18 +13,20 @@ from ._embeddings import LlamaCppEmbeddingClient, LlamaCppEmbeddingConfig, Pooli
 from ._mapping import TOOL_PREAMBLE, calls_schema, map_messages, parse_output, tool_system_text
 
 __all__ = [
+    # application code
     "DEFAULT_MODEL_DISTRIBUTION",
     "DEFAULT_MODEL_FILE",
-    "TOOL_PREAMBLE",
+    "default_model_path",
     "LlamaCppChatCompletionClient",
     "LlamaCppClientConfig",
     "LlamaCppEmbeddingClient",
     "LlamaCppEmbeddingConfig",
     "Pooling",
-    "__version__",
+    # the mapping (tests, tools)
     "calls_schema",
-    "default_model_path",
     "map_messages",
     "parse_output",
+    "TOOL_PREAMBLE",
     "tool_system_text",
+    "__version__",
 ]

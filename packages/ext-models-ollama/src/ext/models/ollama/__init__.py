@@ -25,6 +25,7 @@ from ._mapping import (
 from ._retry import classify_ollama_error
 
 __all__ = [
+    # application code
     "DEFAULT_HOST",
     "DEFAULT_TIMEOUT",
     "OLLAMA_MODELS",
@@ -32,19 +33,21 @@ __all__ = [
     "OllamaClientConfig",
     "OllamaEmbeddingClient",
     "OllamaEmbeddingConfig",
+    "ThinkSetting",
+    # application code: errors
     "OllamaConnectionError",
     "OllamaModelNotFoundError",
     "OllamaResponseError",
     "OllamaTimeoutError",
-    "OllamaWireSettings",
-    "StreamState",
-    "ThinkSetting",
-    "__version__",
+    # the mapping (tests, tools)
     "classify_ollama_error",
     "map_messages",
     "map_options",
     "map_request",
     "map_response",
     "map_tools",
+    "OllamaWireSettings",
     "parse_host",
+    "StreamState",
+    "__version__",
 ]

@@ -23,26 +23,29 @@ from ._retry import classify_openai_error
 from ._tokens import ENCODINGS, encoding_name_for_model, export_encodings, find_encoding_file, load_encoding
 
 __all__ = [
-    "OPENAI_EMBEDDING_SIZES",
-    "AzureOpenAIEmbeddingClient",
-    "AzureOpenAIEmbeddingConfig",
-    "OpenAIEmbeddingClient",
-    "OpenAIEmbeddingConfig",
-    "ENCODINGS",
-    "OPENAI_MODELS",
-    "OPENAI_REASONING_FAMILIES",
-    "TOOL_ERROR_PREFIX",
+    # application code
     "AzureOpenAIChatCompletionClient",
     "AzureOpenAIClientConfig",
-    "BaseOpenAIChatCompletionClient",
+    "AzureOpenAIEmbeddingClient",
+    "AzureOpenAIEmbeddingConfig",
+    "OPENAI_EMBEDDING_SIZES",
+    "OPENAI_MODELS",
     "OpenAIChatCompletionClient",
     "OpenAIClientConfig",
-    "WireSettings",
-    "__version__",
-    "check_api_version",
-    "classify_openai_error",
+    "OpenAIEmbeddingClient",
+    "OpenAIEmbeddingConfig",
+    # offline token counting
     "encoding_name_for_model",
+    "ENCODINGS",
     "export_encodings",
     "find_encoding_file",
     "load_encoding",
+    # the mapping (subclasses, tests, tools)
+    "BaseOpenAIChatCompletionClient",
+    "check_api_version",
+    "classify_openai_error",
+    "OPENAI_REASONING_FAMILIES",
+    "TOOL_ERROR_PREFIX",
+    "WireSettings",
+    "__version__",
 ]

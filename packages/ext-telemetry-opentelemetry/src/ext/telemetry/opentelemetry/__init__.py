@@ -15,14 +15,16 @@ from ext.telemetry.opentelemetry._middleware import (
 from ext.telemetry.opentelemetry._runtime_observer import MESSAGING_SYSTEM, OpenTelemetryRuntimeObserver
 
 __all__ = [
+    # application code
+    "OpenTelemetryConfig",
+    "OpenTelemetryMiddleware",
+    "OpenTelemetryRuntimeObserver",
+    # attribute values and names (dashboards, tests)
     "CACHED",
     "CANCELLED",
     "INSTRUMENTATION_NAME",
     "MESSAGING_SYSTEM",
     "NO_RESULT",
     "TOOL_ERROR",
-    "OpenTelemetryConfig",
-    "OpenTelemetryMiddleware",
-    "OpenTelemetryRuntimeObserver",
     "__version__",
 ]

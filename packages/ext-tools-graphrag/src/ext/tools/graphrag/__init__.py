@@ -16,19 +16,21 @@ from ._config import (
 from ._tools import GlobalSearchTool, GraphRagSettingsError, LocalSearchTool, QueryArgs
 
 __all__ = [
+    # application code: the tools
+    "GlobalSearchTool",
+    "GraphRagSettingsError",
+    "LocalSearchTool",
+    "QueryArgs",
+    # application code: explicit configuration
     "GlobalContextConfig",
     "GlobalDataConfig",
-    "GlobalSearchTool",
     "GlobalSearchToolConfig",
-    "GraphRagSettingsError",
     "LocalContextConfig",
     "LocalDataConfig",
     "LocalSearchConfig",
-    "LocalSearchTool",
     "LocalSearchToolConfig",
     "MapReduceConfig",
     "ModelSettings",
-    "QueryArgs",
     "SettingsSource",
     "__version__",
 ]
