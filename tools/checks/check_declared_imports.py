@@ -167,9 +167,7 @@ def check_distribution(dist: Distribution, dists: Mapping[str, Distribution], ro
                         continue  # its own module, or a name in its own package
                     message = f"{dist.name} imports {shown}, which no distribution in packages/ provides"
                     needed = module
-                elif owner is dist:
-                    continue
-                elif owner.name in dist.declared:
+                elif owner is dist or owner.name in dist.declared:
                     continue
                 else:
                     needed = owner.name
