@@ -1,4 +1,4 @@
-"""The README's first command: tools/demo.py runs two agents on the real embedded model (SmolLM2 through
+"""The README's first command: tools/demo/demo.py runs two agents on the real embedded model (SmolLM2 through
 llama.cpp, temperature 0), each answering with a real tool (an HttpTool against a local service, an MCP server
 over stdio), on the in-process runtime and, with --grpc, on a worker behind a real gateway process."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-DEMO = Path(__file__).resolve().parents[1] / "tools" / "demo.py"
+DEMO = Path(__file__).resolve().parents[1] / "tools" / "demo" / "demo.py"
 
 pytestmark = pytest.mark.integration
 

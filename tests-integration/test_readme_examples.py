@@ -41,8 +41,8 @@ from ext.testing.servers import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT / "tools") not in sys.path:
-    sys.path.append(str(ROOT / "tools"))  # appended: a bare name there never shadows an installed module
+if str(ROOT / "tools" / "checks") not in sys.path:
+    sys.path.append(str(ROOT / "tools" / "checks"))  # appended: a bare name there never shadows an installed module
 from _workspace import SEPARATE_ENVIRONMENTS  # noqa: E402
 
 # A distribution that has its own environment (not this one's) runs its README's examples there, in its own tests
@@ -189,7 +189,7 @@ def _ext_examples() -> list[str]:
 
 
 EXT_EXAMPLES = _ext_examples()
-# The fact of tools/demo_notes.txt that `ext chat --memory` must answer with: the model cannot know it otherwise.
+# The fact of tools/demo/demo_notes.txt that `ext chat --memory` must answer with: the model cannot know it otherwise.
 _MEMORY_FACT = "Pimble"
 
 

@@ -20,7 +20,7 @@ else
   hatch=(python3 -m hatch)
 fi
 
-UV_FIND_LINKS="$(bash tools/llama_cpp_wheel.sh)"
+UV_FIND_LINKS="$(bash tools/build/llama_cpp_wheel.sh)"
 export UV_FIND_LINKS
 export PIP_FIND_LINKS="$UV_FIND_LINKS"
-"${hatch[@]}" run demo:python tools/demo.py "$@"
+"${hatch[@]}" run demo:python tools/demo/demo.py "$@"

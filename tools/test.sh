@@ -9,7 +9,7 @@
 # - redis-server, Node.js/npm and openssl, which tests start or call as real peers: installed with apt-get when
 #   this runs as root on Debian/Ubuntu; otherwise the tests that need them fail saying what to install;
 # - the `autogen` hatch environment (AutoGen 0.7.5, a peer the AutoGen interop tests run as processes);
-# - llama-cpp-python's wheel, built once per machine by tools/llama_cpp_wheel.sh (15-20 minutes on 2 cores the
+# - llama-cpp-python's wheel, built once per machine by tools/build/llama_cpp_wheel.sh (15-20 minutes on 2 cores the
 #   first time, with progress; seconds afterwards) and handed to hatch's uv installer through UV_FIND_LINKS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +34,7 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
-wheels="$(bash tools/llama_cpp_wheel.sh)"
+wheels="$(bash tools/build/llama_cpp_wheel.sh)"
 export UV_FIND_LINKS="$wheels" PIP_FIND_LINKS="$wheels"
 
 # AutoGen 0.7.5's own worker runtime and host, a real peer for ext-runtime-grpc's tests-autogen (it pins grpcio and
@@ -42,6 +42,6 @@ export UV_FIND_LINKS="$wheels" PIP_FIND_LINKS="$wheels"
 "${hatch[@]}" env create autogen
 
 "${hatch[@]}" test "$@"
-# The distributions that cannot share hatch test's environment (tools/_workspace.py SEPARATE_ENVIRONMENTS), each
+# The distributions that cannot share hatch test's environment (tools/checks/_workspace.py SEPARATE_ENVIRONMENTS), each
 # in its own.
 "${hatch[@]}" run ext-semantic-kernel:test

@@ -1,7 +1,7 @@
 """AutoGen workers through AutoGen's own host and through ext's gateway (issue 30), in the same run.
 
 Run: ``hatch run ext-runtime-grpc:python tools/bench/bench_autogen.py`` (about two minutes; ``--quick`` runs in
-seconds and is what ``tools/tests/test_bench_autogen.py`` runs; ``--json PATH`` also writes the figures).
+seconds and is what ``tools/tests/bench/test_bench_autogen.py`` runs; ``--json PATH`` also writes the figures).
 
 Two hubs, each a process: AutoGen 0.7.5's ``GrpcWorkerAgentRuntimeHost`` and ext's gateway (``python -m
 ext.runtime.grpc gateway --autogen-listen``). On each, two real AutoGen worker processes (the ``autogen`` hatch

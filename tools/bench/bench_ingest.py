@@ -14,7 +14,7 @@ Embedders:
 Each runs in a fresh child process, so its peak RSS (``ru_maxrss``: the interpreter, the model, the corpus, the
 store) is its own. Printed per embedder: corpus size, chunks, model load time, ingestion time (chunking,
 embedding, upsert; the load not included), chunks/s, MB/s and peak RSS. ``--quick`` ingests 2 KB: a check that
-everything runs (tools/tests/test_bench_ingest.py), not a measurement.
+everything runs (tools/tests/bench/test_bench_ingest.py), not a measurement.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Measured:
 
 def _make_embedder(name: str) -> Any:
     if name == "hashing":
-        from ext.testing.embeddings import HashingEmbedder
+        from ext.testing.hashing_embedder import HashingEmbedder
 
         return HashingEmbedder(HASHING_SIZE)
     from ext.models.llama_cpp import LlamaCppEmbeddingClient

@@ -1,7 +1,7 @@
 """Durable agent state (issue 27): what a state store costs per message, per RPC, per activation and per idle agent.
 
 Run: ``hatch run ext-runtime-grpc:python tools/bench/bench_state.py`` (a few minutes; ``--quick`` runs in seconds
-and is what ``tools/tests/test_bench_state.py`` runs; ``--json PATH`` also writes the figures).
+and is what ``tools/tests/bench/test_bench_state.py`` runs; ``--json PATH`` also writes the figures).
 
 ext only, against itself: every case runs with the store off and on, in the same run, rounds interleaved (the
 order rotating per round) so load from elsewhere falls on every store alike. ``off`` and ``off A/A`` are two

@@ -1,5 +1,9 @@
-"""Shared fixtures; puts tools/ and tools/bench/ on sys.path so tests import the
-scripts by bare name, exactly as they import each other when run as scripts."""
+"""Shared fixtures; puts tools/checks/ and tools/bench/ on sys.path so tests import the
+scripts by bare name, exactly as they import each other when run as scripts.
+
+``checks/`` tests the repository checks: they need only Python 3.11+ and the guard job's packages (pytest, hatch).
+``bench/`` tests the benchmarks at a tiny size: they import ext, so they run where it is installed (``hatch test``).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,7 @@ from pathlib import Path
 import pytest
 
 TOOLS_DIR = Path(__file__).resolve().parent.parent
-REPO_ROOT = TOOLS_DIR.parent
-for _path in (TOOLS_DIR, TOOLS_DIR / "bench"):
+for _path in (TOOLS_DIR / "checks", TOOLS_DIR / "bench"):
     if str(_path) not in sys.path:
         # Appended, not prepended: these bare names must never shadow installed modules.
         sys.path.append(str(_path))
@@ -20,7 +23,11 @@ for _path in (TOOLS_DIR, TOOLS_DIR / "bench"):
 collect_ignore: list[str] = []
 if sys.version_info < (3, 11):
     # The workspace tools read TOML with tomllib (3.11+); the harness tests still run.
-    collect_ignore += ["test_changed_packages.py", "test_check_wheels.py"]
+    collect_ignore += [
+        "checks/test_changed_packages.py",
+        "checks/test_check_wheels.py",
+        "checks/test_check_declared_imports.py",
+    ]
 
 MakePackage = Callable[..., Path]
 

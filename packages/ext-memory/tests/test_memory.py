@@ -28,7 +28,7 @@ from ext.memory import (
 )
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.pipeline import ChatCall, ChatClientBuilder, ChatMiddleware, CreateNext
-from ext.testing.embeddings import HashingEmbedder
+from ext.testing.hashing_embedder import HashingEmbedder
 from ext.testing.script import ToolCallSpec
 from ext.testing.servers import OpenAIServer, Reply
 from ext.vectors.sqlite import SqliteVectorStore

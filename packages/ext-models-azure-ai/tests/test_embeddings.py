@@ -13,9 +13,10 @@ from azure.core.exceptions import HttpResponseError
 
 from ext.core import ConfigurationError, EmbeddingClient
 from ext.models.azure_ai import AzureAIEmbeddingClient
-from ext.testing.conformance import TEXTS, EmbeddingClientConformance
+from ext.testing.conformance import EmbeddingClientConformance
 from ext.testing.credentials import StaticTokenCredential
 from ext.testing.readme import python_example
+from ext.testing.sample_inputs import TEXTS
 from ext.testing.servers import AzureAIServer, LoopbackServer, embedding_vector
 
 SECRET = "azure-ai-embeddings-secret-0000"

@@ -36,9 +36,9 @@ from ext.models.llama_cpp import (
     LlamaCppClientConfig,
     default_model_path,
 )
-from ext.testing.conformance import ADD, MULTIPLY
 from ext.testing.gguf import TINY_SPECIAL_TOKENS
 from ext.testing.inprocess import ScriptedModel
+from ext.testing.sample_inputs import ADD, MULTIPLY
 from ext.testing.script import Fault, Reply
 
 HELLO = [UserMessage(content="Hi")]

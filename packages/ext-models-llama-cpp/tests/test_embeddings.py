@@ -14,8 +14,9 @@ import pytest_asyncio
 
 from ext.core import ConfigurationError, EmbeddingClient, load_component
 from ext.models.llama_cpp import DEFAULT_MODEL_FILE, LlamaCppEmbeddingClient
-from ext.testing.conformance import TEXTS, EmbeddingClientConformance
+from ext.testing.conformance import EmbeddingClientConformance
 from ext.testing.readme import python_example
+from ext.testing.sample_inputs import TEXTS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

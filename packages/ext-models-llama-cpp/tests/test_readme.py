@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ext.core import FunctionExecutionResult, FunctionExecutionResultMessage, UserMessage
-from ext.testing.conformance import ADD
 from ext.testing.inprocess import ScriptedModel
+from ext.testing.sample_inputs import ADD
 from ext.testing.script import Reply, ToolCallSpec
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ext.core import TOOL_PREAMBLE, ConfigurationError, CreateResult, StreamChunk, UserMessage
-from ext.testing.conformance import ADD
 from ext.testing.inprocess import ScriptedModel
+from ext.testing.sample_inputs import ADD
 from ext.testing.script import Reply
 
 HELLO = [UserMessage(content="What is 1 plus 2?", source="user")]

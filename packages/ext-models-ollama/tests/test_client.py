@@ -41,7 +41,7 @@ from ext.models.ollama import (
     OllamaResponseError,
     parse_host,
 )
-from ext.testing.conformance import ADD, MULTIPLY, PNG_1PX
+from ext.testing.sample_inputs import ADD, MULTIPLY, PNG_1PX
 from ext.testing.script import Fault, Reply, ToolCallSpec
 from ext.testing.servers import Response, StreamResponse, ndjson_frame
 from ext.testing.servers.ollama import OllamaServer

@@ -14,8 +14,9 @@ import pytest
 
 from ext.core import EmbeddingClient
 from ext.models.ollama import OllamaEmbeddingClient, OllamaModelNotFoundError
-from ext.testing.conformance import TEXTS, EmbeddingClientConformance
+from ext.testing.conformance import EmbeddingClientConformance
 from ext.testing.readme import python_example
+from ext.testing.sample_inputs import TEXTS
 from ext.testing.servers import LoopbackServer, OllamaServer, embedding_tokens, embedding_vector
 
 README = Path(__file__).resolve().parents[1] / "README.md"

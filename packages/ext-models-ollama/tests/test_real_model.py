@@ -20,8 +20,8 @@ import pytest
 from ext.core import TOOL_PREAMBLE, CreateResult, FunctionCall, StreamChunk, UserMessage, reply_schema
 from ext.models.llama_cpp import default_model_path
 from ext.models.ollama import OllamaChatCompletionClient
-from ext.testing.conformance import GET_WEATHER
 from ext.testing.ollama_model import OllamaModelServer
+from ext.testing.sample_inputs import GET_WEATHER
 
 WEATHER = [UserMessage(content="What is the weather in Paris?", source="user")]
 CAPITAL = [UserMessage(content="What is the capital of France?", source="user")]

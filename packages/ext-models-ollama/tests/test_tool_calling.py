@@ -13,7 +13,7 @@ import pytest
 
 from ext.core import TOOL_PREAMBLE, CreateResult, StreamChunk, UserMessage, reply_schema
 from ext.models.ollama import OllamaChatCompletionClient
-from ext.testing.conformance import GET_WEATHER, LOCAL_TIME
+from ext.testing.sample_inputs import GET_WEATHER, LOCAL_TIME
 from ext.testing.script import Reply
 from ext.testing.servers import OllamaServer
 

@@ -14,8 +14,9 @@ import pytest
 
 from ext.core import ConfigurationError, EmbeddingClient, load_component
 from ext.models.openai import AzureOpenAIEmbeddingClient, OpenAIEmbeddingClient
-from ext.testing.conformance import TEXTS, EmbeddingClientConformance
+from ext.testing.conformance import EmbeddingClientConformance
 from ext.testing.readme import python_example
+from ext.testing.sample_inputs import TEXTS
 from ext.testing.servers import LoopbackServer, OpenAIServer, embedding_vector
 
 SECRET = "sk-embeddings-secret-0000"

@@ -23,7 +23,7 @@ from ext.core import (
     UserMessage,
 )
 from ext.models.openai import AzureOpenAIChatCompletionClient, OpenAIChatCompletionClient
-from ext.testing.conformance import GET_WEATHER, LOCAL_TIME
+from ext.testing.sample_inputs import GET_WEATHER, LOCAL_TIME
 from ext.testing.script import Reply
 from ext.testing.servers import OpenAIServer
 

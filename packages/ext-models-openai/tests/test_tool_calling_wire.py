@@ -11,7 +11,7 @@ import pytest
 
 from ext.core import TOOL_PREAMBLE, UserMessage, reply_schema
 from ext.models.openai import OpenAIChatCompletionClient
-from ext.testing.conformance import GET_WEATHER, LOCAL_TIME
+from ext.testing.sample_inputs import GET_WEATHER, LOCAL_TIME
 from ext.testing.script import Reply
 from ext.testing.servers import OpenAIServer
 

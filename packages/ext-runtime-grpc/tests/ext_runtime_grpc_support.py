@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from ext.runtime.grpc import GrpcAgentRuntime
-from ext.testing.conformance import MESSAGE_TYPES
+from ext.testing.runtime_agents import MESSAGE_TYPES
 
 
 def worker(address: str | list[str], **kwargs: object) -> GrpcAgentRuntime:

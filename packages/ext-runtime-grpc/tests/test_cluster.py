@@ -17,8 +17,8 @@ from ext_runtime_grpc_support import eventually, worker
 from ext.core import AgentId, AgentNotFoundError, UndeliverableError
 from ext.runtime.grpc import GrpcAgentRuntime, LocalCluster
 from ext.runtime.grpc.testing import GatewayProcess, start_gateway_process
-from ext.testing.conformance import EchoAgent, Journal, Ping, Pong, Slow
 from ext.testing.redis import RedisServer
+from ext.testing.runtime_agents import EchoAgent, Journal, Ping, Pong, Slow
 
 
 async def test_cluster_replicas_share_one_registry(redis_server: RedisServer) -> None:

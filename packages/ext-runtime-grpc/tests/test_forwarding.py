@@ -18,8 +18,8 @@ from ext.core import AgentId
 from ext.runtime.grpc import GrpcAgentRuntime, LocalCluster
 from ext.runtime.grpc.protos import agent_worker_pb2 as pb
 from ext.runtime.grpc.testing import start_gateway_process
-from ext.testing.conformance import EchoAgent, GetNotes, Journal, Note, Notes, Ping, Pong
 from ext.testing.redis import RedisServer
+from ext.testing.runtime_agents import EchoAgent, GetNotes, Journal, Note, Notes, Ping, Pong
 
 
 async def publish_calls(client: Any) -> int:

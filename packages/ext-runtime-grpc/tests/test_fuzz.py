@@ -35,8 +35,8 @@ from ext.runtime.grpc import (
 )
 from ext.runtime.grpc._forwarder import parse_forwards
 from ext.runtime.grpc.protos import agent_worker_pb2 as pb
-from ext.testing.conformance import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong
 from ext.testing.redis import RedisServer
+from ext.testing.runtime_agents import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong
 
 T = TypeVar("T")
 

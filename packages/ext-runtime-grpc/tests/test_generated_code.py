@@ -1,4 +1,4 @@
-"""The committed protobuf/gRPC code matches what tools/gen_protos.py generates from proto/ today."""
+"""The committed protobuf/gRPC code matches what tools/build/gen_protos.py generates from proto/ today."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "tools" / "gen_protos.py"
+SCRIPT = ROOT / "tools" / "build" / "gen_protos.py"
 
 
 def _load_script() -> ModuleType:
@@ -26,7 +26,7 @@ def test_committed_code_is_not_stale(tmp_path: Path) -> None:
     fresh = gen.generate(tmp_path / "src")
     committed = gen.OUTPUT_DIR
     assert sorted(p.name for p in fresh.glob("*.py*")) == sorted(p.name for p in committed.glob("*.py*"))
-    assert gen.differences(committed, fresh) == [], "stale generated code: run python tools/gen_protos.py"
+    assert gen.differences(committed, fresh) == [], "stale generated code: run python tools/build/gen_protos.py"
 
 
 def test_staleness_is_detected(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ import pytest_asyncio
 
 from ext.core import AgentRuntime
 from ext.runtime.grpc import Gateway, GrpcAgentRuntime, RedisRegistry
-from ext.testing.conformance import MESSAGE_TYPES, RuntimeConformance
+from ext.testing.conformance import RuntimeConformance
 from ext.testing.redis import RedisServer
+from ext.testing.runtime_agents import MESSAGE_TYPES
 
 
 def _worker(gateway: Gateway, **options: Any) -> GrpcAgentRuntime:

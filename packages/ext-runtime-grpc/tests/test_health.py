@@ -17,8 +17,8 @@ from ext.core import AgentId, MessageContext, RoutedAgent, message_handler
 from ext.runtime.grpc import Gateway, GrpcAgentRuntime, LocalCluster, RedisRegistry
 from ext.runtime.grpc import _health as health_module
 from ext.runtime.grpc.testing import start_gateway_process
-from ext.testing.conformance import Ping, Pong
 from ext.testing.redis import RedisServer, free_port, start_redis_server
+from ext.testing.runtime_agents import Ping, Pong
 
 
 async def http(port: int, request: bytes) -> tuple[int, str]:

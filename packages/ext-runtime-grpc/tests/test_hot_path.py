@@ -17,7 +17,7 @@ from ext.core import AgentId, MessageContext, RoutedAgent, message_handler
 from ext.runtime.grpc import CloudEvent, Gateway, GrpcAgentRuntime, ProtobufMessageSerializer
 from ext.runtime.grpc.protos import agent_worker_pb2 as pb
 from ext.runtime.grpc.protos import agent_worker_pb2_grpc as pb_grpc
-from ext.testing.conformance import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong, Slow
+from ext.testing.runtime_agents import MESSAGE_TYPES, EchoAgent, Journal, Ping, Pong, Slow
 
 WAIT = 15.0
 

@@ -19,8 +19,8 @@ from ext_runtime_grpc_support import eventually, read_line, worker
 from ext.core import AgentId, AgentNotFoundError, UndeliverableError
 from ext.runtime.grpc import AuthenticationError, GrpcAgentRuntime
 from ext.runtime.grpc.testing import GatewayProcess, start_gateway_process
-from ext.testing.conformance import EchoAgent, Journal, Ping, Pong, Slow
 from ext.testing.redis import RedisServer
+from ext.testing.runtime_agents import EchoAgent, Journal, Ping, Pong, Slow
 
 HERE = Path(__file__).parent
 

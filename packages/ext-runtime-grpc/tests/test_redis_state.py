@@ -12,8 +12,9 @@ import pytest_asyncio
 
 from ext.core import AgentId, StateStore
 from ext.runtime.grpc import Gateway, GrpcAgentRuntime, RedisStateStore
-from ext.testing.conformance import MESSAGE_TYPES, EchoAgent, Journal, Ping, StateStoreConformance
+from ext.testing.conformance import StateStoreConformance
 from ext.testing.redis import RedisServer, free_port
+from ext.testing.runtime_agents import MESSAGE_TYPES, EchoAgent, Journal, Ping
 
 
 class TestRedisStateStore(StateStoreConformance):

@@ -15,7 +15,7 @@ from ext.core import AgentId
 from ext.runtime.grpc import AuthenticationError, Gateway, GrpcAgentRuntime
 from ext.runtime.grpc._secrets import read_token_file
 from ext.runtime.grpc.testing import start_gateway_process
-from ext.testing.conformance import EchoAgent, Journal, Ping
+from ext.testing.runtime_agents import EchoAgent, Journal, Ping
 
 SECRET = "file-s3cret-7f2a"
 

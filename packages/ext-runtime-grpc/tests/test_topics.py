@@ -13,7 +13,7 @@ from ext_runtime_grpc_support import worker
 from ext.core import AgentId, TopicId, TypePrefixSubscription, TypeSubscription
 from ext.runtime.grpc import Gateway, GrpcAgentRuntime
 from ext.runtime.grpc.protos import agent_worker_pb2 as pb
-from ext.testing.conformance import EchoAgent, GetNotes, Journal, Note
+from ext.testing.runtime_agents import EchoAgent, GetNotes, Journal, Note
 
 
 @pytest_asyncio.fixture

@@ -10,7 +10,7 @@ import asyncio
 import sys
 
 from ext.runtime.grpc import GrpcAgentRuntime
-from ext.testing.conformance import MESSAGE_TYPES, EchoAgent, Journal
+from ext.testing.runtime_agents import MESSAGE_TYPES, EchoAgent, Journal
 
 
 async def main(address: str) -> None:

@@ -20,7 +20,7 @@ from ext.core import (
     UndeliverableError,
 )
 from ext.runtime.local import LocalAgentRuntime
-from ext.testing.conformance import EchoAgent, Journal, Ping
+from ext.testing.runtime_agents import EchoAgent, Journal, Ping
 
 
 class Sleeper(BaseAgent):

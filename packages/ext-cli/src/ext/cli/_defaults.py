@@ -14,7 +14,7 @@ _INSTALL_HINT = (
     "provider with -m PROVIDER:MODEL (ext models lists them)"
 )
 
-# The settings tools/demo.py runs the embedded model with: at temperature 0 (seeded) SmolLM2-135M gives the same
+# The settings tools/demo/demo.py runs the embedded model with: at temperature 0 (seeded) SmolLM2-135M gives the same
 # sensible answer each time, and after a tool call it phrases the tool's result; sampled at llama.cpp's default
 # 0.8 it often rambles and echoes tool-call JSON. `-o temperature=...` still overrides it per call.
 DEFAULT_MODEL_SETTINGS: Mapping[str, Any] = {"temperature": 0.0, "seed": 0}

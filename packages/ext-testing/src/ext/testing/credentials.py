@@ -11,7 +11,8 @@ __all__ = ["StaticTokenCredential"]
 class StaticTokenCredential:
     """The smallest async token credential (azure-core's `AsyncTokenCredential` protocol): `get_token` returns
     `token`, valid for an hour, and records the scopes of every call in `calls`. What an
-    `azure.identity.aio` credential looks like to an Azure SDK, without Entra ID. Needs azure-core."""
+    `azure.identity.aio` credential looks like to an Azure SDK, without Entra ID. Needs azure-core
+    (`ext-testing[azure]`)."""
 
     def __init__(self, token: str) -> None:
         self.token = token

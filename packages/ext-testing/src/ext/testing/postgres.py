@@ -21,7 +21,10 @@ from pathlib import Path
 
 from ext.testing.redis import free_port
 
-INSTALL_HINT = "the pgserver wheel is not installed (pip install 'pgserver>=0.1.4'; CPython 3.10 to 3.12)"
+INSTALL_HINT = (
+    "the pgserver wheel is not installed (pip install 'ext-testing[postgres]', or 'pgserver>=0.1.4,<0.2'; "
+    "CPython 3.10 to 3.12)"
+)
 PASSWORD = "pg-test-secret-8c1f"
 """The password of the `postgres` user of every server this module starts (tests check it never leaks)."""
 

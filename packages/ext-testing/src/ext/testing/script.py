@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 __all__ = [
     "FAULT_KINDS",
-    "FaultKind",
     "Fault",
+    "FaultKind",
     "NeutralMessage",
     "NeutralRequest",
     "NeutralToolResult",

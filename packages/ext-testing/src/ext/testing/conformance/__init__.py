@@ -1,77 +1,41 @@
-"""Conformance suites: base test classes that every `ChatCompletionClient`, `Workbench`, `VectorStore` and
-agent runtime implementation subclasses in its own tests. A new provider is done when its subclass passes."""
+"""Conformance suites: base test classes that every `ChatCompletionClient`, `EmbeddingClient`, `Workbench`,
+`VectorStore`, `CacheStore`, `StateStore` and agent runtime implementation subclasses in its own tests. A new
+provider is done when its subclass passes.
+
+What the suites send and run lives beside them, for a provider's own tests too: `ext.testing.sample_inputs` (tools,
+tool schemas, an image, texts to embed), `ext.testing.runtime_agents` (the runtime suite's messages and agent),
+`ext.testing.runtime_observer` (a recording `RuntimeObserver`)."""
 
 from ext.testing.conformance._anthropic import AnthropicMessagesConformance
 from ext.testing.conformance._cache import CacheStoreConformance
-from ext.testing.conformance._chat import (
-    ADD,
-    FEATURES,
-    GET_WEATHER,
-    LOCAL_TIME,
-    MULTIPLY,
-    PNG_1PX,
-    ChatClientConformance,
-)
+from ext.testing.conformance._chat import FEATURES, ChatClientConformance
 from ext.testing.conformance._chat_completions import ChatCompletionsConformance
 from ext.testing.conformance._component import assert_dump_round_trip, plain_config
-from ext.testing.conformance._embeddings import TEXTS, EmbeddingClientConformance
+from ext.testing.conformance._embedding_client import EmbeddingClientConformance
 from ext.testing.conformance._real_server import REAL_SERVER_FEATURES, RealServerConformance
-from ext.testing.conformance._runtime import (
-    MESSAGE_TYPES,
-    EchoAgent,
-    Fail,
-    GetNotes,
-    Journal,
-    Note,
-    Notes,
-    Ping,
-    Pong,
-    RecordedSpan,
-    RecordingObserver,
-    Relay,
-    RuntimeConformance,
-    Slow,
-    Spoil,
-    Unhandled,
-)
+from ext.testing.conformance._runtime import RuntimeConformance
 from ext.testing.conformance._state import StateStoreConformance
 from ext.testing.conformance._vectors import VectorStoreConformance
 from ext.testing.conformance._workbench import WorkbenchConformance
 
 __all__ = [
-    "ADD",
+    # Model clients, and the features a subclass declares
     "FEATURES",
-    "GET_WEATHER",
-    "LOCAL_TIME",
-    "MULTIPLY",
-    "PNG_1PX",
     "REAL_SERVER_FEATURES",
-    "MESSAGE_TYPES",
     "AnthropicMessagesConformance",
-    "CacheStoreConformance",
     "ChatClientConformance",
     "ChatCompletionsConformance",
     "EmbeddingClientConformance",
-    "TEXTS",
-    "EchoAgent",
-    "Fail",
-    "GetNotes",
-    "Journal",
-    "Note",
-    "Notes",
-    "Ping",
-    "Pong",
     "RealServerConformance",
-    "RecordedSpan",
-    "RecordingObserver",
-    "Relay",
-    "RuntimeConformance",
-    "Slow",
-    "Spoil",
-    "Unhandled",
-    "VectorStoreConformance",
+    # Tools
     "WorkbenchConformance",
+    # Stores
+    "CacheStoreConformance",
     "StateStoreConformance",
+    "VectorStoreConformance",
+    # Agent runtimes
+    "RuntimeConformance",
+    # Components: the config dump/load round trip
     "assert_dump_round_trip",
     "plain_config",
 ]

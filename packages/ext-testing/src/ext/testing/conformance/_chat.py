@@ -52,19 +52,18 @@ from ext.core import (
     FunctionCall,
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
-    FunctionTool,
     Image,
     LLMMessage,
     OutputParseError,
     StreamChunk,
     SystemMessage,
-    ToolSchema,
     UnsupportedOptionError,
     UserMessage,
     parse_tool_arguments,
 )
 from ext.testing.conformance._component import load_dumped_client
 from ext.testing.inprocess import ScriptedModel
+from ext.testing.sample_inputs import ADD, MULTIPLY, PNG_1PX
 from ext.testing.script import Fault, NeutralRequest, Reply, ToolCallSpec
 from ext.testing.servers import LoopbackServer
 
@@ -87,39 +86,7 @@ FEATURES = frozenset(
     }
 )
 
-PNG_1PX = bytes.fromhex(
-    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63f8cfc0f01f0005000201"
-    "8f2b3f5a0000000049454e44ae426082"
-)
-
 HELLO: list[LLMMessage] = [UserMessage(content="Hi")]
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
-
-
-ADD = FunctionTool(add)
-MULTIPLY = FunctionTool(multiply)
-
-GET_WEATHER: ToolSchema = {
-    "name": "get_weather",
-    "description": "The current weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-"""A tool schema with one required string argument (tool-calling tests: what is sent, what comes back)."""
-LOCAL_TIME: ToolSchema = {
-    "name": "local_time",
-    "description": "The local time in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-"""A second tool of the same shape as `GET_WEATHER`, so a choice between tools can be seen."""
 
 
 class City(BaseModel):

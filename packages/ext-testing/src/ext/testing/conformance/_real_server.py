@@ -45,7 +45,8 @@ from ext.core import (
     UserMessage,
     parse_tool_arguments,
 )
-from ext.testing.conformance._chat import ADD, MULTIPLY, City
+from ext.testing.conformance._chat import City
+from ext.testing.sample_inputs import ADD, MULTIPLY
 
 __all__ = ["REAL_SERVER_FEATURES", "RealServerConformance"]
 

@@ -10,11 +10,11 @@ Subclass it (class name starting with `Test`) and provide the runtime::
         async def make_peer_runtime(self, **options: Any) -> AgentRuntime | None:
             return MyRuntime(..., **options)  # a second member of the same cluster, or None (single process)
 
-Messages are the pydantic models in `MESSAGE_TYPES`; a runtime that serializes messages registers them in
-`make_runtime`. Agents live in the test process, so the suite observes them directly (a journal). The durable
-state scenarios are `RuntimeStateScenarios` (`_runtime_state.py`), the trace-context ones
-`RuntimeTraceScenarios` (`_runtime_trace.py`) and the topic ones `RuntimeTopicScenarios` (`_runtime_topics.py`),
-all part of this suite.
+Messages are the pydantic models in `ext.testing.runtime_agents.MESSAGE_TYPES`; a runtime that serializes messages
+registers them in `make_runtime`. Agents (`ext.testing.runtime_agents.EchoAgent`) live in the test process, so the
+suite observes them directly (a journal). The durable state scenarios are `RuntimeStateScenarios`
+(`_runtime_state.py`), the trace-context ones `RuntimeTraceScenarios` (`_runtime_trace.py`) and the topic ones
+`RuntimeTopicScenarios` (`_runtime_topics.py`), all part of this suite.
 """
 
 from __future__ import annotations
@@ -37,8 +37,11 @@ from ext.core import (
     RuntimeClosedError,
     UndeliverableError,
 )
-from ext.testing.conformance._runtime_agents import (
-    MESSAGE_TYPES,
+from ext.testing.conformance._runtime_state import RuntimeStateScenarios
+from ext.testing.conformance._runtime_topics import RuntimeTopicScenarios
+from ext.testing.conformance._runtime_trace import RuntimeTraceScenarios
+from ext.testing.conformance._waits import within
+from ext.testing.runtime_agents import (
     EchoAgent,
     Fail,
     GetNotes,
@@ -49,32 +52,10 @@ from ext.testing.conformance._runtime_agents import (
     Pong,
     Relay,
     Slow,
-    Spoil,
     Unhandled,
-    _within,
 )
-from ext.testing.conformance._runtime_state import RuntimeStateScenarios
-from ext.testing.conformance._runtime_topics import RuntimeTopicScenarios
-from ext.testing.conformance._runtime_trace import RecordedSpan, RecordingObserver, RuntimeTraceScenarios
 
-__all__ = [
-    "MESSAGE_TYPES",
-    "EchoAgent",
-    "Fail",
-    "GetNotes",
-    "Journal",
-    "Note",
-    "Notes",
-    "Ping",
-    "Pong",
-    "RecordedSpan",
-    "RecordingObserver",
-    "Relay",
-    "RuntimeConformance",
-    "Slow",
-    "Spoil",
-    "Unhandled",
-]
+__all__ = ["RuntimeConformance"]
 
 
 class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTopicScenarios):
@@ -105,11 +86,11 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
     @pytest_asyncio.fixture
     async def runtime(self) -> AsyncIterator[AgentRuntime]:
         rt = await self.make_runtime()
-        await _within(rt.start())
+        await within(rt.start())
         try:
             yield rt
         finally:
-            await _within(rt.stop(), 30)
+            await within(rt.stop(), 30)
 
     @pytest_asyncio.fixture
     async def peer(self, runtime: AgentRuntime) -> AsyncIterator[AgentRuntime]:
@@ -117,14 +98,14 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
         if other is None:
             yield runtime
             return
-        await _within(other.start())
+        await within(other.start())
         try:
             yield other
         finally:
-            await _within(other.stop(), 30)
+            await within(other.stop(), 30)
 
     async def register_echo(self, runtime: AgentRuntime, journal: Journal, agent_type: str = "echo") -> None:
-        await _within(runtime.register_agent_factory(agent_type, lambda aid, rt: EchoAgent(aid, rt, journal)))
+        await within(runtime.register_agent_factory(agent_type, lambda aid, rt: EchoAgent(aid, rt, journal)))
 
     # --- scenarios -------------------------------------------------------------------------------------
 
@@ -134,8 +115,8 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
         await self.register_echo(runtime, journal)
         assert journal.created == []
         a = AgentId("echo", "a")
-        first = await _within(runtime.send_and_await_response(Ping(text="hi"), a))
-        second = await _within(runtime.send_and_await_response(Ping(text="again"), a))
+        first = await within(runtime.send_and_await_response(Ping(text="hi"), a))
+        second = await within(runtime.send_and_await_response(Ping(text="again"), a))
         assert isinstance(first, Pong) and isinstance(second, Pong)
         assert (first.text, first.agent, first.count, first.sender) == ("hi", "echo/a", 1, None)
         assert (second.text, second.count) == ("again", 2)
@@ -144,7 +125,7 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
     async def test_each_key_is_its_own_agent(self, runtime: AgentRuntime, journal: Journal) -> None:
         await self.register_echo(runtime, journal)
         replies = [
-            await _within(runtime.send_and_await_response(Ping(text=k), AgentId("echo", k))) for k in ("x", "y", "x")
+            await within(runtime.send_and_await_response(Ping(text=k), AgentId("echo", k))) for k in ("x", "y", "x")
         ]
         assert [(r.agent, r.count) for r in replies] == [("echo/x", 1), ("echo/y", 1), ("echo/x", 2)]
         assert sorted(str(a) for a in journal.created) == ["echo/x", "echo/y"]
@@ -153,8 +134,8 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
         await self.register_echo(runtime, journal)
         target = AgentId("echo", "ordered")
         for i in range(50):
-            await _within(runtime.send_message(Note(text=str(i)), target))
-        notes = await _within(runtime.send_and_await_response(GetNotes(), target))
+            await within(runtime.send_message(Note(text=str(i)), target))
+        notes = await within(runtime.send_and_await_response(GetNotes(), target))
         assert isinstance(notes, Notes)
         assert notes.notes == [str(i) for i in range(50)]
 
@@ -163,17 +144,17 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
             await asyncio.sleep(0)
             return EchoAgent(agent_id, rt, journal)
 
-        await _within(runtime.register_agent_factory("echo", factory))
-        reply = await _within(runtime.send_and_await_response(Ping(text="async"), AgentId("echo", "f")))
+        await within(runtime.register_agent_factory("echo", factory))
+        reply = await within(runtime.send_and_await_response(Ping(text="async"), AgentId("echo", "f")))
         assert reply.agent == "echo/f"
 
     async def test_handler_error_reaches_the_rpc_caller(self, runtime: AgentRuntime, journal: Journal) -> None:
         await self.register_echo(runtime, journal)
         target = AgentId("echo", "err")
         with pytest.raises(Exception) as info:
-            await _within(runtime.send_and_await_response(Fail(text="kaput"), target))
+            await within(runtime.send_and_await_response(Fail(text="kaput"), target))
         assert self.is_handler_error(info.value, "boom: kaput"), repr(info.value)
-        reply = await _within(runtime.send_and_await_response(Ping(text="still here"), target))
+        reply = await within(runtime.send_and_await_response(Ping(text="still here"), target))
         assert reply.count == 1
 
     async def test_one_way_handler_error_is_logged(
@@ -182,37 +163,37 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
         await self.register_echo(runtime, journal)
         target = AgentId("echo", "err1")
         with caplog.at_level(logging.ERROR):
-            await _within(runtime.send_message(Fail(text="one-way"), target))
+            await within(runtime.send_message(Fail(text="one-way"), target))
             # Handlers of one agent run in order, so once this answers the failed one has been logged.
-            await _within(runtime.send_and_await_response(Ping(text="after"), target))
+            await within(runtime.send_and_await_response(Ping(text="after"), target))
         errors = [r for r in caplog.records if r.levelno >= logging.ERROR and "boom: one-way" in r.getMessage()]
         assert errors, [r.getMessage() for r in caplog.records]
 
     async def test_unhandled_message_type(self, runtime: AgentRuntime, journal: Journal) -> None:
         await self.register_echo(runtime, journal)
         with pytest.raises((CantHandleError, MessageHandlerError)) as info:
-            await _within(runtime.send_and_await_response(Unhandled(), AgentId("echo", "u")))
+            await within(runtime.send_and_await_response(Unhandled(), AgentId("echo", "u")))
         assert "Unhandled" in str(info.value)
 
     async def test_unknown_agent_type_fails_at_once(self, runtime: AgentRuntime) -> None:
         with pytest.raises(AgentNotFoundError, match="nobody"):
-            await _within(runtime.send_and_await_response(Ping(text="?"), AgentId("nobody", "k")), 5)
+            await within(runtime.send_and_await_response(Ping(text="?"), AgentId("nobody", "k")), 5)
 
     async def test_failing_factory(self, runtime: AgentRuntime) -> None:
         def factory(agent_id: AgentId, rt: AgentRuntime) -> EchoAgent:
             raise RuntimeError("no agents today")
 
-        await _within(runtime.register_agent_factory("broken", factory))
+        await within(runtime.register_agent_factory("broken", factory))
         with pytest.raises(UndeliverableError, match="no agents today"):
-            await _within(runtime.send_and_await_response(Ping(text="?"), AgentId("broken", "k")))
+            await within(runtime.send_and_await_response(Ping(text="?"), AgentId("broken", "k")))
 
     async def test_rpc_timeout_cancels_the_handler(self, runtime: AgentRuntime, journal: Journal) -> None:
         await self.register_echo(runtime, journal)
         target = AgentId("echo", "slow")
         with pytest.raises(TimeoutError, match="echo/slow"):
-            await _within(runtime.send_and_await_response(Slow(seconds=30), target, 0.3))
+            await within(runtime.send_and_await_response(Slow(seconds=30), target, 0.3))
         # The handler was cancelled, so the agent answers the next message at once.
-        reply = await _within(runtime.send_and_await_response(Ping(text="next"), target), 5)
+        reply = await within(runtime.send_and_await_response(Ping(text="next"), target), 5)
         assert reply.text == "next"
         assert journal.cancelled == [target]
 
@@ -223,11 +204,11 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
         call = asyncio.ensure_future(
             runtime.send_and_await_response(Slow(seconds=30), target, cancellation_token=token)
         )
-        await _within(journal.slow_started.wait())
+        await within(journal.slow_started.wait())
         token.cancel()
         with pytest.raises(asyncio.CancelledError):
-            await _within(call)
-        reply = await _within(runtime.send_and_await_response(Ping(text="next"), target), 5)
+            await within(call)
+        reply = await within(runtime.send_and_await_response(Ping(text="next"), target), 5)
         assert reply.text == "next"
 
     async def test_broadcast_reaches_active_agents_of_the_type_only(
@@ -237,13 +218,13 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
         await self.register_echo(runtime, journal, "other")
         keys = ["b1", "b2", "b3"]
         for k in keys:
-            await _within(runtime.send_and_await_response(Ping(text="wake"), AgentId("echo", k)))
-        await _within(runtime.send_and_await_response(Ping(text="wake"), AgentId("other", "o")))
-        await _within(runtime.broadcast(Note(text="all"), "echo"))
+            await within(runtime.send_and_await_response(Ping(text="wake"), AgentId("echo", k)))
+        await within(runtime.send_and_await_response(Ping(text="wake"), AgentId("other", "o")))
+        await within(runtime.broadcast(Note(text="all"), "echo"))
         for k in keys:
-            notes = await _within(runtime.send_and_await_response(GetNotes(), AgentId("echo", k)))
+            notes = await within(runtime.send_and_await_response(GetNotes(), AgentId("echo", k)))
             assert notes.notes == ["all!"]
-        other = await _within(runtime.send_and_await_response(GetNotes(), AgentId("other", "o")))
+        other = await within(runtime.send_and_await_response(GetNotes(), AgentId("other", "o")))
         assert other.notes == []
         assert sorted(str(a) for a in journal.created) == ["echo/b1", "echo/b2", "echo/b3", "other/o"]
 
@@ -251,20 +232,20 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
         await self.register_echo(runtime, journal)
         me, you = AgentId("echo", "me"), AgentId("echo", "you")
         for agent in (me, you):
-            await _within(runtime.send_and_await_response(Ping(text="wake"), agent))
-        await _within(runtime.broadcast(Note(text="hey"), "echo", sender=me))
-        mine = await _within(runtime.send_and_await_response(GetNotes(), me))
-        yours = await _within(runtime.send_and_await_response(GetNotes(), you))
+            await within(runtime.send_and_await_response(Ping(text="wake"), agent))
+        await within(runtime.broadcast(Note(text="hey"), "echo", sender=me))
+        mine = await within(runtime.send_and_await_response(GetNotes(), me))
+        yours = await within(runtime.send_and_await_response(GetNotes(), you))
         assert (mine.notes, yours.notes) == ([], ["hey!"])
 
     async def test_registry_lists_active_agents(self, runtime: AgentRuntime, journal: Journal) -> None:
         await self.register_echo(runtime, journal)
         await self.register_echo(runtime, journal, "other")
-        assert await _within(runtime.list_agents()) == []
+        assert await within(runtime.list_agents()) == []
         for agent in (AgentId("echo", "k2"), AgentId("other", "z"), AgentId("echo", "k1")):
-            await _within(runtime.send_and_await_response(Ping(text="wake"), agent))
-        assert await _within(runtime.list_agents("echo")) == [AgentId("echo", "k1"), AgentId("echo", "k2")]
-        assert await _within(runtime.list_agents()) == [
+            await within(runtime.send_and_await_response(Ping(text="wake"), agent))
+        assert await within(runtime.list_agents("echo")) == [AgentId("echo", "k1"), AgentId("echo", "k2")]
+        assert await within(runtime.list_agents()) == [
             AgentId("echo", "k1"),
             AgentId("echo", "k2"),
             AgentId("other", "z"),
@@ -273,7 +254,7 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
     async def test_agent_to_agent_rpc_carries_the_sender(self, runtime: AgentRuntime, journal: Journal) -> None:
         await self.register_echo(runtime, journal)
         relay = AgentId("echo", "relay")
-        reply = await _within(
+        reply = await within(
             runtime.send_and_await_response(Relay(target_type="echo", target_key="end", text="via"), relay)
         )
         assert (reply.text, reply.agent, reply.sender) == ("via", "echo/end", "echo/relay")
@@ -281,10 +262,10 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
     async def test_agents_on_a_peer_runtime(self, runtime: AgentRuntime, peer: AgentRuntime, journal: Journal) -> None:
         await self.register_echo(peer, journal, "remote")
         await self.register_echo(runtime, journal, "home")
-        reply = await _within(runtime.send_and_await_response(Ping(text="x"), AgentId("remote", "r")))
+        reply = await within(runtime.send_and_await_response(Ping(text="x"), AgentId("remote", "r")))
         assert reply.agent == "remote/r"
         # And back: an agent hosted by the peer calls an agent hosted here.
-        relayed = await _within(
+        relayed = await within(
             peer.send_and_await_response(Relay(target_type="home", target_key="h", text="back"), AgentId("remote", "r"))
         )
         assert (relayed.agent, relayed.sender) == ("home/h", "remote/r")
@@ -292,7 +273,7 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
     async def test_concurrent_rpcs(self, runtime: AgentRuntime, journal: Journal) -> None:
         await self.register_echo(runtime, journal)
         calls = [runtime.send_and_await_response(Ping(text=f"m{i}"), AgentId("echo", f"c{i % 8}")) for i in range(32)]
-        replies = await _within(asyncio.gather(*calls))
+        replies = await within(asyncio.gather(*calls))
         assert [r.text for r in replies] == [f"m{i}" for i in range(32)]
         assert sorted(r.count for r in replies if r.agent == "echo/c0") == [1, 2, 3, 4]
 
@@ -315,16 +296,16 @@ class RuntimeConformance(RuntimeStateScenarios, RuntimeTraceScenarios, RuntimeTo
 
     async def test_stop_closes_agents_and_refuses_messages(self, journal: Journal) -> None:
         rt = await self.make_runtime()
-        await _within(rt.start())
+        await within(rt.start())
         try:
             await self.register_echo(rt, journal)
             for k in ("s1", "s2"):
-                await _within(rt.send_and_await_response(Ping(text="wake"), AgentId("echo", k)))
+                await within(rt.send_and_await_response(Ping(text="wake"), AgentId("echo", k)))
         finally:
-            await _within(rt.stop(), 30)
+            await within(rt.stop(), 30)
         assert sorted(str(a) for a in journal.closed) == ["echo/s1", "echo/s2"]
         with pytest.raises(RuntimeClosedError):
-            await _within(rt.send_and_await_response(Ping(text="late"), AgentId("echo", "s1")), 5)
+            await within(rt.send_and_await_response(Ping(text="late"), AgentId("echo", "s1")), 5)
         with pytest.raises(RuntimeClosedError):
-            await _within(rt.send_message(Note(text="late"), AgentId("echo", "s1")), 5)
-        await _within(rt.stop())  # idempotent
+            await within(rt.send_message(Note(text="late"), AgentId("echo", "s1")), 5)
+        await within(rt.stop())  # idempotent

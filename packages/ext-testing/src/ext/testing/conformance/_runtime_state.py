@@ -20,7 +20,8 @@ from ext.core import (
     SavePolicy,
     StateConflictError,
 )
-from ext.testing.conformance._runtime_agents import EchoAgent, GetNotes, Journal, Note, Ping, Spoil, _within
+from ext.testing.conformance._waits import within
+from ext.testing.runtime_agents import EchoAgent, GetNotes, Journal, Note, Ping, Spoil
 
 A = AgentId("echo", "a")
 B = AgentId("echo", "b")
@@ -43,23 +44,23 @@ class RuntimeStateScenarios:
     async def started(self, journal: Journal, **options: Any) -> AsyncIterator[AgentRuntime]:
         """A started runtime built with `options`, hosting `EchoAgent`s as type "echo"; stopped on exit."""
         runtime = await self.make_runtime(**options)
-        await _within(runtime.start())
+        await within(runtime.start())
         try:
-            await _within(runtime.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, journal)))
+            await within(runtime.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, journal)))
             yield runtime
         finally:
-            await _within(runtime.stop(), 30)
+            await within(runtime.stop(), 30)
 
     async def test_state_is_loaded_on_activation_and_saved_after_each_message(self, journal: Journal) -> None:
         store = InMemoryStateStore()
         await store.put(A, {"count": 5, "notes": ["before"]}, None)
         async with self.started(journal, state_store=store) as runtime:
-            reply = await _within(runtime.send_and_await_response(Ping(text="hi"), A))
+            reply = await within(runtime.send_and_await_response(Ping(text="hi"), A))
             assert reply.count == 6
             record = await store.get(A)
             assert record is not None and (record.state, record.version) == ({"count": 6, "notes": ["before"]}, 2)
-            await _within(runtime.send_message(Note(text="n1"), A))
-            notes = await _within(runtime.send_and_await_response(GetNotes(), A))
+            await within(runtime.send_message(Note(text="n1"), A))
+            notes = await within(runtime.send_and_await_response(GetNotes(), A))
             assert notes.notes == ["before", "n1"]
             record = await store.get(A)
             assert record is not None and record.state["notes"] == ["before", "n1"]
@@ -69,15 +70,15 @@ class RuntimeStateScenarios:
     ) -> None:
         store = InMemoryStateStore()
         async with self.started(journal, state_store=store) as runtime:
-            await _within(runtime.send_and_await_response(Ping(text="one"), A))
-            await _within(runtime.send_message(Note(text="kept"), A))
+            await within(runtime.send_and_await_response(Ping(text="one"), A))
+            await within(runtime.send_message(Note(text="kept"), A))
             with pytest.raises(Exception) as info:
-                await _within(runtime.send_and_await_response(Spoil(text="half"), A))
+                await within(runtime.send_and_await_response(Spoil(text="half"), A))
             assert _raised(info.value, ValueError, "spoilt: half"), repr(info.value)
             record = await store.get(A)
             assert record is not None and record.state == {"count": 1, "notes": ["kept"]}
             # The agent object that saw the half-done change is gone; its successor starts from the save.
-            notes = await _within(runtime.send_and_await_response(GetNotes(), A))
+            notes = await within(runtime.send_and_await_response(GetNotes(), A))
             assert notes.notes == ["kept"]
             assert journal.created == [A, A] and journal.closed == [A]
 
@@ -85,12 +86,12 @@ class RuntimeStateScenarios:
         store = InMemoryStateStore()
         async with self.started(journal, state_store=store, save_policy=SavePolicy.every(3)) as runtime:
             for text in ("1", "2"):
-                await _within(runtime.send_and_await_response(Ping(text=text), A))
+                await within(runtime.send_and_await_response(Ping(text=text), A))
             assert await store.get(A) is None
-            await _within(runtime.send_and_await_response(Ping(text="3"), A))
+            await within(runtime.send_and_await_response(Ping(text="3"), A))
             record = await store.get(A)
             assert record is not None and (record.state["count"], record.version) == (3, 1)
-            await _within(runtime.send_and_await_response(Ping(text="4"), A))
+            await within(runtime.send_and_await_response(Ping(text="4"), A))
             record = await store.get(A)
             assert record is not None and record.state["count"] == 3
         # Stopping saves what the policy had not saved yet.
@@ -101,7 +102,7 @@ class RuntimeStateScenarios:
         store = InMemoryStateStore()
         async with self.started(journal, state_store=store, save_policy=SavePolicy.on_deactivation()) as runtime:
             for key in ("a", "b"):
-                await _within(runtime.send_and_await_response(Ping(text="x"), AgentId("echo", key)))
+                await within(runtime.send_and_await_response(Ping(text="x"), AgentId("echo", key)))
             assert await store.keys() == []
         assert await store.keys() == [A, B]
         record = await store.get(B)
@@ -112,54 +113,54 @@ class RuntimeStateScenarios:
         keys = [f"idle{i}" for i in range(5)]
         async with self.started(journal, state_store=store, idle_timeout=0.05) as runtime:
             for key in keys:
-                await _within(runtime.send_and_await_response(Ping(text="first"), AgentId("echo", key)))
-            await _within(journal.wait_closed(len(keys)))
+                await within(runtime.send_and_await_response(Ping(text="first"), AgentId("echo", key)))
+            await within(journal.wait_closed(len(keys)))
             assert journal.live == 0  # every object released
             assert await store.keys() == [AgentId("echo", k) for k in keys]
             for key in keys:
-                reply = await _within(runtime.send_and_await_response(Ping(text="again"), AgentId("echo", key)))
+                reply = await within(runtime.send_and_await_response(Ping(text="again"), AgentId("echo", key)))
                 assert reply.count == 2  # the state survived the deactivation
-            await _within(journal.wait_closed(2 * len(keys)))
+            await within(journal.wait_closed(2 * len(keys)))
             assert journal.live == 0
             assert len(journal.created) == 2 * len(keys)
 
     async def test_idle_timeout_without_a_store_keeps_state_in_memory(self, journal: Journal) -> None:
         async with self.started(journal, idle_timeout=0.05) as runtime:
-            await _within(runtime.send_and_await_response(Ping(text="first"), A))
-            await _within(journal.wait_closed(1))
-            reply = await _within(runtime.send_and_await_response(Ping(text="again"), A))
+            await within(runtime.send_and_await_response(Ping(text="first"), A))
+            await within(journal.wait_closed(1))
+            reply = await within(runtime.send_and_await_response(Ping(text="again"), A))
             assert (reply.count, journal.live) == (2, 1)
 
     async def test_a_stale_writer_gets_a_conflict_and_rereads(self, journal: Journal) -> None:
         store = InMemoryStateStore()
         async with self.started(journal, state_store=store) as runtime:
-            await _within(runtime.send_and_await_response(Ping(text="one"), A))
+            await within(runtime.send_and_await_response(Ping(text="one"), A))
             # Another writer (another worker, after a failover) saves version 2 behind this agent's back.
             await store.put(A, {"count": 40, "notes": []}, 1)
             with pytest.raises(Exception) as info:
-                await _within(runtime.send_and_await_response(Ping(text="two"), A))
+                await within(runtime.send_and_await_response(Ping(text="two"), A))
             assert _raised(info.value, StateConflictError, "expected version 1, found version 2"), repr(info.value)
             record = await store.get(A)
             assert record is not None and record.state["count"] == 40
-            reply = await _within(runtime.send_and_await_response(Ping(text="three"), A))
+            reply = await within(runtime.send_and_await_response(Ping(text="three"), A))
             assert reply.count == 41
 
     async def test_runtime_save_state_and_load_state(self, journal: Journal) -> None:
         async with self.started(journal) as runtime:
-            await _within(runtime.send_and_await_response(Ping(text="x"), A))
-            await _within(runtime.send_message(Note(text="b's"), B))
-            await _within(runtime.send_and_await_response(GetNotes(), B))
-            saved = await _within(runtime.save_state())
+            await within(runtime.send_and_await_response(Ping(text="x"), A))
+            await within(runtime.send_message(Note(text="b's"), B))
+            await within(runtime.send_and_await_response(GetNotes(), B))
+            saved = await within(runtime.save_state())
         assert saved == {"echo/a": {"count": 1, "notes": []}, "echo/b": {"count": 0, "notes": ["b's"]}}
         store = InMemoryStateStore()
         async with self.started(Journal(), state_store=store) as runtime:
             with pytest.raises(ValueError, match="not an agent id"):
-                await _within(runtime.load_state({"no-slash": {}}))
+                await within(runtime.load_state({"no-slash": {}}))
             with pytest.raises(AgentNotFoundError, match="nobody"):
-                await _within(runtime.load_state({"nobody/x": {}}))
+                await within(runtime.load_state({"nobody/x": {}}))
             assert await store.keys() == []
-            await _within(runtime.load_state(saved))
-            reply = await _within(runtime.send_and_await_response(Ping(text="y"), A))
+            await within(runtime.load_state(saved))
+            reply = await within(runtime.send_and_await_response(Ping(text="y"), A))
             assert reply.count == 2
             record = await store.get(B)
             assert record is not None and record.state == {"count": 0, "notes": ["b's"]}

@@ -22,7 +22,7 @@ from ext.testing.servers._base import (
     ndjson_frame,
     sse_frame,
 )
-from ext.testing.servers._embeddings import EmbeddingScript, embedding_tokens, embedding_vector
+from ext.testing.servers._embedding_script import EmbeddingScript, embedding_tokens, embedding_vector
 from ext.testing.servers.anthropic import AnthropicServer
 from ext.testing.servers.azure_ai import AzureAIServer
 from ext.testing.servers.bedrock import BedrockServer
@@ -30,27 +30,31 @@ from ext.testing.servers.ollama import OllamaServer
 from ext.testing.servers.openai import OpenAIServer
 
 __all__ = [
-    "AzureAIServer",
+    # The servers
     "AnthropicServer",
+    "AzureAIServer",
     "BedrockServer",
-    "EmbeddingScript",
-    "embedding_tokens",
-    "embedding_vector",
-    "Fault",
-    "Headers",
     "LoopbackServer",
+    "OllamaServer",
+    "OpenAIServer",
+    # Scripting them (protocol-neutral replies and faults, and what a server decodes)
+    "Fault",
     "NeutralMessage",
     "NeutralRequest",
     "NeutralToolResult",
-    "OpenAIServer",
-    "OllamaServer",
-    "RecordedRequest",
     "Reply",
+    "ScriptItem",
+    "ToolCallSpec",
+    # Their embeddings routes: the script and the values they answer with
+    "EmbeddingScript",
+    "embedding_tokens",
+    "embedding_vector",
+    # Requests, responses and routes (a test's own route, a callable script item)
+    "Headers",
+    "RecordedRequest",
     "Response",
     "Route",
-    "ScriptItem",
     "StreamResponse",
-    "ToolCallSpec",
     "format_seconds",
     "json_response",
     "ndjson_frame",

@@ -268,7 +268,7 @@ class LoopbackServer:
     # -- serving -------------------------------------------------------------------------------------------------
 
     async def _handle_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = _Connection(self, reader, writer, next(self._conn_ids))
+        conn = _Connection(reader, writer, next(self._conn_ids))
         conn.task = asyncio.current_task()
         self._connections.add(conn)
         self.connections_opened += 1

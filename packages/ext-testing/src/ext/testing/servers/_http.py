@@ -9,10 +9,7 @@ import http
 import json as _json
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ext.testing.servers._base import LoopbackServer
+from typing import Any
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -51,8 +48,7 @@ class _BadRequest(Exception):
 class _Connection:
     """One accepted connection: a byte buffer over the stream, and disconnect detection while a response waits."""
 
-    def __init__(self, server: LoopbackServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, cid: int):
-        self.server = server
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, cid: int):
         self.reader = reader
         self.writer = writer
         self.id = cid

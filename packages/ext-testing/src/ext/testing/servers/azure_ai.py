@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from ext.testing.script import Fault, Reply, split_words
+from ext.testing.servers._azure_ai_embeddings import azure_ai_embedding_routes
 from ext.testing.servers._base import (
     RecordedRequest,
     Response,
@@ -24,7 +25,6 @@ from ext.testing.servers._base import (
     json_response,
 )
 from ext.testing.servers._rules import Violation, chat_violation, openai_violation
-from ext.testing.servers.embeddings import azure_ai_embedding_routes
 from ext.testing.servers.openai import OpenAIServer
 
 __all__ = ["AZURE_AI_CHAT_PARAMETERS", "AzureAIServer"]

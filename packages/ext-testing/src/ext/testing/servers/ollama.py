@@ -26,8 +26,8 @@ from ext.testing.servers._base import (
     json_response,
     ndjson_frame,
 )
-from ext.testing.servers._embeddings import EmbeddingScript
-from ext.testing.servers.embeddings import OLLAMA_EMBEDDING_SIZES, ollama_embedding_routes
+from ext.testing.servers._embedding_script import EmbeddingScript
+from ext.testing.servers._ollama_embeddings import OLLAMA_EMBEDDING_SIZES, ollama_embedding_routes
 
 __all__ = ["OllamaServer", "body_type_error", "format_error", "model_not_found_message", "pair_tool_results"]
 

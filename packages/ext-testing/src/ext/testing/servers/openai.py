@@ -30,9 +30,9 @@ from ext.testing.servers._base import (
     json_response,
     sse_frame,
 )
-from ext.testing.servers._embeddings import EmbeddingScript
+from ext.testing.servers._embedding_script import EmbeddingScript
+from ext.testing.servers._openai_embeddings import OPENAI_EMBEDDING_SIZES, openai_embedding_routes
 from ext.testing.servers._rules import OPENAI_RANGES, Violation, chat_violation, openai_error_body, openai_violation
-from ext.testing.servers.embeddings import OPENAI_EMBEDDING_SIZES, openai_embedding_routes
 
 __all__ = ["OpenAIServer", "chat_violation", "openai_violation"]
 

@@ -1,1 +1,1 @@
-"""Generated protobuf and gRPC modules (see tools/gen_protos.py)."""
+"""Generated protobuf and gRPC modules (see tools/build/gen_protos.py)."""

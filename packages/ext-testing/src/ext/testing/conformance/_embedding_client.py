@@ -40,21 +40,11 @@ from ext.core import (
     EmbeddingResponseError,
 )
 from ext.testing.conformance._component import load_dumped_client
+from ext.testing.sample_inputs import TEXTS
 from ext.testing.script import Fault
 from ext.testing.servers import LoopbackServer, embedding_tokens, embedding_vector
 
-__all__ = ["TEXTS", "EmbeddingClientConformance"]
-
-TEXTS = [
-    "The cat sat on the mat.",
-    "Stock markets fell sharply on Monday.",
-    "A kitten was sleeping on the rug.",
-    "The central bank raised interest rates.",
-    "Photosynthesis turns light into chemical energy.",
-    "Il pleut à Paris depuis ce matin.",
-    "東京は日本の首都です。",
-]
-"""Seven distinct texts (more than two batches of three), some not ASCII."""
+__all__ = ["EmbeddingClientConformance"]
 
 
 class EmbeddingClientConformance:

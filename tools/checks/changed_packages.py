@@ -2,10 +2,10 @@
 
 Usage (Python 3.11+, run from anywhere)::
 
-    python tools/changed_packages.py                       # origin/main (or HEAD~1) vs work tree
-    python tools/changed_packages.py --base SHA --head HEAD
-    python tools/changed_packages.py --all                 # every distribution
-    python tools/changed_packages.py --graph               # {dist: [direct workspace deps]}
+    python tools/checks/changed_packages.py                       # origin/main (or HEAD~1) vs work tree
+    python tools/checks/changed_packages.py --base SHA --head HEAD
+    python tools/checks/changed_packages.py --all                 # every distribution
+    python tools/checks/changed_packages.py --graph               # {dist: [direct workspace deps]}
 
 Rules (see ``classify``): a file in ``packages/<dist>/`` selects that dist, its
 transitive dependants (``dependencies`` and ``optional-dependencies``) and the dists

@@ -6,8 +6,8 @@
 # minutes on 2 cores). Options that cut the build without changing what ext uses: no multimodal (llava/mtmd)
 # library, no llama.cpp tests, examples, tools or server.
 #
-#   tools/llama_cpp_wheel.sh            build if missing; print the wheel folder
-#   EXT_WHEELS=/path tools/llama_cpp_wheel.sh
+#   tools/build/llama_cpp_wheel.sh            build if missing; print the wheel folder
+#   EXT_WHEELS=/path tools/build/llama_cpp_wheel.sh
 set -euo pipefail
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 wheels="${EXT_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/ext-wheels}"

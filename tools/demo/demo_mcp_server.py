@@ -1,6 +1,6 @@
 """The demo's MCP server (the mcp SDK's MCPServer over stdio): a clock that knows a few cities.
 
-Run by tools/demo.py through ext's McpWorkbench; not meant to be started by hand.
+Run by tools/demo/demo.py through ext's McpWorkbench; not meant to be started by hand.
 """
 
 from __future__ import annotations

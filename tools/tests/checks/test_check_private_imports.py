@@ -1,4 +1,4 @@
-"""tools/check_private_imports.py: it catches imports of another distribution's private modules and names in a
+"""tools/checks/check_private_imports.py: it catches imports of another distribution's private modules and names in a
 planted tree, leaves a distribution's own private imports alone, and passes on the repository."""
 
 from __future__ import annotations
@@ -81,6 +81,20 @@ def test_distribution_names_come_from_the_folders(tree: Path) -> None:
     assert finding.render(tree).startswith(
         "packages/ext-core/src/ext/core/_uses_mcp.py:1: ext-core imports from ext.tools.mcp._connection, private "
         "to ext-tools-mcp;"
+    )
+
+
+def test_the_import_name_is_the_package_under_src_not_the_folder_name(tree: Path) -> None:
+    # packages/ext-models-llama-cpp imports as ext.models.llama_cpp (an underscore, not a dot).
+    _write(tree, "packages/ext-models-llama-cpp/pyproject.toml", '[project]\nname = "ext-models-llama-cpp"\n')
+    _write(tree, "packages/ext-models-llama-cpp/src/ext/models/llama_cpp/__init__.py", "")
+    _write(tree, "packages/ext-core/src/ext/core/_uses_llama.py", "from ext.models.llama_cpp._client import C\n")
+
+    (finding,) = cpi.check(tree)
+
+    assert finding.render(tree).startswith(
+        "packages/ext-core/src/ext/core/_uses_llama.py:1: ext-core imports from ext.models.llama_cpp._client, "
+        "private to ext-models-llama-cpp;"
     )
 
 

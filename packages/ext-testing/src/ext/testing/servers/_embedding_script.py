@@ -1,5 +1,8 @@
-"""What every loopback server's embeddings route shares: deterministic vectors, a token estimate, and the
-`EmbeddingScript` a test uses to make the next requests fail, hang or return chosen vectors.
+"""What every loopback server's embeddings routes share: deterministic vectors, a token estimate, the float32
+base64 encoding, and the `EmbeddingScript` a test uses to make the next requests fail, hang or return chosen vectors.
+Each protocol's routes are in a module named for it (`_openai_embeddings`, `_ollama_embeddings`,
+`_azure_ai_embeddings`); they read their server through a Protocol they declare, so no server module is imported
+back.
 
 The vectors are a function of the text alone (a SHA-256-seeded Gaussian, normalised to length 1 and rounded to
 float32, the precision every provider sends), so a test can compute what the server will return with
@@ -9,20 +12,31 @@ float32, the precision every provider sends), so a test can compute what the ser
 from __future__ import annotations
 
 import array
+import base64
 import hashlib
 import math
 import random
+import struct
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Union
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Protocol, Union
 
 from ext.testing.script import Fault
 from ext.testing.servers._messages import RecordedRequest, Response
 
 if TYPE_CHECKING:
-    from ext.testing.servers._base import LoopbackServer
+    from ext.testing.servers._http import _Connection
 
-__all__ = ["EmbeddingScript", "EmbeddingScriptItem", "VectorFunction", "embedding_tokens", "embedding_vector"]
+__all__ = [
+    "EmbeddingScript",
+    "EmbeddingScriptItem",
+    "FaultTarget",
+    "VectorFunction",
+    "embedding_tokens",
+    "embedding_vector",
+    "fault_response",
+    "float32_base64",
+]
 
 VectorFunction = Callable[[list[str]], list[list[float]]]
 """Given the texts of one request, the vectors to answer with (any count, size or values: to test a client's
@@ -31,12 +45,28 @@ checks)."""
 EmbeddingScriptItem = Union[Fault, VectorFunction]
 
 
+class FaultTarget(Protocol):
+    """What answering a fault from inside a route takes from the server (a `LoopbackServer`): its open connections
+    (``hang`` and ``drop`` act on the request's own) and its protocol's error shape."""
+
+    @property
+    def _connections(self) -> Collection[_Connection]: ...
+
+    def render_fault(self, fault: Fault, request: RecordedRequest) -> Response: ...
+
+
 def embedding_vector(text: str, dimensions: int) -> list[float]:
     """The vector every loopback server returns for ``text``: unit length, float32 values, ``dimensions`` long."""
     rng = random.Random(hashlib.sha256(text.encode("utf-8")).digest())
     raw = [rng.gauss(0.0, 1.0) for _ in range(dimensions)]
     norm = math.sqrt(math.fsum(x * x for x in raw)) or 1.0
     return array.array("f", [x / norm for x in raw]).tolist()
+
+
+def float32_base64(vector: list[float]) -> str:
+    """``encoding_format: "base64"`` as OpenAI and Azure AI send it: little-endian float32, what the SDKs decode
+    (numpy.frombuffer(dtype="float32") / array("f"))."""
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
 
 
 def embedding_tokens(text: str) -> int:
@@ -84,7 +114,7 @@ class EmbeddingScript:
 
     async def answer(
         self,
-        server: LoopbackServer,
+        server: FaultTarget,
         request: RecordedRequest,
         texts: list[str],
         dimensions: int,
@@ -99,7 +129,7 @@ class EmbeddingScript:
         return render(vectors)
 
 
-async def fault_response(server: LoopbackServer, request: RecordedRequest, fault: Fault) -> Response:
+async def fault_response(server: FaultTarget, request: RecordedRequest, fault: Fault) -> Response:
     """``fault`` as this server renders it; ``hang`` and ``drop`` act on the connection (the response is then
     never sent)."""
     if fault.kind in ("hang", "drop", "drop_mid_body"):

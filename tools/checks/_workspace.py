@@ -24,7 +24,7 @@ else:
     except ModuleNotFoundError as exc:
         raise SystemExit("tools/ need Python 3.11+ (tomllib); on 3.10 install tomli") from exc
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES_DIR = "packages"
 
 SEPARATE_ENVIRONMENTS: Mapping[str, str] = {
@@ -32,7 +32,7 @@ SEPARATE_ENVIRONMENTS: Mapping[str, str] = {
 }
 """The distributions that cannot be installed next to every other one, with the reason. Each is tested, typed and
 linted in its own hatch env only; every other distribution is a member of the shared envs (``hatch-test``, ``dev``),
-which install them all together (tools/check_wheels.py holds hatch.toml to this)."""
+which install them all together (tools/checks/check_wheels.py holds hatch.toml to this)."""
 
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 
@@ -40,6 +40,17 @@ _NAME_RE = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 def canonical_name(name: str) -> str:
     """PEP 503 normalisation: ``Ext_Models.Openai`` -> ``ext-models-openai``."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def import_name(folder: Path) -> str:
+    """The import name of the distribution in ``folder``: its shallowest package under ``src/`` (the one with an
+    ``__init__.py``: ``src/ext/models/llama_cpp`` -> ``ext.models.llama_cpp``), else the folder's name with dots
+    (``ext-models-openai`` -> ``ext.models.openai``)."""
+    src = folder / "src"
+    inits = sorted(src.rglob("__init__.py"), key=lambda p: (len(p.parts), p)) if src.is_dir() else []
+    if inits:
+        return ".".join(inits[0].parent.relative_to(src).parts)
+    return folder.name.replace("-", ".")
 
 
 def requirement_name(requirement: str) -> str | None:

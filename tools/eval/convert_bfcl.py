@@ -5,9 +5,9 @@ change the subset. It reads the `bfcl-eval` package's data (Apache-2.0; the attr
 to the output):
 
     pip download --no-deps bfcl-eval -d /tmp/bfcl && unzip -q /tmp/bfcl/bfcl_eval-*.whl -d /tmp/bfcl/x
-    python tools/convert_bfcl.py --source /tmp/bfcl/x/bfcl_eval
+    python tools/eval/convert_bfcl.py --source /tmp/bfcl/x/bfcl_eval
 
-or, with bfcl-eval installed, `python tools/convert_bfcl.py` (it finds the package without importing it, which
+or, with bfcl-eval installed, `python tools/eval/convert_bfcl.py` (it finds the package without importing it, which
 would pull in BFCL's model handlers).
 
 BFCL's function docs use Python-flavoured types; they become JSON Schema (`dict` -> `object`, `float` ->
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "packages" / "ext-eval" / "src" / "ext" / "eval" / "data" / "bfcl.jsonl"
 
 # BFCL file stem -> (our category, how many cases): the first N of each file, in BFCL's order.

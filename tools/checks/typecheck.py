@@ -15,7 +15,7 @@ from pathlib import Path
 
 from _workspace import SEPARATE_ENVIRONMENTS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> int:

@@ -78,7 +78,7 @@ def test_several_paths_union(packages: dict[str, Package]) -> None:
     [
         "hatch.toml",
         "pyproject.toml",
-        "tools/check_wheels.py",
+        "tools/checks/check_wheels.py",
         "tools/bench/_harness.py",
         ".github/workflows/ci.yml",
         ".ci/run",

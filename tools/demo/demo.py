@@ -5,7 +5,7 @@ GGUF) run in this process by llama.cpp, at temperature 0. No network and no key.
 
 - The `weather` agent has an HttpTool, `get_weather`, that calls a small HTTP service this demo starts on
   127.0.0.1.
-- The `clock` agent has the tools of an MCP server over stdio (`tools/demo_mcp_server.py`, the mcp SDK's
+- The `clock` agent has the tools of an MCP server over stdio (`tools/demo/demo_mcp_server.py`, the mcp SDK's
   server), reached through ext's McpWorkbench.
 
 Each agent is a `RoutedAgent` whose model client is wrapped in ext-core's chat pipeline with the tool loop:
@@ -22,7 +22,7 @@ but it does not reliably choose between several tools, so each agent here has on
 (`ext chat -m ollama:llama3.2 --mcp ... --http-tool ...`) one agent can hold them all.
 
 Run: `bash tools/demo.sh` (installs what it needs first), or in the dev environment
-`hatch run dev:python tools/demo.py [--grpc]`.
+`hatch run dev:python tools/demo/demo.py [--grpc]`.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Usage (Python 3.11+)::
 
-    python tools/check_wheels.py                 # build every wheel, check wheels + hatch envs
-    python tools/check_wheels.py --no-build      # only pyproject/source-tree/hatch.toml checks
-    python tools/check_wheels.py --builder hatch # build with `hatch build -t wheel`
+    python tools/checks/check_wheels.py                 # build every wheel, check wheels + hatch envs
+    python tools/checks/check_wheels.py --no-build      # only pyproject/source-tree/hatch.toml checks
+    python tools/checks/check_wheels.py --builder hatch # build with `hatch build -t wheel`
 
 Wheels are built with ``uv build --wheel`` (falls back to ``hatch build -t wheel``
 when uv is not on PATH). Both need only hatchling in their cache, so with a warm
@@ -23,8 +23,9 @@ by the dist's tests (e.g. ``ext-testing``) is declared in the dist's PEP 735
 its requirement must be a bounded range too.
 
 Any two distributions install together: the shared envs (``hatch-test``, ``dev``) hold every distribution, so
-``hatch test`` resolves and runs them side by side, except those in ``SEPARATE_ENVIRONMENTS`` (tools/_workspace.py,
-each with its reason), which must be left out of them (``workspace.exclude``) and have only their own env.
+``hatch test`` resolves and runs them side by side, except those in ``SEPARATE_ENVIRONMENTS``
+(tools/checks/_workspace.py, each with its reason), which must be left out of them (``workspace.exclude``) and have
+only their own env.
 """
 
 from __future__ import annotations
@@ -419,7 +420,7 @@ def check_shared_envs(
         if missing:
             problems.append(
                 f"hatch.toml: [envs.{env_name}] lacks {missing}: every distribution installs together there, "
-                "unless tools/_workspace.py SEPARATE_ENVIRONMENTS says why not"
+                "unless tools/checks/_workspace.py SEPARATE_ENVIRONMENTS says why not"
             )
     return problems
 

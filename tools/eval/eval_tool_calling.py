@@ -16,7 +16,7 @@ Run (an environment with ext-eval, ext-models-llama-cpp, ext-testing and what th
 ext-models-openai and llama-cpp-python[server] for ``llama-server/*``, e.g. hatch's ``ext-models-openai``;
 ext-models-ollama for ``ollama/*``, e.g. hatch's ``ext-models-ollama``; plus ``PYTHONPATH=packages/ext-eval/src``)::
 
-    python tools/bench/eval_tool_calling.py --dataset bfcl --out tools/bench/results/tool_calling_smollm2.json
+    python tools/eval/eval_tool_calling.py --dataset bfcl --out tools/eval/results/tool_calling_smollm2.json
 """
 
 from __future__ import annotations

@@ -2,16 +2,16 @@
 
 Usage (Python 3.11+)::
 
-    python tools/check_private_imports.py            # the repository
-    python tools/check_private_imports.py --root DIR # another checkout (the tests use a temporary tree)
+    python tools/checks/check_private_imports.py            # the repository
+    python tools/checks/check_private_imports.py --root DIR # another checkout (the tests use a temporary tree)
 
 A distribution reaches another only through its public names: ``ext.<dist>._<x>`` (a private module) and
 ``from ext.<dist> import _<x>`` (a private name) are private to ``<dist>``. The files checked are every ``.py``
 under ``packages/<folder>/`` (belonging to that folder's distribution), ``tests-integration/`` and ``tools/``
-(belonging to none). A distribution's import name comes from its folder (``packages/ext-models-openai`` ->
-``ext.models.openai``), so new distributions are covered without touching this script. Each finding is printed
-as ``file:line: ...`` with the public name to use when the distribution exports it (its ``__init__``'s
-``__all__``), or what to do when it does not.
+(belonging to none). A distribution's import name is its shallowest package under ``src/``
+(``packages/ext-models-llama-cpp`` -> ``ext.models.llama_cpp``), so new distributions are covered without touching
+this script. Each finding is printed as ``file:line: ...`` with the public name to use when the distribution exports
+it (its ``__init__``'s ``__all__``), or what to do when it does not.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from _workspace import REPO_ROOT, import_name
+
 _SKIPPED_DIRS = {"__pycache__", "build", "dist", "node_modules", "site-packages"}
 
 
@@ -80,7 +81,7 @@ def distributions(root: Path) -> dict[str, Distribution]:
         return found
     for folder in sorted(packages.iterdir()):
         if folder.name.startswith("ext-") and (folder / "pyproject.toml").is_file():
-            module = folder.name.replace("-", ".")
+            module = import_name(folder)
             found[module] = Distribution(folder.name, module, folder)
     return found
 

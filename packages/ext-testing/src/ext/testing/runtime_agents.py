@@ -1,20 +1,35 @@
-"""The messages, agent and journal of the runtime conformance suites (`_runtime.py`, `_runtime_state.py`,
-`_runtime_topics.py`)."""
+"""The messages, the agent and its journal that `ext.testing.conformance.RuntimeConformance` runs on a runtime, for
+a runtime's own tests too: `EchoAgent` answers `Ping` with `Pong`, keeps `Note`s, fails on `Fail`, sleeps on `Slow`,
+forwards a `Relay` and spoils its state on `Spoil`; a `Journal` records what the agents did. A runtime that
+serializes messages registers `MESSAGE_TYPES`."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
 from ext.core import AgentId, AgentRuntime, MessageContext, RoutedAgent, TopicId, message_handler
 
-T = TypeVar("T")
-
-WAIT = 15.0
-"""Upper bound on every wait in the suite: a broken runtime fails, it never hangs the run."""
+__all__ = [
+    # The agent and what it records
+    "EchoAgent",
+    "Journal",
+    # The messages it handles
+    "MESSAGE_TYPES",
+    "Fail",
+    "GetNotes",
+    "Note",
+    "Notes",
+    "Ping",
+    "Pong",
+    "Relay",
+    "Slow",
+    "Spoil",
+    "Unhandled",
+]
 
 
 class Ping(BaseModel):
@@ -168,7 +183,3 @@ class EchoAgent(RoutedAgent):
 
     async def close(self) -> None:
         self.journal.note_closed(self.id)
-
-
-async def _within(awaitable: Awaitable[T], seconds: float = WAIT) -> T:
-    return await asyncio.wait_for(awaitable, seconds)

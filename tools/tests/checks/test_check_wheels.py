@@ -440,7 +440,7 @@ def test_shared_env_missing_a_distribution_without_a_reason(workspace: Path) -> 
     write_shared(workspace, ["packages/*"], exclude=["packages/ext-tools-langchain"])
     assert cw.check_shared_envs(workspace, discover(workspace), separate={}) == [
         "hatch.toml: [envs.hatch-test] lacks ['packages/ext-tools-langchain']: every distribution installs together "
-        "there, unless tools/_workspace.py SEPARATE_ENVIRONMENTS says why not"
+        "there, unless tools/checks/_workspace.py SEPARATE_ENVIRONMENTS says why not"
     ]
 
 
