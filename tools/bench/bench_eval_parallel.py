@@ -38,7 +38,9 @@ def case(expected: list[dict[str, Any]]) -> EvalCase:
 def worst_case(n: int) -> tuple[list[dict[str, Any]], list[FunctionCall]]:
     cities = [f"City{k}" for k in range(n)]
     expected = [{"name": "local_time", "arguments": {"city": cities[:-1]}} for _ in range(n)]
-    calls = [FunctionCall(id=str(k), name="local_time", arguments=json.dumps({"city": c})) for k, c in enumerate(cities)]
+    calls = [
+        FunctionCall(id=str(k), name="local_time", arguments=json.dumps({"city": c})) for k, c in enumerate(cities)
+    ]
     return expected, calls
 
 
@@ -49,11 +51,10 @@ def permutation_search(expected: list[dict[str, Any]], calls: list[FunctionCall]
     def assign(index: int, used: frozenset[int]) -> bool:
         if index == len(expected):
             return True
-        for position, candidate in enumerate(calls):
-            if position not in used and score(singles[index], [candidate]).correct:
-                if assign(index + 1, used | {position}):
-                    return True
-        return False
+        return any(
+            position not in used and score(singles[index], [candidate]).correct and assign(index + 1, used | {position})
+            for position, candidate in enumerate(calls)
+        )
 
     return assign(0, frozenset())
 
@@ -75,14 +76,18 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{'calls':>5}  {'permutation search ms':>22}  {'matching ms':>12}")
     for n in (int(s) for s in args.sizes.split(",")):
-        expected, calls = worst_case(n)
-        whole = case(expected)
-        assert not score(whole, calls).correct
-        matched = median_ms(lambda: score(whole, calls).correct, args.runs)
-        searched = "-"
-        if n <= args.max_search:
-            searched = f"{median_ms(lambda: permutation_search(expected, calls), 1 if n > 6 else args.runs):,.1f}"
-        print(f"{n:>5}  {searched:>22}  {matched:>12,.2f}")
+        print(row(n, args.max_search, args.runs))
+
+
+def row(n: int, max_search: int, runs: int) -> str:
+    expected, calls = worst_case(n)
+    whole = case(expected)
+    assert not score(whole, calls).correct
+    matched = median_ms(lambda: score(whole, calls).correct, runs)
+    searched = "-"
+    if n <= max_search:
+        searched = f"{median_ms(lambda: permutation_search(expected, calls), 1 if n > 6 else runs):,.1f}"
+    return f"{n:>5}  {searched:>22}  {matched:>12,.2f}"
 
 
 if __name__ == "__main__":

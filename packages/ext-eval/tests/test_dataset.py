@@ -99,7 +99,7 @@ def test_lines_split_at_line_feeds_only(tmp_path: Path, separator: str) -> None:
 
 def test_a_line_that_is_not_utf8_or_too_deep_is_named(tmp_path: Path) -> None:
     path = tmp_path / "set.jsonl"
-    path.write_bytes(json.dumps(GOOD).encode() + b"\n\"caf\xe9\"\n")
+    path.write_bytes(json.dumps(GOOD).encode() + b'\n"caf\xe9"\n')
     with pytest.raises(DatasetError, match=r"set.jsonl:2: not UTF-8 \(byte 0xe9\)"):
         load_dataset(path)
     path.write_text(json.dumps(GOOD) + "\n" + "[" * 100_000 + "\n")
