@@ -23,7 +23,9 @@ import asyncio
 import os
 import re
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +45,7 @@ from ext.testing.servers import (
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "tools" / "checks") not in sys.path:
     sys.path.append(str(ROOT / "tools" / "checks"))  # appended: a bare name there never shadows an installed module
-from _workspace import SEPARATE_ENVIRONMENTS  # noqa: E402
+from _workspace import SEPARATE_ENVIRONMENTS, load_toml, requirement_name  # noqa: E402
 
 # A distribution that has its own environment (not this one's) runs its README's examples there, in its own tests
 # (packages/ext-semantic-kernel/tests/test_readme.py): its imports are not installed here.
@@ -174,21 +176,24 @@ async def _run(
 # an answer on stdout with no tool-call JSON in it, and one with tools must carry the tool's result.
 
 _BASH = re.compile(r"```bash\n(?P<code>.*?)```", re.S)
-_EXT = re.compile(r"^(?:hatch run [\w-]+:)?(?P<command>ext\s.*)$")
+_EXT = re.compile(r"^(?:hatch run (?P<env>[\w-]+):)?(?P<command>ext\s.*)$")
 _TOOL_RESULT = re.compile(r"^← (?P<tool>[\w-]+): (?P<result>.*)$", re.M)
 
 
-def _ext_examples() -> list[str]:
+def _ext_lines() -> list[tuple[str | None, str]]:
+    """Each `ext` line of the root README's bash blocks: the hatch environment it names (None: none) and the
+    command."""
     found = []
     for block in _BASH.finditer((ROOT / "README.md").read_text(encoding="utf-8")):
         for line in block["code"].splitlines():
             match = _EXT.match(line.strip())
             if match:
-                found.append(match["command"])
+                found.append((match["env"], match["command"]))
     return found
 
 
-EXT_EXAMPLES = _ext_examples()
+EXT_LINES = _ext_lines()
+EXT_EXAMPLES = [command for _, command in EXT_LINES]
 # The fact of tools/demo/demo_notes.txt that `ext chat --memory` must answer with: the model cannot know it otherwise.
 _MEMORY_FACT = "Pimble"
 
@@ -203,12 +208,89 @@ def test_ext_examples_are_found() -> None:
     assert any(" --mcp " in e for e in EXT_EXAMPLES) and any(e.startswith("ext models") for e in EXT_EXAMPLES)
 
 
+# What an `ext` line uses, by subcommand or option, named as ext-cli's extras (its pyproject) name it: the hatch
+# environment the line names must install the distributions of that extra (`ext eval` in `demo` once said
+# "ext-eval is not installed").
+_EXTRA_OF_SUBCOMMAND = {"eval": "eval", "mcp": "mcp", "memory": "memory", "gateway": "grpc"}
+_EXTRA_OF_OPTION = {"--mcp": "mcp", "--http-tool": "http", "--memory": "memory"}
+
+
+def _extras_used(argv: list[str]) -> set[str]:
+    used = {_EXTRA_OF_OPTION[a] for a in argv if a in _EXTRA_OF_OPTION}
+    if len(argv) > 1 and argv[1] in _EXTRA_OF_SUBCOMMAND:
+        used.add(_EXTRA_OF_SUBCOMMAND[argv[1]])
+    return used
+
+
+def _environment_gaps(
+    lines: list[tuple[str | None, str]], environments: dict[str, Any], extras: dict[str, list[str]]
+) -> list[str]:
+    """For each `hatch run ENV:ext ...` line, what ENV's workspace members lack of the ext-cli extras it uses."""
+    import shlex
+
+    gaps = []
+    for env, command in lines:
+        if env is None:
+            continue
+        if env not in environments:
+            gaps.append(f"{command}: hatch.toml has no environment {env!r}")
+            continue
+        members = {Path(m).name for m in environments[env].get("workspace", {}).get("members", [])}
+        for extra in sorted(_extras_used(shlex.split(command, comments=True))):
+            missing = sorted(str(requirement_name(r)) for r in extras[extra] if requirement_name(r) not in members)
+            if missing:
+                gaps.append(f"hatch run {env}:{command}: {env!r} lacks {missing} (ext-cli[{extra}])")
+    return gaps
+
+
+def test_each_ext_line_names_an_environment_that_installs_what_it_uses() -> None:
+    extras = load_toml(ROOT / "packages/ext-cli/pyproject.toml")["project"]["optional-dependencies"]
+    environments = load_toml(ROOT / "hatch.toml")["envs"]
+    assert any(command.startswith("ext eval ") for command in EXT_EXAMPLES), "the README shows no `ext eval` line"
+    assert sum(len(_extras_used(command.split())) for env, command in EXT_LINES if env) >= 4
+    assert _environment_gaps(EXT_LINES, environments, extras) == []
+    # The check can fail: the demo environment as it was, without ext-eval.
+    demo = environments["demo"]
+    without = [m for m in demo["workspace"]["members"] if m != "packages/ext-eval"]
+    before = {**environments, "demo": {**demo, "workspace": {**demo["workspace"], "members": without}}}
+    gaps = _environment_gaps([("demo", "ext eval demo")], before, extras)
+    assert gaps == ["hatch run demo:ext eval demo: 'demo' lacks ['ext-eval'] (ext-cli[eval])"]
+
+
+def _eval_rows(out: str) -> dict[str, list[str]]:
+    """The rows of `ext eval`'s summary table on stdout (rich's box drawing, piped): category -> its other cells."""
+    rows: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("│").split("│")]
+        if line.lstrip().startswith("│") and len(cells) == 8:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _check_eval_output(example: str, argv: list[str], out: str) -> None:
+    """The table has a row per category of the selected cases and an overall row; no call failed (the model ran)
+    and none was malformed (the in-process model's calls are held to their schemas by a grammar: the README says
+    the constraint makes every call well-formed)."""
+    from ext.eval import load_dataset
+
+    categories = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--category"]
+    limit = next((int(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a == "--limit"), None)
+    cases = load_dataset(argv[2]).select(categories=categories, limit=limit)
+    rows = _eval_rows(out)
+    expected = {**Counter(case.category for case in cases), "overall": len(cases)}
+    assert {name: int(cells[0]) for name, cells in rows.items()} == expected, f"{example}: the table\n{out}"
+    for name, (_, accuracy, malformed, errors, *_rest) in rows.items():
+        assert accuracy.endswith("%") and 0 <= float(accuracy[:-1]) <= 100, f"{example}: {name} accuracy {accuracy}"
+        assert (malformed, errors) == ("0.0%", "0"), f"{example}: {name}: malformed {malformed}, errors {errors}"
+
+
 def _checkable(result: str) -> list[str]:
     """The words of a tool's result an answer must repeat: those holding digits (a time, a temperature)."""
     return [w.strip(".,;:!?") for w in result.split() if any(c.isdigit() for c in w)]
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(660)  # the process gets 600 s: `ext eval demo` scores 10 cases on the embedded model
 @pytest.mark.parametrize("example", EXT_EXAMPLES)
 async def test_readme_ext_example_gives_a_sensible_answer(example: str, data_home: Path) -> None:
     import shlex
@@ -231,6 +313,8 @@ async def test_readme_ext_example_gives_a_sensible_answer(example: str, data_hom
     out, err = out_bytes.decode(), err_bytes.decode()
     assert process.returncode == 0, f"{example}\n{err[-3000:]}"
     assert out.strip(), f"{example} printed nothing on stdout\n{err[-2000:]}"
+    if argv[1] == "eval":
+        _check_eval_output(example, argv, out)
     if argv[1] != "chat":
         return
     assert "tool_call" not in out and '{"' not in out, f"{example}: tool-call JSON in the answer: {out!r}"

@@ -80,6 +80,33 @@ def test_a_bad_line_names_the_file_the_line_and_the_field(tmp_path: Path, line: 
     assert error in str(caught.value)
 
 
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085"])
+def test_lines_split_at_line_feeds_only(tmp_path: Path, separator: str) -> None:
+    # U+2028, U+2029 and U+0085 may stand unescaped inside a JSON string; str.splitlines() cut the line there.
+    question = f"What time is it{separator}in Paris?"
+    holding = {**GOOD, "messages": [{"role": "user", "content": question}]}
+    path = tmp_path / "set.jsonl"
+    text = json.dumps(holding, ensure_ascii=False) + "\r\n" + json.dumps({**GOOD, "id": "b"}) + "\n\n{bad\n"
+    path.write_bytes(text.encode("utf-8"))
+    with pytest.raises(DatasetError) as caught:
+        load_dataset(path)
+    assert str(caught.value).startswith(f"{path}:4: not valid JSON")
+    path.write_bytes(text.removesuffix("{bad\n").encode("utf-8"))
+    dataset = load_dataset(path)
+    assert [c.id for c in dataset] == ["a", "b"]
+    assert dataset.cases[0].messages[0].content == question
+
+
+def test_a_line_that_is_not_utf8_or_too_deep_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "set.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode() + b'\n"caf\xe9"\n')
+    with pytest.raises(DatasetError, match=r"set.jsonl:2: not UTF-8 \(byte 0xe9\)"):
+        load_dataset(path)
+    path.write_text(json.dumps(GOOD) + "\n" + "[" * 100_000 + "\n")
+    with pytest.raises(DatasetError, match=r"set.jsonl:2: not valid JSON \(RecursionError"):
+        load_dataset(path)
+
+
 def test_an_unknown_category_or_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     dataset = load_dataset(write(tmp_path, GOOD))
     with pytest.raises(ValueError, match="category 'parallel' is not in set"):

@@ -13,6 +13,7 @@ import click
 
 from ext.core import ComponentError, ConfigurationError
 
+from ._context import State, run_command
 from ._errors import CliError
 from ._output import Output
 
@@ -58,9 +59,7 @@ def eval_command(
     tool_choice: str,
 ) -> None:
     """Score configurations on DATASET: a JSONL file, or a shipped one (bfcl, demo)."""
-    from ._main import _run, _State
-
-    state: _State = ctx.obj
+    state: State = ctx.obj
 
     async def go() -> int:
         report = await run_eval_command(
@@ -77,7 +76,7 @@ def eval_command(
             state.out.info(f"report written to {json_path}")
         return 0
 
-    ctx.exit(_run(ctx, go))
+    ctx.exit(run_command(ctx, go))
 
 
 async def run_eval_command(

@@ -2,81 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
-import traceback
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
 from .__about__ import __version__
+from ._context import State, run_command
 from ._errors import CliError
 from ._eval import eval_command
-from ._output import Output
-
-T = TypeVar("T")
-
-EXIT_INTERRUPTED = 130
-
-
-class _State:
-    def __init__(self, debug: bool, quiet: bool) -> None:
-        self.debug = debug
-        self.out = Output(quiet=quiet)
-
-
-def _run(ctx: click.Context, make: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine the way every subcommand does: errors as one line plus a hint, Ctrl-C as exit 130."""
-    state: _State = ctx.obj
-    try:
-        return asyncio.run(_awaited(make))
-    except KeyboardInterrupt:
-        state.out.out.flush()
-        state.out.info("interrupted", style="yellow")
-        ctx.exit(EXIT_INTERRUPTED)
-    except CliError as exc:
-        _report(state, exc, exc.message, exc.hint)
-    except click.exceptions.Exit:
-        raise
-    except Exception as exc:
-        _report(state, exc, f"{type(exc).__name__}: {exc}", _hint_for(exc))
-    ctx.exit(1)
-    raise AssertionError("unreachable")  # pragma: no cover - ctx.exit raises
-
-
-async def _awaited(make: Callable[[], Awaitable[T]]) -> T:
-    return await make()
-
-
-def _report(state: _State, exc: BaseException, message: str, hint: str | None) -> None:
-    if state.debug:
-        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    state.out.err.print(f"[bold red]error:[/] {_escape(message)}")
-    if hint:
-        state.out.err.print(f"[yellow]hint:[/] {_escape(hint)}")
-    if not state.debug:
-        state.out.err.print("[dim](run with --debug for the traceback)[/]")
-
-
-def _escape(text: str) -> str:
-    """The first line of `text`, safe for rich markup: errors are one line; --debug shows the rest."""
-    from rich.markup import escape
-
-    return escape(text.strip().split("\n")[0])
-
-
-def _hint_for(exc: BaseException) -> str | None:
-    name = type(exc).__name__
-    text = str(exc).lower()
-    if isinstance(exc, ConnectionError) or "connect" in text:
-        return "is the server running and the address right?"
-    if "api key" in text or "api_key" in text or name in {"AuthenticationError", "PermissionDeniedError"}:
-        return "set the provider's key in the environment (ext models lists what each provider reads)"
-    if isinstance(exc, TimeoutError):
-        return "the server did not answer in time; try again or raise the timeout"
-    return None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,7 +22,7 @@ def _hint_for(exc: BaseException) -> str | None:
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
     """ext: chat with any installed model, with tools; inspect MCP servers; run the agent gateway."""
-    ctx.obj = _State(debug, quiet)
+    ctx.obj = State(debug, quiet)
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, stream=sys.stderr)
 
 
@@ -150,7 +86,7 @@ def chat(
     from ._schema import schema_model
     from ._tools import function_tool, http_tool, mcp_workbench
 
-    state: _State = ctx.obj
+    state: State = ctx.obj
 
     async def go() -> int:
         if json_mode and schema:
@@ -176,7 +112,7 @@ def chat(
         )
         return await run_chat(settings, question, state.out)
 
-    ctx.exit(_run(ctx, go))
+    ctx.exit(run_command(ctx, go))
 
 
 # --- models -----------------------------------------------------------------------------------------
@@ -189,7 +125,7 @@ def models(ctx: click.Context, provider: str | None) -> None:
     """List installed providers; with PROVIDER, its options and defaults."""
     from ._providers import client_class, declaration, describe, installed_providers
 
-    state: _State = ctx.obj
+    state: State = ctx.obj
     out = state.out
 
     async def go() -> int:
@@ -216,7 +152,7 @@ def models(ctx: click.Context, provider: str | None) -> None:
         )
         return 0
 
-    ctx.exit(_run(ctx, go))
+    ctx.exit(run_command(ctx, go))
 
 
 # --- mcp --------------------------------------------------------------------------------------------
@@ -234,13 +170,13 @@ def mcp_tools(ctx: click.Context, server: str) -> None:
     """List the server's tools and their arguments."""
     from ._mcp import list_tools
 
-    state: _State = ctx.obj
+    state: State = ctx.obj
 
     async def go() -> int:
         await list_tools(server, state.out)
         return 0
 
-    ctx.exit(_run(ctx, go))
+    ctx.exit(run_command(ctx, go))
 
 
 @mcp.command("call")
@@ -253,8 +189,8 @@ def mcp_call(ctx: click.Context, server: str, tool: str, arguments: Sequence[str
     """Call TOOL with arguments and print its result."""
     from ._mcp import call_tool, parse_arguments
 
-    state: _State = ctx.obj
-    ctx.exit(_run(ctx, lambda: call_tool(server, tool, parse_arguments(arguments, raw_json), state.out)))
+    state: State = ctx.obj
+    ctx.exit(run_command(ctx, lambda: call_tool(server, tool, parse_arguments(arguments, raw_json), state.out)))
 
 
 @mcp.command("resources")
@@ -265,13 +201,13 @@ def mcp_resources(ctx: click.Context, server: str, read: str | None) -> None:
     """List the server's resources (or read one)."""
     from ._mcp import list_resources
 
-    state: _State = ctx.obj
+    state: State = ctx.obj
 
     async def go() -> int:
         await list_resources(server, read, state.out)
         return 0
 
-    ctx.exit(_run(ctx, go))
+    ctx.exit(run_command(ctx, go))
 
 
 @mcp.command("prompts")
@@ -283,13 +219,13 @@ def mcp_prompts(ctx: click.Context, server: str, get: str | None, arguments: Seq
     """List the server's prompts (or render one with --get NAME key=value ...)."""
     from ._mcp import list_prompts, parse_arguments
 
-    state: _State = ctx.obj
+    state: State = ctx.obj
 
     async def go() -> int:
         await list_prompts(server, get, parse_arguments(arguments, None), state.out)
         return 0
 
-    ctx.exit(_run(ctx, go))
+    ctx.exit(run_command(ctx, go))
 
 
 # --- gateway ----------------------------------------------------------------------------------------
@@ -303,7 +239,7 @@ def gateway(ctx: click.Context, args: Sequence[str]) -> None:
     try:
         from ext.runtime.grpc import gateway_main
     except ImportError:
-        state: _State = ctx.obj
+        state: State = ctx.obj
         state.out.err.print("[bold red]error:[/] ext-runtime-grpc is not installed")
         state.out.err.print(
             "[yellow]hint:[/] install it (from a clone: pip install -e 'packages/ext-cli[grpc]', "
@@ -353,9 +289,9 @@ def memory_add(
     """Chunk, embed and store FILES (UTF-8 text); adding a file again replaces it."""
     from ._memory import MemorySettings, add_files
 
-    state: _State = ctx.obj
+    state: State = ctx.obj
     settings = MemorySettings(db, collection, embedder, chunk_size=chunk_size, chunk_overlap=overlap)
-    ctx.exit(_run(ctx, lambda: add_files(settings, files, state.out)))
+    ctx.exit(run_command(ctx, lambda: add_files(settings, files, state.out)))
 
 
 @memory.command("query")
@@ -378,10 +314,12 @@ def memory_query(
     """The memories closest to TEXT: source#chunk [start:end] score text."""
     from ._memory import MemorySettings, query_memory
 
-    state: _State = ctx.obj
+    state: State = ctx.obj
     settings = MemorySettings(db, collection, embedder)
     ctx.exit(
-        _run(ctx, lambda: query_memory(settings, text, state.out, top_k=top_k, min_score=min_score, as_json=as_json))
+        run_command(
+            ctx, lambda: query_memory(settings, text, state.out, top_k=top_k, min_score=min_score, as_json=as_json)
+        )
     )
 
 
@@ -395,9 +333,9 @@ def memory_clear(
     """Forget FILES (as they were added), or everything in the collection."""
     from ._memory import MemorySettings, clear_memory
 
-    state: _State = ctx.obj
+    state: State = ctx.obj
     settings = MemorySettings(db, collection, embedder)
-    ctx.exit(_run(ctx, lambda: clear_memory(settings, state.out, sources)))
+    ctx.exit(run_command(ctx, lambda: clear_memory(settings, state.out, sources)))
 
 
 # --- config -----------------------------------------------------------------------------------------
@@ -415,14 +353,14 @@ def config_check(ctx: click.Context, file: str) -> None:
     """Validate FILE (JSON or YAML) without building a client or calling anything."""
     from ._config import check_config_file
 
-    state: _State = ctx.obj
+    state: State = ctx.obj
 
     async def go() -> int:
         for line in await check_config_file(file):
             state.out.answer(line + "\n")
         return 0
 
-    ctx.exit(_run(ctx, go))
+    ctx.exit(run_command(ctx, go))
 
 
 cli.add_command(eval_command)

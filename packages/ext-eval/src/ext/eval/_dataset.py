@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from ext.core import AssistantMessage, LLMMessage, SystemMessage, ToolSchema, UserMessage
 
 _SHIPPED = {"bfcl": "bfcl.jsonl", "demo": "demo.jsonl"}
+# JSON's whitespace (RFC 8259): a line of these alone is blank. str.strip() would also strip U+2028 and the like.
+_JSON_WHITESPACE = " \t\r"
 
 
 class DatasetError(ValueError):
@@ -210,19 +212,21 @@ def load_dataset(source: str | os.PathLike[str]) -> Dataset:
     """A dataset from a JSONL file, or a shipped one by name (`bfcl`, `demo`). Blank lines are skipped."""
     path = shipped_dataset_path(str(source)) if str(source) in _SHIPPED else Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
+        data_bytes = path.read_bytes()
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read the dataset ({exc.strerror or exc})") from None
     cases: list[EvalCase] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for number, line in enumerate(_jsonl_lines(data_bytes, path), start=1):
+        if not line.strip(_JSON_WHITESPACE):
             continue
         where = f"{path}:{number}"
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit; nesting too deep
+            raise DatasetError(f"{where}: not valid JSON ({type(exc).__name__}: {exc})") from None
         if not isinstance(data, dict):
             raise DatasetError(f"{where}: expected a JSON object, got {type(data).__name__}")
         try:
@@ -236,6 +240,21 @@ def load_dataset(source: str | os.PathLike[str]) -> Dataset:
     if not cases:
         raise DatasetError(f"{path}: no cases")
     return Dataset(path.stem, tuple(cases))
+
+
+def _jsonl_lines(data: bytes, path: Path) -> list[str]:
+    """The lines of a JSONL file: UTF-8, split at line feeds alone (a carriage return before one dropped), as JSON
+    Lines defines them. `str.splitlines` would also split at U+0085, U+2028 and U+2029, which a JSON string may hold
+    unescaped, and text-mode reading at a lone carriage return (JSON whitespace): both shift later line numbers."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DatasetError(f"{path}:{line}: not UTF-8 (byte {data[exc.start]:#04x})") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no line
+    return [line.removesuffix("\r") for line in lines]
 
 
 def _first_error(exc: ValidationError) -> str:

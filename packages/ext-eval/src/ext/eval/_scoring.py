@@ -2,14 +2,17 @@
 
 The rules (the README lists them for dataset authors) were learnt from BFCL's checker and written anew here:
 
-- the model makes exactly as many calls as expected; for several calls the pairing is order-free;
+- the model makes exactly as many calls as expected; for several calls the pairing is order-free (a maximum
+  bipartite matching, `_matching`: some pairing covers every expected call);
 - a call has the expected name, every parameter the tool's schema requires, and no parameter that is not both in
   the tool's schema and in the expected arguments; an expected parameter may be left out only when `""` is among
   its allowed values;
 - a value has the type the tool's schema declares (an integer counts for a `number`; a float never counts for an
-  `integer`; booleans are not numbers) and equals one of the allowed values: strings compared after
-  normalisation (lower case, without spaces and `,./-_*^`, `'` read as `"`), lists item by item, objects key by
-  key (each key's allowed values listed, `""` for an optional key);
+  `integer`; booleans are not numbers) and equals one of the allowed values: numbers by value, and so is a string
+  holding one decimal number (`"1.5"` equals `1.5` and `"1.50"`, not `"15"` or `"-1.5"`; if one side is such a
+  number, the other must be one too); other strings after normalisation (lower case, without spaces and
+  `,./-_*^`, `'` read as `"`); lists item by item, objects key by key (each key's allowed values listed, `""` for
+  an optional key);
 - irrelevance (`no_call`): correct when the model calls no tool;
 - answer checks: correct when the model answers in text that contains every `contains` string (case-insensitive)
   and matches `regex`.
@@ -22,14 +25,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ext.core import FunctionCall, ToolSchema
 
 from ._dataset import AnswerCheck, EvalCase, ExpectedCall, NoCall
+from ._matching import max_matching
 from ._wellformed import malformed_reason, parse_arguments
 
 _PUNCTUATION = re.compile(r"[ ,./\-_*^]")
+# A decimal number as people and JSON write one: sign, digits, point, exponent. No grouping ("1,000" is text),
+# no `inf`/`nan`, ASCII digits only.
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _OPTIONAL = ""
 
 
@@ -78,27 +86,38 @@ def _check_calls(
     if len(calls) != len(expected):
         return Verdict(False, reason=f"expected {len(expected)} call(s), got {len(calls)}")
     parsed = [(call.name, parse_arguments(call)) for call in calls]
-    first_problem: list[str] = []
+    problems: dict[tuple[int, int], str | None] = {}
 
-    def assign(index: int, used: frozenset[int]) -> bool:
-        """Pair expected call `index` onwards with unused calls (backtracking: an early greedy pairing cannot
-        steal the only call a later expected call matches)."""
-        if index == len(expected):
-            return True
-        want = expected[index]
-        for position, (name, arguments) in enumerate(parsed):
-            if position in used:
-                continue
-            problem = call_problem(want, name, arguments, tools[want.name])
-            if problem is None and assign(index + 1, used | {position}):
-                return True
-            if problem is not None and not first_problem:
-                first_problem.append(problem)
-        return False
+    def fits(i: int, j: int) -> bool:
+        want = expected[i]
+        problems[i, j] = call_problem(want, *parsed[j], tools[want.name])
+        return problems[i, j] is None
 
-    if assign(0, frozenset()):
+    pairing = max_matching(len(expected), len(calls), fits)
+    if None not in pairing:
         return Verdict(True)
-    return Verdict(False, reason=first_problem[0] if first_problem else "no pairing of the calls matches")
+    return Verdict(False, reason=_unpaired_reason(expected, [name for name, _ in parsed], pairing, problems))
+
+
+def _unpaired_reason(
+    expected: Sequence[ExpectedCall],
+    called: Sequence[str],
+    pairing: Sequence[int | None],
+    problems: Mapping[tuple[int, int], str | None],
+) -> str:
+    """Why no pairing covers every expected call: an expected call no call fits (compared with a call of its
+    name when there is one), else a call that fits no expected call, else the competition for the same calls."""
+    everywhere = range(len(called))
+    unpaired = [i for i, j in enumerate(pairing) if j is None]
+    for i in unpaired:
+        if all(problems[i, j] is not None for j in everywhere):
+            j = next((j for j in everywhere if called[j] == expected[i].name), 0)
+            return str(problems[i, j])
+    for j in sorted(set(everywhere) - set(pairing)):
+        if all(problems[i, j] is not None for i in everywhere):
+            i = next((i for i in everywhere if expected[i].name == called[j]), 0)
+            return f"call {j + 1}: {problems[i, j]}"
+    return f"expected call {unpaired[0] + 1} ({expected[unpaired[0]].name}) fits only calls other expected calls need"
 
 
 def call_problem(want: ExpectedCall, name: str, arguments: Any, tool: ToolSchema) -> str | None:
@@ -148,16 +167,38 @@ def _has_type(value: Any, kind: str) -> bool:
 
 
 def matches(value: Any, option: Any) -> bool:
-    """Whether `value` equals the allowed value `option` under BFCL's comparison."""
+    """Whether `value` equals the allowed value `option` under BFCL's comparison, numbers compared as numbers."""
+    if isinstance(value, bool) or isinstance(option, bool):
+        return type(value) is type(option) and value == option
+    if isinstance(value, (int, float)) and isinstance(option, (int, float)):
+        return value == option
+    number, allowed = _number(value), _number(option)
+    if number is not None or allowed is not None:
+        # A decimal number in a string ("1.5") is its value: normalisation would make "1.5", "15" and "-1.5" one.
+        return number is not None and allowed is not None and number == allowed
     if isinstance(value, str) and isinstance(option, str):
         return normalize(value) == normalize(option)
     if isinstance(value, list) and isinstance(option, list):
         return len(value) == len(option) and all(matches(v, o) for v, o in zip(value, option, strict=True))
     if isinstance(value, dict) and isinstance(option, dict):
         return _dict_matches(value, option)
-    if isinstance(value, bool) or isinstance(option, bool):
-        return type(value) is type(option) and value == option
-    return isinstance(value, (int, float)) and isinstance(option, (int, float)) and value == option
+    return False
+
+
+def _number(value: Any) -> Decimal | None:
+    """The value of a number, or of a string holding one decimal number; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        return Decimal(repr(value))  # the shortest decimal that reads back as this float: 0.1 as "0.1"
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        try:
+            return Decimal(value.strip())
+        except InvalidOperation:  # an exponent past what Decimal holds: no number to compare
+            return None
+    return None
 
 
 def _dict_matches(value: Mapping[str, Any], option: Mapping[str, Any]) -> bool:

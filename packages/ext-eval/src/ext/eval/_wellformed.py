@@ -7,11 +7,10 @@ The schema check covers what tool schemas use: `type` (one or a list), `properti
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from ext.core import FunctionCall, ToolSchema
+from ext.core import FunctionCall, ToolSchema, json_loads
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -25,10 +24,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 def parse_arguments(call: FunctionCall) -> dict[str, Any] | str:
     """The call's arguments as a dict, or why they are not a JSON object."""
+    # pydantic-core's parser, not json.loads: model output nested thousands deep makes json.loads raise
+    # RecursionError, and an integer past Python's digit limit a bare ValueError; this one refuses both as invalid.
     try:
-        value = json.loads(call.arguments) if call.arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        return f"arguments are not valid JSON ({exc.msg})"
+        value = json_loads(call.arguments) if call.arguments.strip() else {}
+    except ValueError as exc:
+        return f"arguments are not valid JSON ({exc})"
     if not isinstance(value, dict):
         return f"arguments are a JSON {type(value).__name__}, not an object"
     return value
