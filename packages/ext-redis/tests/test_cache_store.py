@@ -270,11 +270,11 @@ async def test_the_readme_example_runs_as_written(
     redis_server: RedisServer, tmp_path: Path, readme_example: Callable[[str], str]
 ) -> None:
     script = tmp_path / "example.py"
-    script.write_text(readme_example("RedisCacheStore(").replace("redis://127.0.0.1:6379/0", redis_server.url))
+    script.write_text(readme_example("RedisCacheStore("))
     async with OpenAIServer(api_key=KEY) as server:
         server.enqueue(Reply(text="2, 3 and 5."))
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-        env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=server.base_url + "/v1")
+        env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=server.base_url + "/v1", REDIS_URL=redis_server.url)
         process = await asyncio.create_subprocess_exec(
             sys.executable, str(script), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
         )

@@ -172,8 +172,9 @@ async def test_the_readme_example_runs_as_written(
     redis_server: RedisServer, tmp_path: Path, readme_example: Callable[[str], str]
 ) -> None:
     script = tmp_path / "example.py"
-    script.write_text(readme_example("RedisStateStore(").replace("redis://127.0.0.1:6379/0", redis_server.url))
+    script.write_text(readme_example("RedisStateStore("))
     env = {k: v for k, v in os.environ.items() if k != "REDIS_PASSWORD"}
+    env["REDIS_URL"] = redis_server.url
     outputs = []
     for _ in range(2):
         process = await asyncio.create_subprocess_exec(

@@ -35,6 +35,7 @@ from ext.testing.conformance._runtime import (
     Unhandled,
 )
 from ext.testing.conformance._state import StateStoreConformance
+from ext.testing.conformance._state_process import StateStoreProcess
 from ext.testing.conformance._vectors import VectorStoreConformance
 from ext.testing.conformance._workbench import WorkbenchConformance
 
@@ -72,6 +73,7 @@ __all__ = [
     "VectorStoreConformance",
     "WorkbenchConformance",
     "StateStoreConformance",
+    "StateStoreProcess",
     "assert_dump_round_trip",
     "plain_config",
 ]
