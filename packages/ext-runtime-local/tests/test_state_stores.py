@@ -18,6 +18,7 @@ from ext.core import (
     StateConflictError,
     StateCorruptError,
     StateStore,
+    StoredState,
     UndeliverableError,
 )
 from ext.runtime.local import FileStateStore, LocalAgentRuntime
@@ -145,3 +146,28 @@ async def test_an_unreadable_deleted_version_file_is_named(tmp_path: Path) -> No
     (tmp_path / ".deleted-version").write_text("lost")
     with pytest.raises(ValueError, match=r"\.deleted-version does not hold a version number"):
         await store.put(A, {"n": 1}, None)
+
+
+class ListsWhatItCannotRead(InMemoryStateStore):
+    """A store whose `keys()` checks less than its `get()` (as a store of another library may): it lists a record
+    that `get()` then finds unreadable."""
+
+    async def get(self, agent_id: AgentId) -> StoredState | None:
+        if agent_id.key == "bad":
+            raise StateCorruptError(agent_id, "record #7 of the test store", "its state is not a JSON object")
+        return await super().get(agent_id)
+
+
+async def test_save_state_leaves_out_a_record_the_store_lists_but_cannot_read(caplog: pytest.LogCaptureFixture) -> None:
+    store = ListsWhatItCannotRead()
+    for key in ("a", "bad", "c"):
+        await store.put(AgentId("echo", key), {"count": 1, "notes": []}, None)
+    runtime = LocalAgentRuntime(state_store=store)
+    await runtime.register_agent_factory("echo", lambda aid, r: EchoAgent(aid, r, Journal()))
+    try:
+        with caplog.at_level(logging.WARNING):
+            saved = await runtime.save_state()
+    finally:
+        await runtime.stop()
+    assert list(saved) == ["echo/a", "echo/c"]
+    assert "echo/bad" in caplog.text and "record #7 of the test store" in caplog.text
