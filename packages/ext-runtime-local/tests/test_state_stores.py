@@ -27,6 +27,12 @@ from ext.testing.conformance import EchoAgent, Journal, Ping, StateStoreConforma
 A = AgentId("counter", "a")
 
 
+def record_file(directory: Path, agent_id: AgentId) -> Path:
+    """The file holding `agent_id`'s record (found by its content, not by the store's naming)."""
+    (path,) = [p for p in directory.glob("*.state.json") if f'"{agent_id}"'.encode() in p.read_bytes()]
+    return path
+
+
 class TestInMemoryStateStore(StateStoreConformance):
     async def make_store(self) -> StateStore:
         return InMemoryStateStore()
@@ -45,7 +51,7 @@ class TestFileStateStore(StateStoreConformance):
 
     async def corrupt(self, store: StateStore, agent_id: AgentId) -> str | None:
         assert isinstance(store, FileStateStore)
-        (path,) = [p for p in self.directory.glob("*.state.json") if str(agent_id).encode() in p.read_bytes()]
+        path = record_file(self.directory, agent_id)
         path.write_bytes(b'{"agent":"counter/b/with slash","version":1,"sta')  # cut short, as by a full disk
         return str(path)
 
@@ -119,7 +125,7 @@ async def test_one_unreadable_record_does_not_fail_save_state_for_the_others(
         await first.send_and_await_response(Ping(text=key), AgentId("echo", key))
     await first.stop()
     bad = AgentId("echo", "b")
-    (path,) = [p for p in tmp_path.glob("*.state.json") if b'"echo/b"' in p.read_bytes()]
+    path = record_file(tmp_path, bad)
     path.write_bytes(b"\x00garbage")
 
     second = await runtime()
