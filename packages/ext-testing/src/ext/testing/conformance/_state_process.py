@@ -47,7 +47,7 @@ async def main():
                 else:
                     answer = {"error": "ValueError", "message": f"unknown op {op!r}"}
             except StateConflictError as exc:
-                answer = {"error": "StateConflictError", "message": str(exc), "expected": exc.expected, "found": exc.found}
+                answer = {"error": "StateConflictError", "expected": exc.expected, "found": exc.found}
             except Exception as exc:
                 answer = {"error": type(exc).__name__, "message": str(exc)}
             sys.stdout.write(json.dumps(answer) + "\n")
