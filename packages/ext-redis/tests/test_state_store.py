@@ -99,6 +99,23 @@ async def test_a_hash_of_the_wrong_shape_is_named_and_skipped(
         await store.close()
 
 
+async def test_a_state_that_only_looks_like_an_object_is_listed_but_not_read(
+    redis_server: RedisServer, raw: aioredis.Redis
+) -> None:
+    # keys() checks shapes on the server without moving states; get() decodes, and names what it cannot.
+    prefix = fresh_prefix()
+    store = RedisStateStore(redis_server.url, prefix=prefix)
+    agent = AgentId("t", "braces")
+    try:
+        await store.put(agent, {"n": 1}, None)
+        await raw.hset(f"{prefix}:state:t/braces", "s", "{garbage}")
+        assert await store.keys() == [agent]
+        with pytest.raises(StateCorruptError, match=r"t/braces .*its state is not a JSON object"):
+            await store.get(agent)
+    finally:
+        await store.close()
+
+
 async def test_a_member_that_is_not_an_agent_id_is_skipped(
     redis_server: RedisServer, raw: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -75,7 +75,37 @@ redis.call('SREM', KEYS[2], ARGV[1])
 return 1
 """
 
-_BATCH = 500  # records read per round trip by keys()
+# The shape of each record, checked where the records are, so that listing moves no state: KEYS are records.
+# Returns {index, why, ...} for each record that is gone ("" why) or cannot be read. A state is checked to be a
+# JSON object's text ({...}, as this store writes it, compact); `get` decodes it.
+_CHECK_SCRIPT = """
+local found = {}
+for i = 1, #KEYS do
+  local kind = redis.call('TYPE', KEYS[i]).ok
+  local why = false
+  if kind == 'none' then
+    why = ''
+  elseif kind ~= 'hash' then
+    why = 'not a Redis hash'
+  else
+    local r = redis.call('HMGET', KEYS[i], 'v', 's')
+    if not (r[1] and string.match(r[1], '^[1-9][0-9]*$')) then
+      why = 'its version is not a positive integer'
+    elseif not r[2] then
+      why = 'it holds no state'
+    elseif string.sub(r[2], 1, 1) ~= '{' or string.sub(r[2], -1) ~= '}' then
+      why = 'its state is not a JSON object'
+    end
+  end
+  if why then
+    found[#found + 1] = i
+    found[#found + 1] = why
+  end
+end
+return found
+"""
+
+_BATCH = 500  # records checked per round trip by keys()
 
 
 class _Unreadable(ValueError):
@@ -118,6 +148,7 @@ class RedisStateStore:
         # A registered script loads itself again when the server lost it (a restarted Redis).
         self._put_script: Any = self._redis.register_script(_PUT_SCRIPT)
         self._delete_script: Any = self._redis.register_script(_DELETE_SCRIPT)
+        self._check_script: Any = self._redis.register_script(_CHECK_SCRIPT)
 
     @property
     def connection(self) -> RedisConnection:
@@ -180,8 +211,9 @@ class RedisStateStore:
             raise self._unreachable(exc) from exc
 
     async def keys(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
-        """The ids with a readable record: each record is read (in batches of 500 per round trip), and one that
-        cannot be read is left out with a warning naming its key."""
+        """The ids with a readable record, each checked on the server (500 per round trip, no state moved): a record
+        of the wrong shape is left out with a warning naming its key. (A state that looks like a JSON object,
+        `{...}`, but does not parse passes here and raises `StateCorruptError` from `get`.)"""
         members = f"{self._prefix}states"
         try:
             raw = await self._redis.smembers(members)
@@ -198,29 +230,17 @@ class RedisStateStore:
         for start in range(0, len(ids), _BATCH):
             batch = ids[start : start + _BATCH]
             try:
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    for agent_id in batch:
-                        pipe.hmget(self._record(agent_id), "v", "s")
-                    results = await pipe.execute(raise_on_error=False)
+                found = await self._check_script(keys=[self._record(a) for a in batch])
             except (RedisError, OSError) as exc:
                 raise self._unreachable(exc) from exc
-            for agent_id, result in zip(batch, results, strict=True):
-                if isinstance(result, ResponseError) and str(result).startswith("WRONGTYPE"):
-                    reason = "not a Redis hash"
-                elif isinstance(result, BaseException):
-                    raise self._unreachable(result) from result
-                elif result[0] is None and result[1] is None:
-                    continue  # deleted since the listing
-                else:
-                    try:
-                        _record_of(*result)
-                    except _Unreadable as exc:
-                        reason = str(exc)
-                    else:
-                        readable.append(agent_id)
-                        continue
-                where = self._where(self._record(agent_id))
-                logger.warning("skipping the state of %s (%s): it cannot be read: %s", agent_id, where, reason)
+            skipped = {int(index) - 1: why.decode() for index, why in zip(found[::2], found[1::2], strict=True)}
+            for index, agent_id in enumerate(batch):
+                why = skipped.get(index)
+                if why is None:
+                    readable.append(agent_id)
+                elif why:  # "" is a record deleted since the listing
+                    where = self._where(self._record(agent_id))
+                    logger.warning("skipping the state of %s (%s): it cannot be read: %s", agent_id, where, why)
         return readable
 
     async def close(self) -> None:
