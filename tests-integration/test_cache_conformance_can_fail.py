@@ -1,6 +1,6 @@
 """The cache-store conformance suite fails exactly the cases a broken store breaks.
 
-`InMemoryCacheStore` passes the whole suite in test_pipeline_wire.py and `RedisCacheStore` in ext-cache-redis's
+`InMemoryCacheStore` passes the whole suite in test_pipeline_wire.py and `RedisCacheStore` in ext-redis's
 tests; here two deliberately broken stores run the same suite, and each must fail precisely where it is broken.
 """
 

@@ -133,7 +133,7 @@ class TestPipelineConformance(ChatCompletionsConformance):
 
 
 class TestInMemoryCacheStore(CacheStoreConformance):
-    """The cache-store suite on ext-core's default store (ext-cache-redis runs it on Redis)."""
+    """The cache-store suite on ext-core's default store (ext-redis runs it on Redis)."""
 
     async def make_store(self) -> CacheStore:
         return InMemoryCacheStore(max_entries=16)

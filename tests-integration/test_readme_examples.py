@@ -5,7 +5,8 @@ temporary directory). Examples that talk to a provider run against ext-testing's
 SDKs' own environment variables (OPENAI_BASE_URL, ANTHROPIC_BASE_URL, AZURE_AI_ENDPOINT, ...), the gRPC
 runtime's against a gateway process the test starts (EXT_GRPC_GATEWAY_ADDRESS), one that reads DATABASE_URL
 against a PostgreSQL with pgvector the test starts (ext.testing.postgres; the password in PGPASSWORD), one that
-reads CHROMA_URL against a Chroma server the test starts (ext.testing.chroma). A block
+reads CHROMA_URL against a Chroma server the test starts (ext.testing.chroma), one that reads REDIS_URL against a
+redis-server the test starts (ext.testing.redis). A block
 that cannot run as written is marked right above it with an HTML comment that says why: `not runnable: ...` (only
 compiled: a template, a placeholder host, or a peer the reader starts first) or `xfail: ...` (it should run as
 written but does not yet: it runs, and the test fails once it passes, so the mark is removed then):
@@ -32,6 +33,7 @@ import pytest
 from ext.runtime.grpc.testing import start_gateway_process
 from ext.testing.chroma import ChromaServer, start_chroma_server
 from ext.testing.postgres import PASSWORD, PostgresServer, start_postgres_server
+from ext.testing.redis import RedisServer, start_redis_server
 from ext.testing.script import Reply
 from ext.testing.servers import (
     AnthropicServer,
@@ -97,12 +99,17 @@ async def test_readme_example_runs(name: str, code: str, mark: str | None, tmp_p
     postgres: PostgresServer | None = None
     # The ext-vectors-chroma example runs against a real Chroma server.
     chroma: ChromaServer | None = None
+    # The ext-redis examples run against a real redis-server.
+    redis: RedisServer | None = None
     try:
         postgres = start_postgres_server() if "DATABASE_URL" in code else None
         peers = {"DATABASE_URL": postgres.url_without_password, "PGPASSWORD": PASSWORD} if postgres else {}
         chroma = start_chroma_server() if "CHROMA_URL" in code else None
         if chroma is not None:
             peers["CHROMA_URL"] = chroma.url
+        redis = start_redis_server() if "REDIS_URL" in code else None
+        if redis is not None:
+            peers["REDIS_URL"] = redis.url
         returncode, output = await _run(code, tmp_path, gateway.address if gateway is not None else None, peers)
     finally:
         if gateway is not None:
@@ -111,6 +118,8 @@ async def test_readme_example_runs(name: str, code: str, mark: str | None, tmp_p
             postgres.stop()
         if chroma is not None:
             chroma.stop()
+        if redis is not None:
+            redis.stop()
     if mark is not None:
         assert returncode != 0, f"{name} runs now: remove its readme-test xfail mark"
         pytest.xfail(mark)

@@ -28,7 +28,7 @@ from bench_runtime import Counter
 from google.protobuf.wrappers_pb2 import StringValue
 
 from ext.core import AgentId, MessageContext, RoutedAgent, StateStore, message_handler
-from ext.runtime.grpc import RedisStateStore
+from ext.redis import RedisStateStore
 from ext.runtime.local import LocalAgentRuntime
 from ext.testing.redis import start_redis_server
 

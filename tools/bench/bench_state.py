@@ -43,7 +43,8 @@ from bench_runtime import Counter, batch, start_process
 from google.protobuf.wrappers_pb2 import StringValue
 
 from ext.core import AgentId, InMemoryStateStore, SavePolicy, StateStore
-from ext.runtime.grpc import GrpcAgentRuntime, RedisStateStore
+from ext.redis import RedisStateStore
+from ext.runtime.grpc import GrpcAgentRuntime
 from ext.runtime.local import FileStateStore, LocalAgentRuntime
 from ext.testing.redis import RedisServer, start_redis_server
 

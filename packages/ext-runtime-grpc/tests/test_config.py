@@ -9,7 +9,7 @@ import pytest
 from pydantic import SecretStr
 
 from ext.core import AgentId
-from ext.runtime.grpc import Gateway, GrpcAgentRuntime, RedisRegistry
+from ext.runtime.grpc import Gateway, GrpcAgentRuntime, LocalCluster, RedisRegistry
 
 
 @pytest.mark.parametrize(
@@ -73,6 +73,13 @@ def test_redis_registry_arguments() -> None:
         RedisRegistry("http://localhost")
     with pytest.raises(ValueError, match="lease_seconds"):
         RedisRegistry("redis://127.0.0.1:1", lease_seconds=0)
+    # The password comes from REDIS_PASSWORD (ext-redis's RedisConnection), never in the URL, which is refused
+    # without being repeated.
+    with pytest.raises(ValueError, match="must not carry a password") as info:
+        RedisRegistry("redis://:hunter2@127.0.0.1:1/0")
+    assert "hunter2" not in str(info.value)
+    with pytest.raises(ValueError, match="must not carry a password"):
+        LocalCluster(2, redis_url="redis://127.0.0.1:1/0?password=hunter2")
 
 
 def test_cli_usage_and_argument_errors() -> None:

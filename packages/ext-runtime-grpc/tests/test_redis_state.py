@@ -1,63 +1,18 @@
-"""`RedisStateStore` against a real redis-server: the `StateStoreConformance` suite, an unreachable server, and a
-worker whose agents' states outlive it (a second worker picks them up)."""
+"""ext-redis's `RedisStateStore` behind gRPC workers: a worker's agents' states outlive it (a second worker picks
+them up). The store's own cases (the `StateStoreConformance` suite) run in ext-redis."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
-import pytest
 import pytest_asyncio
 
-from ext.core import AgentId, StateStore
-from ext.runtime.grpc import Gateway, GrpcAgentRuntime, RedisStateStore
-from ext.testing.conformance import StateStoreConformance
-from ext.testing.redis import RedisServer, free_port
+from ext.core import AgentId
+from ext.redis import RedisStateStore
+from ext.runtime.grpc import Gateway, GrpcAgentRuntime
 from ext.testing.runtime_agents import MESSAGE_TYPES, EchoAgent, Journal, Ping
-
-
-class TestRedisStateStore(StateStoreConformance):
-    @pytest.fixture(autouse=True)
-    def _server(self, redis_server: RedisServer) -> None:
-        self.url = redis_server.url
-        self.prefix = f"t{uuid.uuid4().hex[:8]}"
-
-    async def make_store(self) -> StateStore:
-        return RedisStateStore(self.url, prefix=self.prefix)
-
-    async def reopen(self, store: StateStore) -> StateStore | None:
-        return RedisStateStore(self.url, prefix=self.prefix)
-
-
-async def test_unreachable_redis_fails_promptly_naming_it() -> None:
-    store = RedisStateStore(f"redis://:hunter2@127.0.0.1:{free_port()}/0", connect_timeout=2)
-    try:
-        with pytest.raises(ConnectionError, match=r"state store \(Redis at 127.0.0.1:\d+\)") as info:
-            await store.get(AgentId("t", "k"))
-        assert "hunter2" not in str(info.value) and "hunter2" not in repr(store)
-    finally:
-        await store.close()
-
-
-def test_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="url must be"):
-        RedisStateStore("http://127.0.0.1:6379")
-    with pytest.raises(ValueError, match="timeout"):
-        RedisStateStore("redis://127.0.0.1:6379", timeout=0)
-
-
-async def test_more_concurrent_calls_than_connections_wait_their_turn(redis_server: RedisServer) -> None:
-    # redis-py's default pool holds 100 connections and refused the 101st concurrent command at once
-    # (MaxConnectionsError): a worker activating or saving more than 100 agents at a time failed their messages.
-    store = RedisStateStore(redis_server.url, prefix=f"t{uuid.uuid4().hex[:8]}")
-    ids = [AgentId("t", str(i)) for i in range(250)]
-    try:
-        assert await asyncio.gather(*(store.put(a, {"n": i}, None) for i, a in enumerate(ids))) == [1] * 250
-        loaded = await asyncio.gather(*(store.get(a) for a in ids))
-        assert [(s.state, s.version) if s else None for s in loaded] == [({"n": i}, 1) for i in range(250)]
-    finally:
-        await store.close()
+from ext.testing.redis import RedisServer
 
 
 @pytest_asyncio.fixture

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from ext.core import AgentId, UndeliverableError
-from ext.runtime.grpc import GrpcAgentRuntime, RedisStateStore
+from ext.redis import RedisStateStore
+from ext.runtime.grpc import GrpcAgentRuntime
 from ext.runtime.grpc.testing import (
     MESSAGE_TYPES,
     GatewayProcess,

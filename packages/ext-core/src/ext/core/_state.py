@@ -1,10 +1,13 @@
 """Durable agent state: the `StateStore` protocol (records keyed by `AgentId`, each with a version so that two
 writers cannot silently overwrite each other), the in-memory store, the save policy and the JSON checks.
 
-A record's version starts at 1 and grows by one with each write. `put(agent_id, state, expected_version)`
-writes only when the stored version is `expected_version` (None: no record yet) and raises
-`StateConflictError` otherwise. The file-backed store is `FileStateStore` (`_state_file.py`); the Redis one
-lives in `ext.runtime.grpc` (its `[redis]` extra), beside the cluster's registry.
+A record's version grows by one with each write. `put(agent_id, state, expected_version)` writes only when the
+stored version is `expected_version` (None: no record yet) and raises `StateConflictError` otherwise. A version
+never repeats for a key: a new record starts one above the highest version the store ever deleted (at 1 in a
+store that never deleted one), so a writer holding a version read before a delete cannot overwrite the record
+created after it (the ABA case). A record the store cannot read raises `StateCorruptError` naming the agent and
+where the record is; listings (`keys()`) leave it out and log it. The file-backed store is
+`ext.runtime.local.FileStateStore`, the Redis one `ext.redis.RedisStateStore`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = [
     "InMemoryStateStore",
     "SavePolicy",
     "StateConflictError",
+    "StateCorruptError",
     "StateStore",
     "StoredState",
     "decode_state",
@@ -51,6 +55,20 @@ class StateConflictError(ExtError, RuntimeError):
         self.found = found
 
 
+class StateCorruptError(ExtError, ValueError):
+    """A stored state record cannot be read: it is not what the store writes (edited by hand, cut short by a full
+    disk, written by another program or version). Delete the record (`StateStore.delete`) to start the agent
+    over, or repair it from `where`.
+
+    Attributes: `agent_id`, `where` (the file, or the Redis key and server) and `reason`."""
+
+    def __init__(self, agent_id: AgentId, where: str, reason: str) -> None:
+        super().__init__(f"the stored state of {agent_id} ({where}) cannot be read: {reason}")
+        self.agent_id = agent_id
+        self.where = where
+        self.reason = reason
+
+
 class StoredState(NamedTuple):
     """One record: the agent's state (a JSON object) and its version."""
 
@@ -61,23 +79,25 @@ class StoredState(NamedTuple):
 @runtime_checkable
 class StateStore(Protocol):
     """Where agents' states are kept, keyed by `AgentId`. Implementations: `InMemoryStateStore`,
-    `FileStateStore`, `ext.runtime.grpc.RedisStateStore`."""
+    `ext.runtime.local.FileStateStore`, `ext.redis.RedisStateStore`."""
 
     async def get(self, agent_id: AgentId) -> StoredState | None:
-        """The stored record, or None."""
+        """The stored record, or None; `StateCorruptError` naming the agent when the record cannot be read."""
         ...
 
     async def put(self, agent_id: AgentId, state: Mapping[str, Any], expected_version: int | None) -> int:
         """Write `state` if the stored version is `expected_version` (None: no record yet) and return the new
-        version; raise `StateConflictError` otherwise, and `TypeError`/`ValueError` for a non-JSON state."""
+        version; raise `StateConflictError` otherwise, and `TypeError`/`ValueError` for a non-JSON state. A new
+        record's version is above every version the key had before a `delete`."""
         ...
 
     async def delete(self, agent_id: AgentId) -> None:
-        """Remove the record (no error when there is none)."""
+        """Remove the record (no error when there is none; an unreadable record is removed too)."""
         ...
 
     async def keys(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
-        """The ids with a record (of one type, or all), sorted by type then key."""
+        """The ids with a readable record (of one type, or all), sorted by type then key. A record that cannot
+        be read is left out and logged at WARNING, so one bad record does not hide the others."""
         ...
 
     async def close(self) -> None:
@@ -159,6 +179,8 @@ class InMemoryStateStore:
 
     def __init__(self) -> None:
         self._records: dict[AgentId, tuple[bytes, int]] = {}
+        # The highest version a deleted record had: a new record starts above it, so no key sees a version twice.
+        self._deleted_max = 0
 
     def __len__(self) -> int:
         return len(self._records)
@@ -174,12 +196,14 @@ class InMemoryStateStore:
         found = None if record is None else record[1]
         if found != expected:
             raise StateConflictError(agent_id, expected, found)
-        version = 1 if found is None else found + 1
+        version = self._deleted_max + 1 if found is None else found + 1
         self._records[agent_id] = (data, version)
         return version
 
     async def delete(self, agent_id: AgentId) -> None:
-        self._records.pop(agent_id, None)
+        record = self._records.pop(agent_id, None)
+        if record is not None:
+            self._deleted_max = max(self._deleted_max, record[1])
 
     async def keys(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
         return sorted_agent_ids(list(self._records), agent_type)

@@ -48,7 +48,7 @@ _NOT_STORED = {"parsed", "cached"}
 DEFAULT_MAX_ENTRIES = 1024
 DEFAULT_CACHE_TTL = 3600.0
 """Seconds a cache entry lives when neither the `CacheMiddleware` nor `set` gives a TTL: the default of every
-built-in store (`InMemoryCacheStore`, ext-cache-redis's `RedisCacheStore`), so swapping stores keeps expiry."""
+built-in store (`InMemoryCacheStore`, ext-redis's `RedisCacheStore`), so swapping stores keeps expiry."""
 DEFAULT_TTL = DEFAULT_CACHE_TTL  # the name earlier releases used
 
 

@@ -193,7 +193,7 @@ def load_pipeline(
     A cache's `store` is `memory` (the default; `max_entries` and `store_ttl` beside it, 1024 entries of one
     hour when not given, `store_ttl: null` for no expiry), a mapping of
     `InMemoryCacheStore` settings, or a store's component dump, such as
-    `{provider: ext.cache.redis.RedisCacheStore, config: {url: "redis://127.0.0.1:6379/0", password_env: P}}`.
+    `{provider: ext.redis.RedisCacheStore, config: {url: "redis://127.0.0.1:6379/0", password_env: P}}`.
 
     A secret written in the file is refused, at any depth: a field the component types as `SecretStr` (keys,
     header maps), an argument its provider declares secret (`credential`), an `Authorization`-like header, or a

@@ -1,8 +1,8 @@
 """A throwaway `redis-server` for tests: 127.0.0.1, an ephemeral port, a temp dir, no persistence.
 
-Used by the tests of ext-runtime-grpc (gateway replicas sharing a registry) and ext-cache-redis (a shared chat
-cache). `start_redis_server()` raises `FileNotFoundError` naming the package to install when there is no
-`redis-server` on PATH, so a test that needs it fails saying what is missing. Call `stop()` in teardown.
+Used by the tests of ext-runtime-grpc (gateway replicas sharing a registry) and ext-redis (its stores).
+`start_redis_server()` raises `FileNotFoundError` naming the package to install when there is no `redis-server` on
+PATH, so a test that needs it fails saying what is missing. Call `stop()` in teardown.
 """
 
 from __future__ import annotations

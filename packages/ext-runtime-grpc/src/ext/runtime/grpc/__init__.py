@@ -5,7 +5,6 @@ from ._cli import main as gateway_main
 from ._cluster import LocalCluster
 from ._gateway import Gateway
 from ._redis_registry import RedisRegistry
-from ._redis_state import RedisStateStore
 from ._registry import InMemoryRegistry, Registry, RegistryUnavailableError
 from ._serializer import (
     JSON_TYPE,
@@ -29,7 +28,6 @@ __all__ = [
     "LocalCluster",
     "ProtobufMessageSerializer",
     "RedisRegistry",
-    "RedisStateStore",
     "Registry",
     "RegistryUnavailableError",
     "SerializationError",

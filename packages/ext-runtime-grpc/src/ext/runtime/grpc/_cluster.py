@@ -10,7 +10,7 @@ from types import TracebackType
 from pydantic import SecretStr
 
 from ._gateway import Gateway
-from ._redis_registry import RedisRegistry
+from ._redis_registry import RedisRegistry, check_lease_seconds
 from ._registry import InMemoryRegistry, Registry
 from ._wire import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -96,7 +96,11 @@ class LocalCluster:
             tls_key_file=tls_key_file,
             health_host=health_host,
         )
-        RedisRegistry("redis://127.0.0.1", lease_seconds=lease_seconds)
+        check_lease_seconds(lease_seconds)
+        if redis_url is not None:
+            # The URL checked now (scheme, no password in it) and ext-redis found: a cluster without Redis needs
+            # neither.
+            RedisRegistry(redis_url, prefix=self._prefix, lease_seconds=lease_seconds)
         if redis_url is None and replicas > 1:
             raise ValueError(
                 f"redis_url is required for {replicas} replicas (they share their registry in Redis); "

@@ -1,5 +1,7 @@
 """`RedisRegistry`: the registry shared by gateway replicas through Redis (leases, registrations, placements,
-and the pub/sub channels gateways forward to each other on)."""
+and the pub/sub channels gateways forward to each other on). It reaches Redis through ext-redis's
+`RedisConnection` (the `[redis]` extra): a URL without a password, the password from `REDIS_PASSWORD`, a blocking
+pool."""
 
 from __future__ import annotations
 
@@ -7,17 +9,42 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any
 
 from ext.core import AgentId, Subscription, TopicId
 
 from ._redis_subscriptions import RedisSubscriptions
 from ._registry import GatewayGone, Inbox, LinkLost, Registry, RegistryUnavailableError, rendezvous
 
-__all__ = ["RedisRegistry"]
+if TYPE_CHECKING:
+    from ext.redis import RedisConnection
+
+__all__ = ["RedisRegistry", "check_lease_seconds"]
 
 logger = logging.getLogger(__name__)
+
+_INSTALL_HINT = (
+    "RedisRegistry needs ext-redis: pip install 'ext-runtime-grpc[redis]' "
+    "(or, from a clone, pip install -e packages/ext-redis)"
+)
+
+
+def check_lease_seconds(value: object) -> float:
+    """`lease_seconds` checked: a positive number (a `ValueError` naming it otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"lease_seconds must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _connection(redis: str | RedisConnection) -> RedisConnection:
+    try:
+        from ext.redis import RedisConnection
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError(_INSTALL_HINT) from exc
+    if isinstance(redis, RedisConnection):
+        return redis
+    # A URL: commands time out after 10 s, connecting after 5 s, the password comes from REDIS_PASSWORD.
+    return RedisConnection(redis)
 
 
 # Keeps an existing placement while its worker is registered and its gateway's lease is alive; otherwise
@@ -81,14 +108,14 @@ class RedisRegistry(Registry):
     While Redis cannot be reached, what needs it raises `RegistryUnavailableError`. Each gateway remembers its
     own registrations: when it finds its lease key gone on renewal (Redis restarted empty, or the lease ran out
     and survivors swept it), it writes them again, so the cluster recovers without workers reconnecting.
+
+    `url` is a `redis://` URL without a password (the password comes from `REDIS_PASSWORD`; commands time out
+    after 10 s, connecting after 5 s) or an ext-redis `RedisConnection` for other settings.
     """
 
-    def __init__(self, url: str, *, prefix: str = "ext", lease_seconds: float = 10.0) -> None:
-        if not isinstance(url, str) or not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError(f"url must be a redis://, rediss:// or unix:// URL, got {url!r}")
-        if not isinstance(lease_seconds, (int, float)) or lease_seconds <= 0:
-            raise ValueError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
-        self._url = url
+    def __init__(self, url: str | RedisConnection, *, prefix: str = "ext", lease_seconds: float = 10.0) -> None:
+        lease_seconds = check_lease_seconds(lease_seconds)
+        self._connection = _connection(url)
         self._prefix = prefix.rstrip(":") + ":"
         self._lease_ms = max(1, int(lease_seconds * 1000))
         self._redis: Any = None
@@ -107,12 +134,10 @@ class RedisRegistry(Registry):
         self._must_restore = False
         self._closing = False
         # Health, from the lease renewals (every lease_seconds / 3): when Redis last answered, and the error of
-        # the last renewal if it failed. Where Redis is, for messages: host and port only (the URL may hold a
-        # password).
+        # the last renewal if it failed.
         self._last_ok = 0.0
         self._last_error = ""
-        parts = urlsplit(url)
-        self._where = f"{parts.hostname}:{parts.port or 6379}" if parts.hostname else f"unix:{parts.path}"
+        self._where = self._connection.where
 
     def _key(self, *parts: str) -> str:
         return self._prefix + ":".join(parts)
@@ -125,24 +150,13 @@ class RedisRegistry(Registry):
         *,
         link_lost: LinkLost | None = None,
     ) -> None:
-        try:
-            import redis.asyncio as aioredis
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError(
-                "RedisRegistry needs the redis package: pip install redis "
-                "(or, from a clone, pip install -e 'packages/ext-runtime-grpc[redis]')"
-            ) from exc
         await super().start(gateway_id, inbox, gateway_gone, link_lost=link_lost)
         self._inbox = inbox
         self._gateway_gone = gateway_gone
         self._link_lost = link_lost
-        # redis-py's default pool refuses a command at once (MaxConnectionsError) when its 100 connections are
-        # busy, which would fail a burst of first messages to new agents; a blocking pool makes the extra commands
-        # wait (up to the socket timeout) for a free connection instead.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            self._url, max_connections=100, timeout=10, socket_connect_timeout=5, socket_timeout=10
-        )
-        self._redis = aioredis.Redis.from_pool(pool)
+        # A blocking pool (RedisConnection): a burst of first messages to new agents waits for a free connection
+        # rather than failing at the 101st concurrent command.
+        self._redis = self._connection.client()
         await self._renew()
         self._last_ok = time.monotonic()
         # A registered script re-loads itself when the server lost it (a restarted Redis).

@@ -7,12 +7,15 @@ written."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Container, Mapping
 from typing import Any, Protocol
 
-from ext.core import Agent, AgentId, AgentNotFoundError, SavePolicy, StateStore, UndeliverableError
+from ext.core import Agent, AgentId, AgentNotFoundError, SavePolicy, StateCorruptError, StateStore, UndeliverableError
 
 __all__ = ["AgentStates", "StatefulSlot", "parse_runtime_state"]
+
+logger = logging.getLogger(__name__)
 
 
 def parse_runtime_state(state: object, agent_types: Container[str]) -> list[tuple[AgentId, Mapping[str, Any]]]:
@@ -53,10 +56,17 @@ class AgentStates:
         self.every = policy.every_n_messages
 
     async def stored(self, agent_types: Container[str]) -> dict[str, Mapping[str, Any]]:
-        """Every stored state of an agent of `agent_types`, keyed by `str(agent_id)`."""
+        """Every stored state of an agent of `agent_types`, keyed by `str(agent_id)`. A record that cannot be read
+        is left out with a warning naming it: one bad record must not hide every other agent's state."""
         result: dict[str, Mapping[str, Any]] = {}
         for agent_id in await self.store.keys():
-            record = await self.store.get(agent_id) if agent_id.type in agent_types else None
+            if agent_id.type not in agent_types:
+                continue
+            try:
+                record = await self.store.get(agent_id)
+            except StateCorruptError as exc:
+                logger.warning("leaving out a state that cannot be read: %s", exc)
+                continue
             if record is not None:
                 result[str(agent_id)] = record.state
         return result

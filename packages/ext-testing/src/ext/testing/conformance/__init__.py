@@ -15,6 +15,7 @@ from ext.testing.conformance._embedding_client import EmbeddingClientConformance
 from ext.testing.conformance._real_server import REAL_SERVER_FEATURES, RealServerConformance
 from ext.testing.conformance._runtime import RuntimeConformance
 from ext.testing.conformance._state import StateStoreConformance
+from ext.testing.conformance._state_process import StateStoreProcess
 from ext.testing.conformance._vectors import VectorStoreConformance
 from ext.testing.conformance._workbench import WorkbenchConformance
 
@@ -32,6 +33,7 @@ __all__ = [
     # Stores
     "CacheStoreConformance",
     "StateStoreConformance",
+    "StateStoreProcess",
     "VectorStoreConformance",
     # Agent runtimes
     "RuntimeConformance",

@@ -1,5 +1,5 @@
-"""The conformance suite every `StateStore` passes (`InMemoryStateStore`, `FileStateStore`,
-`ext.runtime.grpc.RedisStateStore`).
+"""The conformance suite every `StateStore` passes (`InMemoryStateStore`, `ext.runtime.local.FileStateStore`,
+`ext.redis.RedisStateStore`).
 
 Subclass it in the store's tests (the class name must start with `Test`)::
 
@@ -10,18 +10,29 @@ Subclass it in the store's tests (the class name must start with `Test`)::
         async def reopen(self, store: StateStore) -> StateStore | None:
             return MyStore(...)           # a new store object over the same records, or None when records
                                           # cannot outlive the object (in memory)
+
+        async def corrupt(self, store: StateStore, agent_id: AgentId) -> str | None:
+            ...                           # garbage where the record of agent_id is kept; return where that is
+                                          # (a text the error must name), or None when the store cannot hold one
+
+        def setup_in_process(self) -> str | None:
+            return "from my.store import MyStore\nstore = MyStore(...)"
+                                          # Python source binding `store` over the same records, run in a
+                                          # fresh interpreter; None when records cannot be shared (in memory)
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 
-from ext.core import AgentId, StateConflictError, StateStore
+from ext.core import AgentId, StateConflictError, StateCorruptError, StateStore
+from ext.testing.conformance._state_process import StateStoreProcess
 
 A = AgentId("counter", "a")
 B = AgentId("counter", "b/with slash")
@@ -36,6 +47,17 @@ class StateStoreConformance:
 
     async def reopen(self, store: StateStore) -> StateStore | None:
         """A second store object over `store`'s records (default None: the records live in the object)."""
+        return None
+
+    async def corrupt(self, store: StateStore, agent_id: AgentId) -> str | None:
+        """Replace the record of `agent_id` (which exists) with something the store never writes, the way a disk
+        or another program could, and return where it is (the file, the key): the store's errors and logs must
+        name it. Default None: the store cannot hold such a record (in memory, records are only what it wrote)."""
+        return None
+
+    def setup_in_process(self) -> str | None:
+        """Python source that binds `store` to a store over the same records as `make_store`'s, run in a fresh
+        interpreter (`StateStoreProcess`). Default None: records cannot be shared between processes."""
         return None
 
     @pytest_asyncio.fixture
@@ -107,7 +129,7 @@ class StateStoreConformance:
         await store.delete(B)  # no record: no error
         assert await store.keys() == [A, OTHER]
         assert await store.get(B) is None
-        assert await store.put(B, {}, None) == 1  # a deleted record starts over
+        assert await store.put(B, {}, None) > 1  # a new record, above the deleted one's version
 
     async def test_two_writers_one_wins(self, store: StateStore) -> None:
         await store.put(A, {"writer": "none"}, None)
@@ -142,3 +164,98 @@ class StateStoreConformance:
             await reopened.close()
         record = await store.get(A)
         assert record is not None and record.version == 3
+
+    async def test_versions_never_repeat_after_delete(self, store: StateStore) -> None:
+        # A writer that read version n before a delete must not overwrite the record created after it (ABA).
+        for expected in (None, 1, 2):
+            await store.put(A, {"n": expected}, expected)
+        seen = [1, 2, 3]
+        for round_ in range(3):
+            await store.delete(A)
+            created = await store.put(A, {"round": round_}, None)
+            assert created > max(seen), (created, seen)
+            for stale in seen:
+                with pytest.raises(StateConflictError) as info:
+                    await store.put(A, {"stale": stale}, stale)
+                assert (info.value.expected, info.value.found) == (stale, created)
+            seen.append(await store.put(A, {"round": round_, "again": True}, created))
+        record = await store.get(A)
+        assert record is not None and record.state == {"round": 2, "again": True} and record.version == seen[-1]
+        # Another key is unaffected by A's history: it grows from wherever it starts.
+        first = await store.put(B, {}, None)
+        assert await store.put(B, {}, first) == first + 1
+
+    async def test_versions_never_repeat_after_delete_and_reopening(self, store: StateStore) -> None:
+        await store.put(A, {"n": 1}, None)
+        await store.put(A, {"n": 2}, 1)
+        await store.delete(A)
+        reopened = await self.reopen(store)
+        if reopened is None:
+            return  # records live in the store object: covered by test_versions_never_repeat_after_delete
+        try:
+            created = await reopened.put(A, {"n": "new"}, None)
+        finally:
+            await reopened.close()
+        assert created > 2
+        with pytest.raises(StateConflictError):
+            await store.put(A, {"n": "stale"}, 2)
+
+    async def test_a_corrupt_record_is_named_and_skipped_in_listings(
+        self, store: StateStore, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        for agent_id in (A, B, OTHER):
+            await store.put(agent_id, {"id": str(agent_id)}, None)
+        where = await self.corrupt(store, B)
+        if where is None:
+            return  # the store holds only what it wrote
+        with pytest.raises(StateCorruptError) as info:
+            await store.get(B)
+        assert info.value.agent_id == B
+        assert str(B) in str(info.value) and where in str(info.value), str(info.value)
+        good = await store.get(A)
+        assert good is not None and good.state == {"id": str(A)}
+        with caplog.at_level(logging.WARNING):
+            assert await store.keys() == [A, OTHER]
+            assert await store.keys("counter") == [A]
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any(where in message for message in warnings), warnings
+        # Writing over it is refused too (the version it holds cannot be compared): nothing is half-written.
+        with pytest.raises(StateCorruptError):
+            await store.put(B, {"n": 1}, 1)
+        # Deleting it is how a user starts the agent over.
+        await store.delete(B)
+        assert await store.get(B) is None
+        version = await store.put(B, {"fresh": True}, None)
+        record = await store.get(B)
+        assert record is not None and (record.state, record.version) == ({"fresh": True}, version)
+        assert await store.keys() == [A, B, OTHER]
+
+    async def test_a_stale_writer_in_another_process_loses_after_delete(self, store: StateStore) -> None:
+        """Process one deletes and re-creates a record while process two holds the version it read before: two's
+        write is refused (ABA across processes), and neither process ever sees a version twice."""
+        setup = self.setup_in_process()
+        if setup is None:
+            return  # records live in one process
+        one, two = await StateStoreProcess.start(setup), await StateStoreProcess.start(setup)
+        try:
+            assert await one.put(A, {"by": "one"}, None) == 1
+            assert await one.put(A, {"by": "one", "n": 2}, 1) == 2
+            assert await two.get(A) == ({"by": "one", "n": 2}, 2)  # two holds version 2
+            await one.delete(A)
+            created = await one.put(A, {"by": "one, again"}, None)
+            assert created > 2
+            with pytest.raises(StateConflictError) as info:
+                await two.put(A, {"by": "two"}, 2)
+            assert (info.value.expected, info.value.found) == (2, created)
+            # The roles swapped: two deletes and re-creates, one's version is stale.
+            await two.delete(A)
+            again = await two.put(A, {"by": "two"}, None)
+            assert again > created
+            with pytest.raises(StateConflictError):
+                await one.put(A, {"by": "one"}, created)
+            assert await one.get(A) == ({"by": "two"}, again)
+        finally:
+            await one.close()
+            await two.close()
+        record = await store.get(A)
+        assert record is not None and (record.state, record.version) == ({"by": "two"}, again)

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from ext.core import AgentId
-from ext.runtime.grpc import GrpcAgentRuntime, RedisStateStore
+from ext.runtime.grpc import GrpcAgentRuntime
 
 from ._sequence import (
     MESSAGE_TYPES,
@@ -337,7 +337,11 @@ class _WorkerMain:
 
 async def _worker_main(args: argparse.Namespace) -> None:
     report = SenderReport()
-    store = RedisStateStore(args.state_redis_url, prefix=args.state_prefix) if args.state_redis_url else None
+    store = None
+    if args.state_redis_url:
+        from ext.redis import RedisStateStore  # the [redis] extra: only a worker keeping state needs it
+
+        store = RedisStateStore(args.state_redis_url, prefix=args.state_prefix)
     runtime = GrpcAgentRuntime(
         args.address,
         connect_timeout=args.connect_timeout,

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +38,16 @@ class Fixed(BaseChatCompletionClient):
 def fixed_client() -> Callable[[], BaseChatCompletionClient]:
     """Makes a `Fixed` client (no retries)."""
     return lambda: Fixed(model="m", max_retries=0)
+
+
+@pytest.fixture
+def readme_example() -> Callable[[str], str]:
+    """Gives the README's Python block that contains a text (exactly one must)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+
+    def find(containing: str) -> str:
+        (block,) = [b for b in blocks if containing in b]
+        return str(block)
+
+    return find

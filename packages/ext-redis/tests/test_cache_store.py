@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from ext.cache.redis import RedisCacheStore
 from ext.core import ChatCompletionClient, ComponentError, ConfigurationError, UserMessage, load_component
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.pipeline import (
@@ -27,6 +26,7 @@ from ext.pipeline import (
     ChatPipeline,
     InMemoryCacheStore,
 )
+from ext.redis import RedisCacheStore
 from ext.testing.conformance import CacheStoreConformance
 from ext.testing.redis import RedisServer, start_redis_server
 from ext.testing.servers import LoopbackServer, OpenAIServer, Reply
@@ -123,7 +123,7 @@ async def test_a_bool_ttl_is_refused_everywhere() -> None:
 
 _FRESH = """
 import asyncio, sys
-from ext.cache.redis import RedisCacheStore
+from ext.redis import RedisCacheStore
 from ext.core import BaseChatCompletionClient, CreateResult, RequestUsage, load_messages
 from ext.pipeline import ChatClientBuilder
 
@@ -227,12 +227,13 @@ async def test_redis_comes_back(caplog: pytest.LogCaptureFixture) -> None:
 
 async def test_password_never_in_repr_or_dump(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_REDIS_PASSWORD", "hunter2-secret")
-    store = RedisCacheStore("redis://:inline-secret@127.0.0.1:6390/1", password_env="MY_REDIS_PASSWORD", ttl=5)
+    store = RedisCacheStore("redis://127.0.0.1:6390/1", password_env="MY_REDIS_PASSWORD", ttl=5, max_connections=7)
     dump = store.dump_component()
     text = repr(store) + dump.model_dump_json()
-    assert "hunter2-secret" not in text and "inline-secret" not in text
+    assert "hunter2-secret" not in text
     assert dump.config["url"] == "redis://127.0.0.1:6390/1"
     assert dump.config["password_env"] == "MY_REDIS_PASSWORD"
+    assert dump.config["max_connections"] == 7
     loaded = load_component(dump, RedisCacheStore)
     assert loaded.dump_component() == dump
 
@@ -265,19 +266,15 @@ def test_bad_configuration_is_named() -> None:
         RedisCacheStore(max_retries=-1)
 
 
-def write_readme_example(path: Path, redis_url: str) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    start = readme.index("```python\n") + len("```python\n")
-    path.write_text(readme[start : readme.index("```", start)].replace("redis://127.0.0.1:6379/0", redis_url))
-
-
-async def test_the_readme_example_runs_as_written(redis_server: RedisServer, tmp_path: Path) -> None:
+async def test_the_readme_example_runs_as_written(
+    redis_server: RedisServer, tmp_path: Path, readme_example: Callable[[str], str]
+) -> None:
     script = tmp_path / "example.py"
-    write_readme_example(script, redis_server.url)
+    script.write_text(readme_example("RedisCacheStore("))
     async with OpenAIServer(api_key=KEY) as server:
         server.enqueue(Reply(text="2, 3 and 5."))
         env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-        env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=server.base_url + "/v1")
+        env.update(OPENAI_API_KEY=KEY, OPENAI_BASE_URL=server.base_url + "/v1", REDIS_URL=redis_server.url)
         process = await asyncio.create_subprocess_exec(
             sys.executable, str(script), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
         )
