@@ -1,4 +1,4 @@
-"""ext-core's chat pipeline over the wire: every built-in middleware around the real OpenAI client (the openai SDK
+"""ext-pipeline's chat pipeline over the wire: every built-in middleware around the real OpenAI client (the openai SDK
 over a real socket) against ext-testing's OpenAI-protocol loopback server, streams and cancellation included.
 
 `TestPipelineConformance` runs the shared chat-client conformance suite against a built pipeline (logging, retry
@@ -596,14 +596,14 @@ def test_a_key_in_the_file_is_refused(server: OpenAIServer) -> None:
     assert SECRET not in str(caught.value)
 
 
-# --- ext-core's README example, as written ------------------------------------------------------------------------
+# --- ext-pipeline's README example, as written ------------------------------------------------------------------------
 
-README = Path(__file__).resolve().parents[1] / "packages" / "ext-core" / "README.md"
+README = Path(__file__).resolve().parents[1] / "packages" / "ext-pipeline" / "README.md"
 
 
 def readme_pipeline_example() -> str:
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## The chat pipeline") :]
+    section = text[text.index("## Middleware around any client") :]
     start = section.index("```python\n") + len("```python\n")
     return section[start : section.index("```", start)]
 

@@ -11,8 +11,8 @@ import pytest_asyncio
 from ext.core import AgentId
 from ext.redis import RedisStateStore
 from ext.runtime.grpc import Gateway, GrpcAgentRuntime
-from ext.testing.runtime_agents import MESSAGE_TYPES, EchoAgent, Journal, Ping
 from ext.testing.redis import RedisServer
+from ext.testing.runtime_agents import MESSAGE_TYPES, EchoAgent, Journal, Ping
 
 
 @pytest_asyncio.fixture
