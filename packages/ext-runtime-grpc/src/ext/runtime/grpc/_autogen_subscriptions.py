@@ -13,7 +13,8 @@ __all__ = ["SubscriptionHolders"]
 class SubscriptionHolders:
     """The subscriptions added through one gateway's AutoGen listener, with the clients (client ids) holding each.
     Only subscriptions first added through this listener are removed from the table, when their last holder lets
-    go of them; one that was already in the table (an ext worker's, or another replica's) is left alone."""
+    go of them; one that was already in the table (an ext worker's, or another replica's) is left alone. A client
+    lets go only of what it added itself."""
 
     def __init__(self) -> None:
         # table id -> clients holding it, for subscriptions this listener added to the table
@@ -21,37 +22,31 @@ class SubscriptionHolders:
         # (client, the client's own id) -> table id
         self._ids: dict[tuple[str, str], str] = {}
 
-    def added(self, client: str, own_id: str, table_id: str) -> None:
+    def added(self, client: str, own_id: str, table_id: str, *, existed: bool) -> None:
         """`client` added its subscription `own_id`, which the table holds as `table_id` (the same id when it was
-        new there)."""
+        new there). `existed`: the table held a subscription `own_id` before (then it is not new, whatever the
+        ids say)."""
         self._ids[(client, own_id)] = table_id
         holders = self._holders.get(table_id)
         if holders is not None:
             holders.add(client)
-        elif table_id == own_id:
+        elif table_id == own_id and not existed:
             self._holders[table_id] = {client}
 
     def release(self, client: str, own_id: str) -> str | None:
-        """`client` removes the subscription it names `own_id`: the table id to remove from the table now, or None
-        to keep the subscription (other clients hold it, or it was in the table before and is not this one's)."""
-        key = (client, own_id)
-        known = key in self._ids
-        table_id = self._ids.pop(key, own_id)
+        """`client` removes the subscription it added as `own_id`: the table id to remove from the table now, or None
+        to keep the subscription (other clients hold it, or it was in the table before). `LookupError` when `client`
+        added no subscription `own_id` (another worker's stays)."""
+        table_id = self._ids.pop((client, own_id), None)
+        if table_id is None:
+            raise LookupError(f"client {client!r} added no subscription {own_id!r}")
         holders = self._holders.get(table_id)
         if holders is None:
-            # Not added through this listener: the client's name for a subscription someone else added is dropped
-            # (the subscription stays); any other id is removed as asked (AutoGen's host, and ext's runtime, remove
-            # any subscription by id).
-            return None if known else own_id
-        if not known:
-            # Another client's subscription, named by its id: removed for all its holders, as asked.
-            holders.clear()
+            return None  # in the table before this client added its equal one
         holders.discard(client)
         if holders:
             return None
         del self._holders[table_id]
-        for other in [k for k, v in self._ids.items() if v == table_id]:
-            del self._ids[other]
         return table_id
 
     def client_gone(self, client: str) -> list[str]:
