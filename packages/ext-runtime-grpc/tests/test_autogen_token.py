@@ -185,6 +185,11 @@ def test_a_token_and_a_loopback_listener_need_no_flag(address: str, caplog: pyte
     assert caplog.records == []
 
 
+def test_the_flag_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match=f"{FLAG} must be a bool, got str"):
+        Gateway(token=TOKEN, autogen_address="0.0.0.0:0", autogen_allow_unauthenticated="yes")  # type: ignore[arg-type]
+
+
 def test_without_a_token_every_door_is_open_alike_and_no_flag_is_needed(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="ext.runtime.grpc"):
         Gateway(autogen_address="0.0.0.0:0")
