@@ -107,6 +107,10 @@ class GrpcAgentRuntime:
             options = address
         else:
             options = ConnectionOptions(address, **connection)
+        # The stream to the gateway (its token is looked up here); the hooks are this runtime's, below.
+        self._connection = GatewayConnection(
+            options, read=self._read_stream, announce=self._announce, lost=self._connection_lost
+        )
         self.serializer = serializer if serializer is not None else ProtobufMessageSerializer()
         # The hosted agents live in a local runtime, which also keeps their state (one implementation for both).
         self._local = LocalAgentRuntime(
@@ -115,9 +119,6 @@ class GrpcAgentRuntime:
             save_policy=save_policy,
             idle_timeout=idle_timeout,
             observer=observer,
-        )
-        self._connection = GatewayConnection(
-            options, read=self._read_stream, announce=self._announce, lost=self._connection_lost
         )
         self._sender = Sender(self._connection, self.serializer, observer)
         self._host = AgentHost(self._connection, self._local, self.serializer, self._sender.pending, on_undelivered)
