@@ -15,6 +15,11 @@ until the host has all of them), broadcast to 10 agents (deliveries/s, batches o
 Raw and ext rounds alternate (and which goes first alternates), so load from elsewhere on the machine falls on
 both alike. Besides the merged table, it prints the relay's and the gateway's CPU per operation (Linux /proc)
 and the median of the per-round p50 ratios, which drifting machine load disturbs least.
+
+``--callgrind`` (needs valgrind; minutes): ext alone, instructions per operation of each case with the gateway
+in this process, so that the workers' and the gateway's code are both counted (grpc's threads too). Instruction
+counts do not drift with the machine's load: the measure for comparing two versions of ext-runtime-grpc (run it
+on each) where wall-clock ratios on a shared machine swing by more than the change.
 """
 
 from __future__ import annotations
@@ -35,11 +40,11 @@ from typing import Any
 import grpc
 
 # Script-dir import: `python tools/bench/bench_runtime.py` puts tools/bench on sys.path.
-from _harness import Result, Row, cpu_seconds, measure, print_table
+from _harness import Result, Row, callgrind_per_op, cpu_seconds, measure, print_table
 from google.protobuf.wrappers_pb2 import StringValue
 
 from ext.core import AgentId, MessageContext, RoutedAgent, message_handler
-from ext.runtime.grpc import GrpcAgentRuntime
+from ext.runtime.grpc import Gateway, GrpcAgentRuntime
 
 METHOD = "/bench.Relay/Open"
 SCRIPT = os.path.abspath(__file__)
@@ -369,6 +374,71 @@ async def run(iterations: int, rounds: int, cases: Sequence[str] = CASES) -> Non
         )
 
 
+PHASE_REPEATS = 3
+PHASE_CASES = ("rpc sequential", "one-way msgs", "broadcast x10")
+
+
+async def marked_phases(count: int) -> None:
+    """`count` operations of each case as a phase of its own, `PHASE_REPEATS` times, the gateway in this process:
+    `os.getppid()` marks the boundaries, which `valgrind --tool=callgrind --dump-before=getppid` turns into one
+    profile dump per phase."""
+    gateway = Gateway(port=0, shutdown_grace=0)
+    port = await gateway.start()
+    caller = GrpcAgentRuntime(f"127.0.0.1:{port}", token_env=None, connect_timeout=60)
+    host = GrpcAgentRuntime(f"127.0.0.1:{port}", token_env=None, connect_timeout=60)
+    counter = Counter()
+
+    def factory(agent_id: AgentId, runtime: Any) -> BenchAgent:
+        agent = BenchAgent(agent_id, runtime)
+        agent.counter = counter
+        return agent
+
+    order: list[str] = []
+    try:
+        async with caller, host:
+            await host.register_agent_factory("bench", factory)
+            await host.register_agent_factory("fanout", factory)
+            target = AgentId("bench", "one")
+            for i in range(BROADCAST_FANOUT):
+                await caller.send_and_await_response(StringValue(value="wake"), AgentId("fanout", str(i)), 60)
+
+            async def rpcs(n: int) -> None:
+                for _ in range(n):
+                    await caller.send_and_await_response(StringValue(value="ping"), target, 60)
+
+            async def one_way(n: int) -> None:
+                await batch(lambda: caller.send_message(StringValue(value="note"), target), counter, n, n)
+
+            async def broadcasts(n: int) -> None:
+                send = lambda: caller.broadcast(StringValue(value="all"), "fanout")  # noqa: E731
+                await batch(send, counter, n, n * BROADCAST_FANOUT)
+
+            cases: dict[str, Callable[[int], Awaitable[None]]] = dict(
+                zip(PHASE_CASES, (rpcs, one_way, broadcasts), strict=True)
+            )
+            for run_case in cases.values():
+                await run_case(20)
+            for _ in range(PHASE_REPEATS):
+                for name, run_case in cases.items():
+                    os.getppid()
+                    order.append(name)
+                    await run_case(count)
+            os.getppid()
+    finally:
+        await gateway.stop(grace=0)
+    print("PHASES", "|".join(order), flush=True)
+
+
+def instructions(count: int) -> None:
+    """Instructions per operation of each case (the least of its phases), from a callgrind run of `marked_phases`."""
+    per_op = callgrind_per_op(SCRIPT, ["--phases", "--iterations", str(count)], count)
+    print(
+        f"{'case':<18} {'instructions/op':>16}   (gateway and workers in one process; min of {PHASE_REPEATS} x {count})"
+    )
+    for name, value in per_op.items():
+        print(f"{name:<18} {value / 1e3:>15,.0f}k")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--iterations", type=int, default=4000)
@@ -380,10 +450,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         dest="cases",
         help="run only this case (repeatable; default: all)",
     )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="instead: ext's instructions per operation under valgrind (--iterations per phase, default 200)",
+    )
     parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--phases", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.relay:
         asyncio.run(serve_relay())
+        return 0
+    if args.phases:
+        asyncio.run(marked_phases(args.iterations))
+        return 0
+    if args.callgrind:
+        instructions(args.iterations if args.iterations != parser.get_default("iterations") else 200)
         return 0
     asyncio.run(run(args.iterations, args.rounds, args.cases or CASES))
     return 0

@@ -165,7 +165,7 @@ async def test_an_equal_subscription_stays_while_another_worker_holds_it(gateway
 
 async def test_unary_call_for_a_client_without_a_channel_fails_after_the_wait() -> None:
     gateway = Gateway()  # only its routing is used: the listener under test is started on its own
-    service = AutoGenService(gateway, "127.0.0.1:0", 1 << 22, channel_wait=0.2)
+    service = AutoGenService(gateway._router, "127.0.0.1:0", 1 << 22, channel_wait=0.2)
     await service.start()
     try:
         async with grpc.aio.insecure_channel(service.address) as channel:

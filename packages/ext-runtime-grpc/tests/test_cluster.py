@@ -173,7 +173,9 @@ async def test_a_claim_to_a_previous_worker_id_needs_its_instance_id(redis_serve
             await host.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, journal))
             assert (await caller.send_and_await_response(Ping(text="1"), AgentId("echo", "y"), timeout=10)).count == 1
             intruder = worker(b)
-            intruder._worker_id = host.worker_id  # what it sends as its "previous" id: forged, without the instance
+            intruder._connection.worker_id = (
+                host.worker_id
+            )  # what it sends as its "previous" id: forged, without the instance
             async with intruder:
                 await intruder.register_agent_factory("echo", lambda aid, rt: EchoAgent(aid, rt, intruders))
                 reply = await caller.send_and_await_response(Ping(text="2"), AgentId("echo", "y"), timeout=10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -9,7 +10,14 @@ import pytest
 from pydantic import SecretStr
 
 from ext.core import AgentId
-from ext.runtime.grpc import Gateway, GrpcAgentRuntime, LocalCluster, RedisRegistry
+from ext.runtime.grpc import (
+    AuthenticationError,
+    ConnectionOptions,
+    Gateway,
+    GrpcAgentRuntime,
+    LocalCluster,
+    RedisRegistry,
+)
 
 
 @pytest.mark.parametrize(
@@ -96,3 +104,50 @@ def test_cli_usage_and_argument_errors() -> None:
         [sys.executable, "-m", "ext.runtime.grpc", "gateway", "--help"], capture_output=True, text=True, timeout=60
     )
     assert helped.returncode == 0 and "--redis-url" in helped.stdout
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"tls": "yes"}, TypeError, "tls must be a bool"),
+        ({"token_env": 3}, TypeError, "token_env"),
+        ({"tls_server_name": b"gw"}, TypeError, "tls_server_name"),
+        ({"reconnect_max_backoff": 0}, ValueError, "reconnect_max_backoff"),
+        ({"tokn": "x"}, TypeError, "unexpected keyword argument 'tokn'"),
+    ],
+)
+def test_connection_options_name_the_bad_field(kwargs: dict[str, object], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        ConnectionOptions("127.0.0.1:1", **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(error, match=match):
+        GrpcAgentRuntime("127.0.0.1:1", **kwargs)  # type: ignore[arg-type]
+
+
+def test_connection_options_keep_secrets_out_of_repr_and_lists_as_tuples() -> None:
+    options = ConnectionOptions(["127.0.0.1:1", "127.0.0.1:2"], token="hunter2", root_certificates=b"PEM")
+    assert options.address == ("127.0.0.1:1", "127.0.0.1:2")
+    assert isinstance(options.token, SecretStr) and options.token.get_secret_value() == "hunter2"
+    assert "hunter2" not in repr(options) and "PEM" not in repr(options)
+    assert (options.connect_timeout, options.reconnect_backoff) == (10.0, 0.1)
+
+
+def test_the_runtime_takes_the_options_value_or_the_keywords_not_both() -> None:
+    options = ConnectionOptions("127.0.0.1:1", token_env=None, connect_timeout=1)
+    assert repr(GrpcAgentRuntime(options)) == repr(GrpcAgentRuntime("127.0.0.1:1", token_env=None, connect_timeout=1))
+    with pytest.raises(TypeError, match="not both: connect_timeout, tls"):
+        GrpcAgentRuntime(options, tls=True, connect_timeout=2)
+
+
+async def test_a_worker_built_from_options_connects_with_their_token() -> None:
+    gateway = Gateway(token="opt-token")
+    port = await gateway.start()
+    try:
+        options = ConnectionOptions(f"127.0.0.1:{port}", token="opt-token", token_env=None, connect_timeout=5)
+        async with GrpcAgentRuntime(options) as runtime:
+            assert runtime.connected and runtime.address == f"127.0.0.1:{port}"
+        refused = GrpcAgentRuntime(dataclasses.replace(options, token="wrong-token"))
+        with pytest.raises(AuthenticationError):
+            await refused.start()
+        await refused.stop()
+    finally:
+        await gateway.stop(grace=0)

@@ -71,7 +71,7 @@ async def test_answered_rpcs_leave_no_deadlines_behind(
         )
         assert reply.count == i + 1
     # Answered RPCs' deadline entries are swept as they accumulate: what is left is bounded, not one per RPC.
-    assert len(caller._deadlines) <= 257
+    assert len(caller._sender.deadlines) <= 257
 
 
 async def test_no_deadline_waits_for_the_answer(pair: tuple[GrpcAgentRuntime, GrpcAgentRuntime, Journal]) -> None:

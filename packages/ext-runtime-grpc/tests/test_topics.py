@@ -28,7 +28,7 @@ async def gateway() -> AsyncIterator[Gateway]:
 
 def test_a_publish_envelope_carries_the_topic_as_the_events_type_and_source() -> None:
     runtime = worker("127.0.0.1:1")
-    envelope, _ = runtime._delivery(
+    envelope, _ = runtime._sender.delivery(
         pb.DELIVERY_KIND_PUBLISH, Note(text="x"), AgentId("a", "b"), topic=TopicId("orders.new", "o/1"), message_id="m7"
     )
     delivery = envelope.delivery
@@ -72,9 +72,9 @@ async def test_gateway_refusals_reach_the_caller_as_value_and_lookup_errors(gate
         with pytest.raises(LookupError, match="'nope'"):
             await runtime.remove_subscription("nope")
         # A subscription with no kind, written by hand on the wire: refused by the gateway, naming what is missing.
-        request_id = runtime._next_id()
+        request_id = runtime._sender.next_id()
         bare = pb.Message(add_subscription=pb.AddSubscription(request_id=request_id, subscription=pb.Subscription()))
-        reply = await runtime._control(bare, request_id)
+        reply = await runtime._sender.control(bare, request_id)
         assert (reply.error.kind, reply.error.message) == (
             pb.ERROR_KIND_BAD_REQUEST,
             "subscription has no kind (type or type_prefix)",

@@ -3,6 +3,7 @@
 from .__about__ import __version__
 from ._cli import main as gateway_main
 from ._cluster import LocalCluster
+from ._connection import ConnectionOptions
 from ._gateway import Gateway
 from ._redis_registry import RedisRegistry
 from ._registry import InMemoryRegistry, Registry, RegistryUnavailableError
@@ -22,6 +23,7 @@ __all__ = [
     "JSON_TYPE",
     "AuthenticationError",
     "CloudEvent",
+    "ConnectionOptions",
     "Gateway",
     "GrpcAgentRuntime",
     "InMemoryRegistry",

@@ -7,7 +7,11 @@ routing sees them (`_autogen_wire.py` holds the mapping). So everything routing 
 AutoGen's: request ids made unique at the gateway, an immediate error for a recipient no worker hosts, an error for
 the callers of a worker that disconnects mid-RPC, replicas.
 
-AutoGen's Python worker opens only plaintext channels and sends no token: this listener authenticates nobody.
+AutoGen's Python worker opens only plaintext channels and sends no token: this listener authenticates nobody. What
+it lets such a client do is bounded here: an AutoGen client removes only the subscriptions its own channel added,
+and, when the gateway requires a token of ext's workers, cannot register an agent type an ext worker hosts (taking a
+share of that worker's traffic). It can call, send to and publish to every agent: `Gateway` refuses, with a token, a
+listener on a non-loopback address unless the operator says so (`autogen_allow_unauthenticated`).
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ipaddress
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -37,14 +42,12 @@ from ._autogen_wire import (
 from ._links import WorkerLink
 from ._outbox import Outbox
 from ._registry import RegistryUnavailableError
+from ._routing import Router
 from ._wire import EOF, Malformed, metadata_value
 from .protos import agent_rpc_pb2 as ag
 from .protos import agent_worker_pb2 as pb
 
-if TYPE_CHECKING:
-    from ._gateway import Gateway
-
-__all__ = ["AutoGenLink", "AutoGenService"]
+__all__ = ["AutoGenLink", "AutoGenService", "is_loopback"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +57,22 @@ RECENT_EVENTS = 4096
 ONE_WAY_PREFIX = "oneway/"
 """The request ids given to ext's one-way messages for an AutoGen agent (AutoGen only has RPCs): their answers are
 dropped."""
+
+AUTOGEN_WORKER = ".autogen-"
+"""What the worker id of an AutoGen channel holds (`<gateway id>.autogen-<n>`), on every replica; an ext worker's is
+`<gateway id>.<n>`."""
+
+
+def is_loopback(address: str) -> bool:
+    """Whether the host of `address` (`HOST:PORT`) is a loopback one: `localhost`, `127.0.0.0/8`, `::1`. Any other
+    name or address (`0.0.0.0`, `::`, a host name) may be reachable from elsewhere."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _parse(cls: type[Any]) -> Any:
@@ -125,11 +144,22 @@ class AutoGenLink(WorkerLink):
 
 
 class AutoGenService:
-    """The `agents.AgentRpc` listener of one gateway (`Gateway(autogen_address=...)` starts and stops it)."""
+    """The `agents.AgentRpc` listener of one gateway (`Gateway(autogen_address=...)` starts and stops it), on the
+    gateway's `router`. `token_required`: the gateway requires a token of ext's workers, which AutoGen clients cannot
+    send (they then cannot register an agent type an ext worker hosts)."""
 
-    def __init__(self, gateway: Gateway, address: str, max_message_bytes: int, *, channel_wait: float = 5.0) -> None:
-        self._gateway = gateway
+    def __init__(
+        self,
+        router: Router,
+        address: str,
+        max_message_bytes: int,
+        *,
+        token_required: bool = False,
+        channel_wait: float = 5.0,
+    ) -> None:
+        self._router = router
         self._address = address
+        self._token_required = token_required
         self._max_message_bytes = max_message_bytes
         # A worker makes its unary calls right after its channel opens; the two can race at the server.
         self._channel_wait = channel_wait
@@ -159,7 +189,9 @@ class AutoGenService:
             raise OSError(f"cannot listen on {self._address} (autogen_address)")
         await server.start()
         self._server, self.port = server, bound
-        logger.info("gateway %s serves AutoGen workers on %s (plaintext)", self._gateway.gateway_id, self.address)
+        # With a token, `Gateway` refuses an address off loopback unless the operator allowed it (and warned then).
+        note = "plaintext, without the gateway's token" if self._token_required else "plaintext"
+        logger.info("gateway %s serves AutoGen workers on %s (%s)", self._router.gateway_id, self.address, note)
         return bound
 
     async def stop(self, grace: float = 0.5) -> None:
@@ -206,13 +238,13 @@ class AutoGenService:
         client_id = await self._client_id(context)
         if client_id in self._links:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, f"client-id {client_id!r} already has an open channel")
-        if self._gateway.draining:
+        router = self._router
+        if router.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the gateway is shutting down")
-        gateway = self._gateway
         link = AutoGenLink(
-            f"{gateway.gateway_id}.autogen-{next(self._seq)}", client_id, context, self._max_message_bytes
+            f"{router.gateway_id}{AUTOGEN_WORKER}{next(self._seq)}", client_id, context, self._max_message_bytes
         )
-        gateway.attach(link)
+        router.attach(link)
         self._links[client_id] = link
         self._opened.pop(client_id, asyncio.Event()).set()
         logger.info("AutoGen worker %s (client-id %s) connected from %s", link.worker_id, client_id, context.peer())
@@ -232,15 +264,15 @@ class AutoGenService:
             self._links.pop(client_id, None)
             for sub_id in self._holders.client_gone(client_id):
                 with contextlib.suppress(LookupError, RegistryUnavailableError):
-                    await gateway.registry.remove_subscription(sub_id)
+                    await router.registry.remove_subscription(sub_id)
             for future in link.registrations.values():
                 future.cancel()
-            await gateway.detach(link)
+            await router.detach(link)
 
     async def _on_message(self, link: AutoGenLink, message: ag.Message) -> None:
         which = message.WhichOneof("message")
         if which == "request":
-            await self._gateway.on_delivery(link, request_to_delivery(message.request, link.event_id()))
+            await self._router.on_delivery(link, request_to_delivery(message.request, link.event_id()))
         elif which == "response":
             response = message.response
             request_id = response.request_id
@@ -250,9 +282,9 @@ class AutoGenService:
                 return
             recipient = link.inflight.get(request_id)
             source = str(recipient) if recipient is not None else link.worker_id
-            await self._gateway.route_response(response_to_ext(response, source, link.event_id()), link)
+            await self._router.route_response(response_to_ext(response, source, link.event_id()), link)
         elif which == "cloudEvent":
-            await self._gateway.on_delivery(link, publish_to_ext(message.cloudEvent))
+            await self._router.on_delivery(link, publish_to_ext(message.cloudEvent))
 
     async def _open_control_channel(self, request_iterator: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         await self._client_id(context)
@@ -282,11 +314,13 @@ class AutoGenService:
         self, request: ag.RegisterAgentTypeRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ag.RegisterAgentTypeResponse:
         link = await self._link(context)
+        if self._token_required:
+            await self._refuse_ext_type(request.type, context)
         request_id = f"register/{next(self._seq)}"
         future: asyncio.Future[pb.RegisterAgentTypeResponse] = asyncio.get_running_loop().create_future()
         link.registrations[request_id] = future
         register = pb.RegisterAgentType(request_id=request_id, type=request.type)
-        await self._gateway.on_message(link, pb.Message(register=register))
+        await self._router.on_message(link, pb.Message(register=register))
         reply = await future
         if reply.error:
             # AutoGen's host refuses a type another client registered with INVALID_ARGUMENT; ext lets several
@@ -295,29 +329,63 @@ class AutoGenService:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, reply.error)
         return ag.RegisterAgentTypeResponse()
 
+    async def _refuse_ext_type(self, agent_type: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """Abort unless no ext worker hosts `agent_type`: a client without the token must not take a share of the
+        traffic of a worker that authenticated."""
+        try:
+            hosts = await self._router.registry.workers_for(agent_type)
+        except RegistryUnavailableError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        if any(AUTOGEN_WORKER not in worker_id for worker_id, _ in hosts):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"agent type {agent_type!r} is hosted by ext workers that hold the gateway's token: "
+                "an AutoGen client, which sends none, cannot host it too",
+            )
+
     async def _add_subscription(
         self, request: ag.AddSubscriptionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ag.AddSubscriptionResponse:
         link = await self._link(context)
+        registry = self._router.registry
         try:
             subscription = subscription_of_autogen(request.subscription)
-            await self._gateway.registry.add_subscription(subscription)
+            # One already in the table under this id (with this mapping, or the add fails) is not this client's to
+            # remove later: the registry's answer alone does not tell it from a new one.
+            existed = any(s.id == subscription.id for s in await registry.subscriptions())
+            await registry.add_subscription(subscription)
         except RegistryUnavailableError as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except (ValueError, TypeError) as exc:
             # A bad subscription, or its id taken by another one: AutoGen's host refuses both with this status.
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        self._holders.added(link.client_id, subscription.id)
+        self._holders.added(link.client_id, subscription.id, existed=existed)
         return ag.AddSubscriptionResponse()
 
     async def _remove_subscription(
         self, request: ag.RemoveSubscriptionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> ag.RemoveSubscriptionResponse:
         client_id = await self._client_id(context)
-        table_id = self._holders.release(client_id, request.id)
+        registry = self._router.registry
+        try:
+            table_id = self._holders.release(client_id, request.id)
+        except LookupError:
+            # Not added through this client's channel: another worker's (ext's among them) stays; AutoGen's host
+            # would remove it.
+            try:
+                exists = any(s.id == request.id for s in await registry.subscriptions())
+            except RegistryUnavailableError as exc:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            if not exists:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"no subscription with id {request.id!r}")
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"subscription {request.id!r} was not added by client-id {client_id!r}: an AutoGen client removes "
+                "only the subscriptions its own channel added",
+            )
         if table_id is not None:
             try:
-                await self._gateway.registry.remove_subscription(table_id)
+                await registry.remove_subscription(table_id)
             except LookupError as exc:
                 await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
             except RegistryUnavailableError as exc:
@@ -329,7 +397,7 @@ class AutoGenService:
     ) -> ag.GetSubscriptionsResponse:
         await self._client_id(context)
         try:
-            subscriptions = await self._gateway.registry.subscriptions()
+            subscriptions = await self._router.registry.subscriptions()
         except RegistryUnavailableError as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         wire = (subscription_to_autogen(s) for s in subscriptions)

@@ -68,6 +68,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         "workers (port 0 picks a free one; prints 'autogen HOST:PORT' after the port line). Plaintext and "
         "without authentication: loopback or a private network only, or behind a TLS proxy (default: off)",
     )
+    parser.add_argument(
+        "--autogen-allow-unauthenticated",
+        action="store_true",
+        help="with a token (--token-file, --token-env), let --autogen-listen use an address that is not a loopback "
+        "one: any AutoGen client that reaches it, without the token, can then call, send to and publish to every "
+        "agent and list the subscriptions (logged as a WARNING). Without it that is refused at startup",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 
@@ -147,6 +154,7 @@ async def _run(args: argparse.Namespace) -> int:
         health_port=args.health_port,
         health_host=args.health_host,
         autogen_address=args.autogen_listen,
+        autogen_allow_unauthenticated=args.autogen_allow_unauthenticated,
     )
     # Signal handlers go in before the port is announced: whoever reads the port may signal at once.
     stop = _stop_on_signals()

@@ -1,7 +1,7 @@
 """The gateway's serving side: the gRPC server (the `AgentWorker` stream service and the standard health
 service), authentication of workers, each worker's stream read loop, the workers' requests on the registry's
-topic subscription table, readiness, and drain/shutdown. Where a message goes is `Router`'s business
-(`_routing.py`); `Gateway` is a `Router` that serves."""
+topic subscription table, readiness, and drain/shutdown. Where a message goes is the business of the `Router` it holds
+(`_routing.py`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import grpc
 from grpc_health.v1 import health_pb2_grpc
 from pydantic import SecretStr
 
-from ._autogen_service import AutoGenService
+from ._autogen_service import AutoGenService, is_loopback
 from ._health import GrpcHealthService, HealthServer
 from ._links import WorkerLink
 from ._registry import InMemoryRegistry, Registry, RegistryUnavailableError
@@ -43,7 +43,7 @@ __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "Gateway"]
 logger = logging.getLogger(__name__)
 
 
-class Gateway(Router):
+class Gateway:
     """The gRPC gateway server. `python -m ext.runtime.grpc gateway` runs one; tests and apps can embed it.
 
     Args:
@@ -60,6 +60,12 @@ class Gateway(Router):
             protocol there, so that AutoGen's `GrpcWorkerAgentRuntime` workers join this gateway; None (default):
             off. That listener is plaintext and authenticates nobody (AutoGen's worker sends no token and opens
             only plaintext channels): bind it to loopback or a private network, or put a TLS proxy in front.
+            An AutoGen client removes only the subscriptions it added and, with `token`, cannot host an agent
+            type an ext worker hosts; it can call, send to and publish to every agent, and list the subscriptions.
+        autogen_allow_unauthenticated: with `token` set, an `autogen_address` that is not a loopback one is refused
+            (`ValueError`) unless this is True: it lets any AutoGen client that reaches that address, without the
+            token, call, send to and publish to every agent of the cluster and list its subscriptions (logged as a
+            WARNING here). Without `token`, or on loopback, it changes nothing.
 
     The gRPC port also serves the standard health service (`grpc.health.v1.Health`, what Kubernetes `grpc:`
     probes call), for the overall status (`""`) and `ext.runtime.v1.AgentWorker`, with the same readiness.
@@ -79,6 +85,7 @@ class Gateway(Router):
         health_port: int | None = None,
         health_host: str | None = None,
         autogen_address: str | None = None,
+        autogen_allow_unauthenticated: bool = False,
     ) -> None:
         if not isinstance(host, str) or not host:
             raise ValueError(f"host must be a non-empty string, got {host!r}")
@@ -98,15 +105,39 @@ class Gateway(Router):
             raise ValueError(f"health_host must be None or a non-empty string, got {health_host!r}")
         if autogen_address is not None and (not isinstance(autogen_address, str) or not _is_host_port(autogen_address)):
             raise ValueError(f"autogen_address must be None or 'HOST:PORT', got {autogen_address!r}")
+        if not isinstance(autogen_allow_unauthenticated, bool):
+            raise TypeError(
+                f"autogen_allow_unauthenticated must be a bool, got {type(autogen_allow_unauthenticated).__name__}"
+            )
         if isinstance(token, str):
             token = SecretStr(token)
         if token is not None:
             check_token(token)
+        exposed = autogen_address is not None and not is_loopback(autogen_address)
+        if token is not None and exposed and not autogen_allow_unauthenticated:
+            raise ValueError(
+                f"autogen_address {autogen_address!r} is not a loopback address, and this gateway requires a token "
+                "that AutoGen clients cannot send: any client reaching it would call every agent without the token. "
+                "Bind it to 127.0.0.1, or pass autogen_allow_unauthenticated=True (--autogen-allow-unauthenticated) "
+                "to accept that"
+            )
+        if token is not None and exposed:
+            logger.warning(
+                "the AutoGen listener on %s authenticates nobody (%s=True): although ext's workers need the token, "
+                "any client that reaches it can call, send to and publish to every agent and list the subscriptions",
+                autogen_address,
+                "autogen_allow_unauthenticated",
+            )
         self._host = host
         self._port = port
         self._token = token
         self._tls = (Path(tls_cert_file), Path(tls_key_file)) if tls_cert_file and tls_key_file else None
-        super().__init__(registry if registry is not None else InMemoryRegistry(), max_message_bytes)
+        self._max_message_bytes = max_message_bytes
+        # Where each message goes; the subscription-table requests of workers come back here.
+        self._router = Router(
+            registry if registry is not None else InMemoryRegistry(), max_message_bytes, self._on_table_request
+        )
+        self._registry = self._router.registry
         self._shutdown_grace = float(shutdown_grace)
         self._server: grpc.aio.Server | None = None
         self._worker_seq = itertools.count(1)
@@ -114,7 +145,16 @@ class Gateway(Router):
         self._health = (
             None if health_port is None else HealthServer(health_host or host, health_port, self.not_ready_reason)
         )
-        self._autogen = None if autogen_address is None else AutoGenService(self, autogen_address, max_message_bytes)
+        self._autogen = (
+            None
+            if autogen_address is None
+            else AutoGenService(self._router, autogen_address, max_message_bytes, token_required=token is not None)
+        )
+
+    @property
+    def gateway_id(self) -> str:
+        """This gateway's id in the cluster (random, per `Gateway`)."""
+        return self._router.gateway_id
 
     @property
     def port(self) -> int:
@@ -144,14 +184,14 @@ class Gateway(Router):
     @property
     def draining(self) -> bool:
         """True once `stop` began: new workers and requests are refused."""
-        return self._draining
+        return self._router.draining
 
     def not_ready_reason(self) -> str | None:
         """None when the gateway is ready for traffic: its gRPC port serves, its registry answers, and it is not
         draining. Otherwise a short reason (what `/readyz` and the gRPC health service report)."""
         if self._stopped.is_set():
             return "the gateway has stopped"
-        if self._draining:
+        if self._router.draining:
             return "draining: the gateway is shutting down"
         if self._server is None:
             return "the gRPC port is not serving yet"
@@ -212,8 +252,9 @@ class Gateway(Router):
             bound = server.add_insecure_port(target)
         if bound == 0:
             raise OSError(f"cannot listen on {target}")
+        router = self._router
         await self._registry.start(
-            self.gateway_id, self.on_forward, self.on_gateway_gone, link_lost=self.on_registry_link_lost
+            router.gateway_id, router.on_forward, router.on_gateway_gone, link_lost=router.on_registry_link_lost
         )
         await server.start()
         return server, bound
@@ -223,16 +264,14 @@ class Gateway(Router):
         seconds for in-flight RPCs, then close every stream and remove this gateway's registrations."""
         if self._server is None or self._stopped.is_set():
             return
-        self._draining = True
-        grace = self._shutdown_grace if grace is None else grace
-        if self._pending:
-            self._idle.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), grace)
-        for worker_id in list(self._workers):
+        router = self._router
+        router.drain()
+        await router.wait_idle(self._shutdown_grace if grace is None else grace)
+        links = router.links()
+        for link in links:
             with contextlib.suppress(Exception):
-                await self._registry.remove_worker(worker_id)
-        handlers = [conn.task for conn in self._workers.values() if conn.task is not None]
+                await self._registry.remove_worker(link.worker_id)
+        handlers = [link.task for link in links if link.task is not None]
         if self._autogen is not None:
             await self._autogen.stop(grace=0.5)
         await self._server.stop(grace=0.5)
@@ -241,7 +280,7 @@ class Gateway(Router):
         if handlers:
             await asyncio.wait(handlers, timeout=5.0)
         # What is still queued for other gateways (answers to their callers among it) goes out first.
-        flushing = self.flushing()
+        flushing = router.flushing()
         if flushing:
             await asyncio.wait(flushing, timeout=5.0)
         await self._registry.close()
@@ -263,7 +302,8 @@ class Gateway(Router):
         if not self._authorized(context):
             logger.warning("rejected a worker with a missing or wrong token from %s", context.peer())
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid token")
-        if self._draining:
+        router = self._router
+        if router.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the gateway is shutting down")
         metadata = context.invocation_metadata()
         conn = WorkerLink(
@@ -273,7 +313,7 @@ class Gateway(Router):
             instance=metadata_value(metadata, WORKER_INSTANCE),
             previous=metadata_value(metadata, PREVIOUS_WORKER),
         )
-        self.attach(conn)
+        router.attach(conn)
         logger.info("worker %s connected from %s", conn.worker_id, context.peer())
         try:
             await conn.send(pb.Message(hello=pb.Hello(worker_id=conn.worker_id, gateway_id=self.gateway_id)))
@@ -292,21 +332,22 @@ class Gateway(Router):
                     try:
                         # The two hot bodies first, without the generic dispatch.
                         if body == "delivery":
-                            await self.on_delivery(conn, message)
+                            await router.on_delivery(conn, message)
                         elif body == "response":
-                            await self.route_response(message, conn)
+                            await router.route_response(message, conn)
                         else:
-                            await self.on_message(conn, message)
+                            await router.on_message(conn, message)
                     except Exception:
                         logger.exception("gateway failed to handle a message from worker %s", conn.worker_id)
                     continue
-                await self.on_batch(conn, message.batch.messages)
+                await router.on_batch(conn, message.batch.messages)
         finally:
-            await self.detach(conn)
+            await router.detach(conn)
 
     # --- the subscription table, for workers ----------------------------------------------------------------
 
-    async def on_message(self, conn: WorkerLink, message: pb.Message) -> None:
+    async def _on_table_request(self, conn: WorkerLink, message: pb.Message) -> None:
+        """A worker's request that routing does not handle (`Router`'s `on_request` hook)."""
         body = message.WhichOneof("body")
         if body == "add_subscription":
             await conn.send(
@@ -330,7 +371,7 @@ class Gateway(Router):
                 listing.error.CopyFrom(wire_error(pb.ERROR_KIND_UNDELIVERABLE, str(exc), type(exc).__name__))
             await conn.send(pb.Message(list_subscriptions_response=listing))
         else:
-            await super().on_message(conn, message)
+            logger.warning("worker %s sent an unexpected %s message", conn.worker_id, body)
 
     async def _add_subscription(self, request: pb.AddSubscription) -> pb.AddSubscriptionResponse:
         reply = pb.AddSubscriptionResponse(request_id=request.request_id)

@@ -1,9 +1,10 @@
 """A worker's agent hosting: the agents registered on it live in a `LocalAgentRuntime`, and what the gateway
 sends (deliveries, RPC answers, cancellations, control replies, notices) is read here and dispatched to them.
 
-`AgentHost` is the inbound half of `GrpcAgentRuntime`: it implements the connection's hooks (`_read`,
-`_connection_lost`) and keeps the RPC bookkeeping (answers awaited, handlers running for other workers); the
-outbound API (`send_message`, `send_and_await_response`, ...) is `GrpcAgentRuntime`'s, in `_worker.py`."""
+`AgentHost` is the inbound half of `GrpcAgentRuntime`: its `read` consumes each stream the connection opens, and it
+keeps the handlers running here for other workers' RPCs; answers to this worker's own requests resolve the futures
+the `Sender` (`_sending.py`) awaits. The outbound API (`send_message`, `send_and_await_response`, ...) is
+`GrpcAgentRuntime`'s, in `_worker.py`."""
 
 from __future__ import annotations
 
@@ -11,21 +12,12 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import grpc
 
-from ext.core import (
-    AgentId,
-    AgentNotFoundError,
-    RuntimeClosedError,
-    RuntimeObserver,
-    SavePolicy,
-    StateStore,
-    TopicId,
-    UndeliverableError,
-)
+from ext.core import AgentId, AgentNotFoundError, RuntimeClosedError, TopicId, UndeliverableError
 from ext.runtime.local import Delivery, LocalAgentRuntime
 
 from ._connection import STREAM_ERRORS, GatewayConnection
@@ -50,56 +42,46 @@ _CONTROL_RESPONSES = frozenset(
 )
 
 
-class AgentHost(GatewayConnection):
-    """Hosts agents behind a `GatewayConnection`; `connection` takes `GatewayConnection`'s keyword arguments."""
+class AgentHost:
+    """Hosts the agents of `local` behind `connection`.
+
+    Args:
+        connection: where answers to hosted RPCs are written.
+        local: the runtime the hosted agents live in.
+        serializer: decodes what arrives and encodes the answers.
+        answers: request id -> the future of an answer this worker awaits (the `Sender`'s; resolved here).
+        on_undelivered: called with the recipient and the reason of a gateway's notice (see `GrpcAgentRuntime`).
+    """
 
     def __init__(
         self,
-        address: str | Sequence[str] | grpc.aio.Channel,
-        *,
-        serializer: ProtobufMessageSerializer | None,
-        stop_timeout: float,
+        connection: GatewayConnection,
+        local: LocalAgentRuntime,
+        serializer: ProtobufMessageSerializer,
+        answers: dict[str, asyncio.Future[Any]],
         on_undelivered: Callable[[AgentId, str], None] | None,
-        state_store: StateStore | None = None,
-        save_policy: SavePolicy | None = None,
-        idle_timeout: float | None = None,
-        observer: RuntimeObserver | None = None,
-        **connection: Any,
     ) -> None:
-        super().__init__(address, **connection)
-        self.serializer = serializer if serializer is not None else ProtobufMessageSerializer()
-        # Hosted agents live in a local runtime, which also keeps their state (one implementation for both).
-        self._local = LocalAgentRuntime(
-            stop_timeout=stop_timeout,
-            state_store=state_store,
-            save_policy=save_policy,
-            idle_timeout=idle_timeout,
-            observer=observer,
-        )
-        # The local runtime observes the handling; this runtime's sends are observed in `_sending.py`.
-        self._observer = observer
         if on_undelivered is not None and not callable(on_undelivered):
             raise TypeError(f"on_undelivered must be a callable or None, got {type(on_undelivered).__name__}")
+        self._connection = connection
+        self._local = local
+        self._serializer = serializer
+        self._pending = answers
         self._on_undelivered = on_undelivered
-        # Request id -> the future of an answer this worker awaits (its RPCs and its control requests).
-        self._pending: dict[str, asyncio.Future[Any]] = {}
         # Request id -> the handler running here for another worker's RPC (cancelled on the gateway's word).
         self._hosted: dict[str, Delivery] = {}
         self._agent_ids: dict[tuple[str, str], AgentId] = {}
+        # The reader task that took the stream over from another (kept referenced while it runs).
+        self._reader: asyncio.Task[None] | None = None
 
-    def _connection_lost(self) -> None:
-        self._fail_pending(UndeliverableError("the connection to the gateway was lost before the answer came"))
+    def cancel_hosted(self) -> None:
+        """The stream ended: the handlers running for other workers' RPCs are cancelled (nobody gets the answer)."""
         for task in list(self._hosted.values()):
             self._local.cancel_delivery(task)
         self._hosted.clear()
 
-    def _fail_pending(self, error: Exception) -> None:
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(error)
-
-    async def _read(self, call: Any, done: asyncio.Future[None]) -> None:
+    async def read(self, call: Any, done: asyncio.Future[None]) -> None:
+        """Consume the stream `call`; set `done` when it ends (or hand both to a successor reader task)."""
         handed_off = False
         try:
             while True:
@@ -107,7 +89,9 @@ class AgentHost(GatewayConnection):
                 if message is EOF:
                     return
                 if message.__class__ is Malformed:
-                    logger.warning("worker %s dropped an undecodable message: %s", self._worker_id, message.reason)
+                    logger.warning(
+                        "worker %s dropped an undecodable message: %s", self._connection.worker_id, message.reason
+                    )
                     continue
                 body = message.WhichOneof("body")
                 if body == "response":
@@ -136,10 +120,10 @@ class AgentHost(GatewayConnection):
                 except StopIteration:
                     continue  # handled and answered without waiting: keep reading
                 except BaseException:
-                    self._reader = asyncio.get_running_loop().create_task(self._read(call, done))
+                    self._reader = asyncio.get_running_loop().create_task(self.read(call, done))
                     handed_off = True
                     raise
-                self._reader = asyncio.get_running_loop().create_task(self._read(call, done))
+                self._reader = asyncio.get_running_loop().create_task(self.read(call, done))
                 handed_off = True
                 await resume(run_here, waiting_on)
                 return
@@ -204,7 +188,7 @@ class AgentHost(GatewayConnection):
                 key = (wire.type, wire.key)
                 sender = agent_ids.get(key) or self._agent_id(*key)
             try:
-                message = self.serializer.from_cloud_event(delivery.event)
+                message = self._serializer.from_cloud_event(delivery.event)
             except SerializationError as exc:
                 if kind == pb.DELIVERY_KIND_RPC:
                     error = pb.Error(kind=pb.ERROR_KIND_BAD_MESSAGE, error_type="SerializationError", message=str(exc))
@@ -254,7 +238,7 @@ class AgentHost(GatewayConnection):
         except Exception as exc:
             # A bad delivery must not take the stream (and every other agent's traffic) down, and an RPC
             # caller hears about it now rather than at its deadline.
-            logger.exception("worker %s failed to take a delivery", self._worker_id)
+            logger.exception("worker %s failed to take a delivery", self._connection.worker_id)
             if delivery.kind == pb.DELIVERY_KIND_RPC:
                 error = pb.Error(kind=pb.ERROR_KIND_UNDELIVERABLE, error_type=type(exc).__name__, message=str(exc))
                 await self._send_response(pb.Response(request_id=delivery.request_id, error=error))
@@ -279,17 +263,19 @@ class AgentHost(GatewayConnection):
             response = envelope.response
             response.request_id = request_id
             try:
-                self.serializer.fill_cloud_event(response.event, result, str(recipient))
+                self._serializer.fill_cloud_event(response.event, result, str(recipient))
             except (SerializationError, ValueError) as exc:
                 error = exc
             else:
                 if handle is not None and handle.answer_trace is not None:
                     set_trace(response.event, handle.answer_trace)  # the handling span's: back to the caller
-                # `_write`, inlined on this hot path: with other RPCs in flight here, the answer joins a batch.
+                # `GatewayConnection.write`, inlined on this hot path: with other RPCs in flight here, the answer
+                # joins a batch.
                 try:
-                    outbox = self._outbox
-                    if outbox is None or not self._connected:
-                        outbox = self._current_outbox()  # raises
+                    connection = self._connection
+                    outbox = connection.outbox
+                    if outbox is None or not connection.connected:
+                        outbox = connection.current_outbox()  # raises
                     if hosted:
                         outbox.post(envelope)
                         await outbox.wait_drained()
@@ -306,6 +292,6 @@ class AgentHost(GatewayConnection):
 
     async def _send_response(self, response: pb.Response) -> None:
         try:
-            await self._write(pb.Message(response=response))
+            await self._connection.write(pb.Message(response=response))
         except (UndeliverableError, RuntimeClosedError) as exc:
             logger.info("could not answer request %s: %s", response.request_id, exc)

@@ -1,9 +1,11 @@
 """The gateway's routing: which connected worker or other gateway a message goes to, and the bookkeeping that
 keeps RPCs answered (local placement, forwarding to other replicas through the registry, failures of either).
 
-`Router` holds the routing state; `Gateway` (in `_gateway.py`) serves the gRPC streams and calls into it: a
-worker's stream is `attach`ed, every message it reads goes to `on_message` (or `on_batch`), and `detach` cleans up
-when the stream ends. What other gateways forward arrives through the registry's inbox (`on_forward`)."""
+`Router` holds the routing state; `Gateway` (in `_gateway.py`) holds one, serves the gRPC streams and calls into
+it: a worker's stream is `attach`ed, every message it reads goes to `on_message` (or `on_batch`), and `detach`
+cleans up when the stream ends. What other gateways forward arrives through the registry's inbox (`on_forward`).
+The AutoGen listener (`_autogen_service.py`) drives the same calls for AutoGen's workers. A worker's request that
+is not routing's (the subscription table's) goes to the `on_request` hook."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import contextlib
 import itertools
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ext.core import AgentId, TopicId
@@ -26,10 +29,17 @@ logger = logging.getLogger(__name__)
 
 
 class Router:
-    """Routing state and decisions of one gateway (see the module docstring for how `Gateway` drives it)."""
+    """Routing state and decisions of one gateway (see the module docstring for how `Gateway` drives it).
+    `on_request` takes a worker's messages routing does not handle (the gateway answers its table requests there)."""
 
-    def __init__(self, registry: Registry, max_message_bytes: int) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        max_message_bytes: int,
+        on_request: Callable[[WorkerLink, pb.Message], Awaitable[None]] | None = None,
+    ) -> None:
         self._registry = registry
+        self._on_request = on_request
         self._max_message_bytes = max_message_bytes
         self.gateway_id = uuid.uuid4().hex[:12]
         self._request_prefix = f"{self.gateway_id}/"
@@ -41,6 +51,29 @@ class Router:
         # Per other gateway: the ordered queue of what is forwarded to it (see _forwarder.py).
         self._forwarders: dict[str, Forwarder[Outgoing]] = {}
         self._idle = asyncio.Event()
+
+    @property
+    def registry(self) -> Registry:
+        return self._registry
+
+    @property
+    def draining(self) -> bool:
+        """True once `drain` was called: new RPCs are refused."""
+        return self._draining
+
+    def drain(self) -> None:
+        self._draining = True
+
+    async def wait_idle(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for the RPCs in flight to be answered (or given up)."""
+        if self._pending:
+            self._idle.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), timeout)
+
+    def links(self) -> list[WorkerLink]:
+        """The workers connected here now."""
+        return list(self._workers.values())
 
     # --- a worker's stream -----------------------------------------------------------------------------
 
@@ -121,6 +154,8 @@ class Router:
                     agents=[pb.AgentId(type=a.type, key=a.key) for a in agents],
                 )
             await conn.send(pb.Message(list_agents_response=reply))
+        elif self._on_request is not None:
+            await self._on_request(conn, message)
         else:
             logger.warning("worker %s sent an unexpected %s message", conn.worker_id, body)
 

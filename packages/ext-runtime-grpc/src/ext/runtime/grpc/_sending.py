@@ -1,63 +1,82 @@
 """A worker's outbound plumbing, under `GrpcAgentRuntime`'s public API (`_worker.py`): building a message's
 envelope (with the observer's send span and its trace context), posting one-way envelopes, and the RPC
 bookkeeping of requests this worker sends (the answer's future, its deadline, cancelling the remote handler) and of
-its control requests to the gateway. Answers come back through `AgentHost` (`_hosting.py`)."""
+its control requests to the gateway. Answers come back through `AgentHost` (`_hosting.py`), which resolves the
+futures in `Sender.pending`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from typing import Any, Literal
-
-import grpc
 
 from ext.core import (
     AgentId,
     CancellationToken,
     MessageSpan,
     RuntimeClosedError,
+    RuntimeObserver,
     SendInfo,
     TopicId,
     UndeliverableError,
 )
 
-from ._connection import STREAM_ERRORS
+from ._connection import STREAM_ERRORS, GatewayConnection
 from ._deadlines import Deadlines, Expired
-from ._hosting import AgentHost
 from ._outbox import resume
+from ._serializer import ProtobufMessageSerializer
 from ._wire import raise_error, set_trace, trace_of
 from .protos import agent_worker_pb2 as pb
 
 __all__ = ["Sender"]
 
 
-class Sender(AgentHost):
-    """What `GrpcAgentRuntime` sends and awaits; `options` are `AgentHost`'s keyword arguments."""
+class Sender:
+    """What `GrpcAgentRuntime` sends and awaits, written on `connection`."""
 
-    def __init__(self, address: str | Sequence[str] | grpc.aio.Channel, **options: Any) -> None:
-        super().__init__(address, **options)
+    def __init__(
+        self, connection: GatewayConnection, serializer: ProtobufMessageSerializer, observer: RuntimeObserver | None
+    ) -> None:
+        self._connection = connection
+        self._serializer = serializer
+        # The local runtime observes the handling; the sends are observed here.
+        self._observer = observer
+        self._max_message_bytes = connection.max_message_bytes
+        # Request id -> the future of an answer this worker awaits (its RPCs and its control requests).
+        self.pending: dict[str, asyncio.Future[Any]] = {}
         # RPC deadlines: (when, request id, future), earliest first, with one loop timer for the earliest. An
         # answered RPC's entry is dropped when it comes up (or in a sweep), so no timer is cancelled per RPC.
-        self._deadlines = Deadlines()
+        self.deadlines = Deadlines()
         self._ids = itertools.count(1)
 
-    def _next_id(self) -> str:
+    def next_id(self) -> str:
         return str(next(self._ids))
 
-    async def _control(self, message: pb.Message, request_id: str) -> Any:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        try:
-            await self._write(message)
-            return await asyncio.wait_for(future, self._connect_timeout)
-        except asyncio.TimeoutError:
-            raise UndeliverableError(f"the gateway did not answer within {self._connect_timeout:g} s") from None
-        finally:
-            self._pending.pop(request_id, None)
+    def fail_pending(self, error: Exception) -> None:
+        """Fail every answer awaited (the stream they would come on is gone)."""
+        # In place: `AgentHost` resolves answers in this same dict.
+        pending = list(self.pending.values())
+        self.pending.clear()
+        for future in pending:
+            if not future.done():
+                future.set_exception(error)
 
-    def _delivery(
+    async def control(self, message: pb.Message, request_id: str) -> Any:
+        """Send a control request to the gateway and return its answer (`connect_timeout` bounds the wait)."""
+        connection = self._connection
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = future
+        try:
+            await connection.write(message)
+            return await asyncio.wait_for(future, connection.connect_timeout)
+        except asyncio.TimeoutError:
+            raise UndeliverableError(f"the gateway did not answer within {connection.connect_timeout:g} s") from None
+        finally:
+            self.pending.pop(request_id, None)
+
+    def delivery(
         self,
         kind: int,
         message: Any,
@@ -74,11 +93,11 @@ class Sender(AgentHost):
         delivery = envelope.delivery
         delivery.kind = kind  # type: ignore[assignment]
         if topic is not None:
-            self.serializer.fill_cloud_event(delivery.event, message, topic.source, topic.type, id=message_id)
+            self._serializer.fill_cloud_event(delivery.event, message, topic.source, topic.type, id=message_id)
         elif sender is None:
-            self.serializer.fill_cloud_event(delivery.event, message, self._source)
+            self._serializer.fill_cloud_event(delivery.event, message, self._connection.source)
         else:
-            self.serializer.fill_cloud_event(delivery.event, message, str(sender))
+            self._serializer.fill_cloud_event(delivery.event, message, str(sender))
         if sender is not None:
             wire = delivery.sender
             wire.type = sender.type
@@ -110,19 +129,19 @@ class Sender(AgentHost):
             raise error
         return envelope, span
 
-    async def _post_observed(self, envelope: pb.Message, span: MessageSpan | None) -> None:
-        """`_post` a one-way envelope, ending its send span (if any) once the gateway has it."""
+    async def post_observed(self, envelope: pb.Message, span: MessageSpan | None) -> None:
+        """Post a one-way envelope, ending its send span (if any) once the gateway has it."""
         if span is None:
-            await self._post(envelope)
+            await self._connection.post(envelope)
             return
         try:
-            await self._post(envelope)
+            await self._connection.post(envelope)
         except BaseException as exc:
             span.end(exc)
             raise
         span.end()
 
-    async def _rpc(
+    async def rpc(
         self,
         envelope: pb.Message,
         request_id: str,
@@ -133,12 +152,13 @@ class Sender(AgentHost):
         span: MessageSpan | None = None,
     ) -> Any:
         """Send an RPC's envelope and return its answer (ending `span`, when there is one, on a decoded answer)."""
-        outbox = self._outbox
-        if outbox is None or not self._connected:
-            outbox = self._current_outbox()  # raises
-        pending = self._pending
-        # The request goes out first (`_write`, inlined); what only this worker needs, the answer's future and
-        # the deadline, is set up while it travels, before this task first waits.
+        connection = self._connection
+        outbox = connection.outbox
+        if outbox is None or not connection.connected:
+            outbox = connection.current_outbox()  # raises
+        pending = self.pending
+        # The request goes out first (`GatewayConnection.write`, inlined); what only this worker needs, the
+        # answer's future and the deadline, is set up while it travels, before this task first waits.
         sending: Coroutine[Any, Any, None] | None = None
         waiting_on: Any = None
         try:
@@ -157,7 +177,7 @@ class Sender(AgentHost):
         pending[request_id] = future
         remove = cancellation_token.add_callback(future.cancel) if cancellation_token is not None else None
         if timeout is not None:
-            self._deadlines.add(loop, loop.time() + timeout, request_id, future, len(pending))
+            self.deadlines.add(loop, loop.time() + timeout, request_id, future, len(pending))
         try:
             try:
                 if sending is not None:
@@ -176,16 +196,16 @@ class Sender(AgentHost):
             await self._cancel_remote(request_id)
             raise
         finally:
-            self._pending.pop(request_id, None)
+            pending.pop(request_id, None)
             if remove is not None:
                 remove()
         if response.HasField("error"):
             raise_error(response.error)
-        result = self.serializer.from_cloud_event(response.event)
+        result = self._serializer.from_cloud_event(response.event)
         if span is not None:
             span.end(None, trace_of(response.event))
         return result
 
     async def _cancel_remote(self, request_id: str) -> None:
         with contextlib.suppress(UndeliverableError, RuntimeClosedError):
-            await self._write(pb.Message(cancel=pb.Cancel(request_id=request_id)))
+            await self._connection.write(pb.Message(cancel=pb.Cancel(request_id=request_id)))

@@ -1,8 +1,8 @@
 """`GrpcAgentRuntime`: a worker runtime. Its public API (registering agent factories, sending, RPCs with
-deadlines, broadcast, topics and subscriptions, listing agents) is here; building and sending envelopes and the
-RPC bookkeeping is `Sender` (`_sending.py`), what it hosts and how it dispatches what arrives is `AgentHost`
-(`_hosting.py`), and the stream to the gateway, with reconnection and failover, is `GatewayConnection`
-(`_connection.py`)."""
+deadlines, broadcast, topics and subscriptions, listing agents) is here, over four members: the stream to the
+gateway, with reconnection and failover (`GatewayConnection`, `_connection.py`); building and sending envelopes and
+the RPC bookkeeping (`Sender`, `_sending.py`); reading what arrives and dispatching it to the hosted agents
+(`AgentHost`, `_hosting.py`); and the `LocalAgentRuntime` those agents live in."""
 
 from __future__ import annotations
 
@@ -12,13 +12,11 @@ import functools
 import inspect
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import grpc
-from pydantic import SecretStr
 
 from ext.core import (
     DEFAULT_RPC_TIMEOUT,
@@ -45,11 +43,13 @@ from ext.core import (
     check_timeout,
     check_topic_id,
 )
+from ext.runtime.local import LocalAgentRuntime
 
-from ._connection import DEFAULT_TOKEN_ENV
+from ._connection import ConnectionOptions, GatewayConnection
+from ._hosting import AgentHost
 from ._sending import Sender
 from ._serializer import ProtobufMessageSerializer
-from ._wire import DEFAULT_MAX_MESSAGE_BYTES, raise_control_error, subscription_of_wire, subscription_to_wire
+from ._wire import raise_control_error, subscription_of_wire, subscription_to_wire
 from .protos import agent_worker_pb2 as pb
 
 __all__ = ["GrpcAgentRuntime"]
@@ -57,28 +57,19 @@ __all__ = ["GrpcAgentRuntime"]
 logger = logging.getLogger(__name__)
 
 
-class GrpcAgentRuntime(Sender):
+class GrpcAgentRuntime:
     """A worker runtime: hosts the agent types registered on it and reaches every other agent in the cluster
     through one bidirectional stream to a gateway.
 
     Args:
-        address: `host:port` of the gateway; a list of them (gateway replicas: the worker connects to the
-            first that answers and, when its gateway goes away, fails over to the next); or a
-            `grpc.aio.Channel` you built (its TLS and options are then yours; it is not closed by `stop`).
-        token: the gateway's token (sent as `authorization: Bearer ...`); default: `token_file`, else the
-            `token_env` variable, else the file named by the `<token_env>_FILE` variable.
-        token_file: a file holding the token (a Kubernetes secret volume, a compose secret); its trailing
-            newline is dropped. Read here, at construction: an unreadable or empty file raises `ValueError`.
-        token_env: environment variable read when `token` and `token_file` are None (default `EXT_GRPC_TOKEN`;
-            `EXT_GRPC_TOKEN_FILE` may name a token file instead).
-        root_certificates: PEM CA bundle: connect with TLS trusting it. `tls=True` with no bundle uses the
-            system roots.
-        tls_server_name: override the name checked against the gateway's certificate.
-        max_message_bytes: messages larger than this are refused before sending (default 4 MiB; keep it at or
-            below the gateway's).
-        connect_timeout: seconds for connecting and for control requests (default 10).
-        reconnect_backoff, reconnect_max_backoff: first and largest pause between reconnection attempts
-            (defaults 0.1 and 5 s, doubling with jitter).
+        address: `host:port` of the gateway, a list of them (replicas, with failover), or a `grpc.aio.Channel`
+            you built; or a `ConnectionOptions` holding it with the other connection settings.
+        **connection: the other fields of `ConnectionOptions` as keywords (not with a `ConnectionOptions`):
+            `token`, `token_env` (default `EXT_GRPC_TOKEN`), `token_file`, `tls`, `root_certificates`,
+            `tls_server_name`, `max_message_bytes`, `connect_timeout`, `reconnect_backoff`,
+            `reconnect_max_backoff`. The token is looked up here, at construction (`token`, else `token_file`,
+            else the `token_env` variable, else the file named by `<token_env>_FILE`): an unreadable or empty
+            file raises `ValueError`.
         serializer: the `ProtobufMessageSerializer` (default: a new one). Register pydantic and dataclass
             message types with `register_message_type` on every worker that sends or receives them.
         stop_timeout: seconds `stop()` lets hosted handlers finish (default 5).
@@ -96,18 +87,8 @@ class GrpcAgentRuntime(Sender):
 
     def __init__(
         self,
-        address: str | Sequence[str] | grpc.aio.Channel,
+        address: str | Sequence[str] | grpc.aio.Channel | ConnectionOptions,
         *,
-        token: str | SecretStr | None = None,
-        token_env: str | None = DEFAULT_TOKEN_ENV,
-        token_file: str | Path | None = None,
-        tls: bool = False,
-        root_certificates: bytes | None = None,
-        tls_server_name: str | None = None,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        connect_timeout: float = 10.0,
-        reconnect_backoff: float = 0.1,
-        reconnect_max_backoff: float = 5.0,
         serializer: ProtobufMessageSerializer | None = None,
         stop_timeout: float = 5.0,
         on_undelivered: Callable[[AgentId, str], None] | None = None,
@@ -115,36 +96,58 @@ class GrpcAgentRuntime(Sender):
         save_policy: SavePolicy | None = None,
         idle_timeout: float | None = None,
         observer: RuntimeObserver | None = None,
+        **connection: Any,
     ) -> None:
-        super().__init__(
-            address,
-            serializer=serializer,
+        if isinstance(address, ConnectionOptions):
+            if connection:
+                given = ", ".join(sorted(connection))
+                raise TypeError(
+                    f"give the connection settings in the ConnectionOptions or as keywords, not both: {given}"
+                )
+            options = address
+        else:
+            options = ConnectionOptions(address, **connection)
+        # The stream to the gateway (its token is looked up here); the hooks are this runtime's, below.
+        self._connection = GatewayConnection(
+            options, read=self._read_stream, announce=self._announce, lost=self._connection_lost
+        )
+        self.serializer = serializer if serializer is not None else ProtobufMessageSerializer()
+        # The hosted agents live in a local runtime, which also keeps their state (one implementation for both).
+        self._local = LocalAgentRuntime(
             stop_timeout=stop_timeout,
-            on_undelivered=on_undelivered,
             state_store=state_store,
             save_policy=save_policy,
             idle_timeout=idle_timeout,
             observer=observer,
-            token=token,
-            token_env=token_env,
-            token_file=token_file,
-            tls=tls,
-            root_certificates=root_certificates,
-            tls_server_name=tls_server_name,
-            max_message_bytes=max_message_bytes,
-            connect_timeout=connect_timeout,
-            reconnect_backoff=reconnect_backoff,
-            reconnect_max_backoff=reconnect_max_backoff,
         )
+        self._sender = Sender(self._connection, self.serializer, observer)
+        self._host = AgentHost(self._connection, self._local, self.serializer, self._sender.pending, on_undelivered)
         # The agent types this worker hosts, with their factories (announced again on every connection).
         self._factories: dict[str, AgentFactory] = {}
         # The types whose builder the local runtime holds: it has no way to take one back, so a registration the
         # gateway refused leaves its builder there, finding no factory, until a retry puts one in place.
         self._built_locally: set[str] = set()
+        self._started = False
+        self._closed = False
 
     def __repr__(self) -> str:
-        target = self._address or "<channel>"
-        return f"GrpcAgentRuntime(address={target!r}, worker_id={self._worker_id!r}, connected={self.connected})"
+        connection = self._connection
+        target = connection.address or "<channel>"
+        return f"GrpcAgentRuntime(address={target!r}, worker_id={connection.worker_id!r}, connected={self.connected})"
+
+    @property
+    def address(self) -> str | None:
+        """The gateway address this worker connects to now (`None` for a channel you gave)."""
+        return self._connection.address
+
+    @property
+    def worker_id(self) -> str:
+        """This worker's cluster-unique id, assigned by the gateway on each connection."""
+        return self._connection.worker_id
+
+    @property
+    def connected(self) -> bool:
+        return self._connection.connected
 
     def register_message_type(self, message_type: type[Any], type_name: str | None = None) -> str:
         """Register a pydantic or dataclass message class with the serializer (see `ProtobufMessageSerializer`)."""
@@ -160,9 +163,8 @@ class GrpcAgentRuntime(Sender):
             raise RuntimeClosedError("the runtime was stopped")
         if self._started:
             return
-        await self._connect_any(0)
+        await self._connection.open()
         self._started = True
-        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
 
     async def stop(self) -> None:
         """Stop hosted agents (letting in-flight handlers finish up to `stop_timeout`), close them, and close
@@ -170,10 +172,11 @@ class GrpcAgentRuntime(Sender):
         if self._closed:
             return
         self._closed = True
+        self._connection.begin_close()
         await self._local.stop()
-        self._fail_pending(RuntimeClosedError("the runtime was stopped"))
-        self._deadlines.clear()
-        await self._close_connection()
+        self._sender.fail_pending(RuntimeClosedError("the runtime was stopped"))
+        self._sender.deadlines.clear()
+        await self._connection.close()
 
     async def __aenter__(self) -> GrpcAgentRuntime:
         await self.start()
@@ -186,9 +189,16 @@ class GrpcAgentRuntime(Sender):
 
     # --- the connection's hooks ----------------------------------------------------------------------------
 
+    def _read_stream(self, call: Any, done: asyncio.Future[None]) -> Coroutine[Any, Any, None]:
+        return self._host.read(call, done)
+
     async def _announce(self) -> None:
         for agent_type in sorted(self._factories):
             await self._register_remote(agent_type)
+
+    def _connection_lost(self) -> None:
+        self._sender.fail_pending(UndeliverableError("the connection to the gateway was lost before the answer came"))
+        self._host.cancel_hosted()
 
     # --- AgentRuntime ----------------------------------------------------------------------------------
 
@@ -199,9 +209,9 @@ class GrpcAgentRuntime(Sender):
             raise RuntimeError("the runtime is not started: call start() or use 'async with'")
 
     async def _register_remote(self, agent_type: str) -> None:
-        request_id = self._next_id()
+        request_id = self._sender.next_id()
         message = pb.Message(register=pb.RegisterAgentType(request_id=request_id, type=agent_type))
-        reply = await self._control(message, request_id)
+        reply = await self._sender.control(message, request_id)
         if reply.error:
             raise ValueError(f"the gateway refused agent_type {agent_type!r}: {reply.error}")
 
@@ -224,7 +234,7 @@ class GrpcAgentRuntime(Sender):
             await self._local.register_agent_factory(name, functools.partial(self._build, name))
             self._built_locally.add(name)
         self._factories[name] = factory
-        if self._connected:
+        if self._connection.connected:
             try:
                 await self._register_remote(name)
             except BaseException:
@@ -257,8 +267,8 @@ class GrpcAgentRuntime(Sender):
         self._check_open()
         if cancellation_token is not None and cancellation_token.is_cancelled():
             raise asyncio.CancelledError("cancelled by CancellationToken before sending")
-        envelope, span = self._delivery(pb.DELIVERY_KIND_ONE_WAY, message, sender, recipient)
-        await self._post_observed(envelope, span)
+        envelope, span = self._sender.delivery(pb.DELIVERY_KIND_ONE_WAY, message, sender, recipient)
+        await self._sender.post_observed(envelope, span)
 
     async def send_and_await_response(
         self,
@@ -280,12 +290,12 @@ class GrpcAgentRuntime(Sender):
             timeout = check_timeout(timeout)
         if self._closed or not self._started:
             self._check_open()
-        request_id = str(next(self._ids))
-        envelope, span = self._delivery(pb.DELIVERY_KIND_RPC, message, sender, recipient, request_id)
+        request_id = self._sender.next_id()
+        envelope, span = self._sender.delivery(pb.DELIVERY_KIND_RPC, message, sender, recipient, request_id)
         if span is None:
-            return await self._rpc(envelope, request_id, message, recipient, timeout, cancellation_token)
+            return await self._sender.rpc(envelope, request_id, message, recipient, timeout, cancellation_token)
         try:
-            result = await self._rpc(envelope, request_id, message, recipient, timeout, cancellation_token, span)
+            result = await self._sender.rpc(envelope, request_id, message, recipient, timeout, cancellation_token, span)
         except BaseException as exc:
             span.end(exc)
             raise
@@ -296,8 +306,8 @@ class GrpcAgentRuntime(Sender):
         name = agent_type_name(agent_type)
         check_sender(sender)
         self._check_open()
-        envelope, span = self._delivery(pb.DELIVERY_KIND_BROADCAST, message, sender, broadcast_type=name)
-        await self._post_observed(envelope, span)
+        envelope, span = self._sender.delivery(pb.DELIVERY_KIND_BROADCAST, message, sender, broadcast_type=name)
+        await self._sender.post_observed(envelope, span)
 
     async def publish(
         self,
@@ -318,10 +328,10 @@ class GrpcAgentRuntime(Sender):
         self._check_open()
         if cancellation_token is not None and cancellation_token.is_cancelled():
             raise asyncio.CancelledError("cancelled by CancellationToken before sending")
-        envelope, span = self._delivery(
+        envelope, span = self._sender.delivery(
             pb.DELIVERY_KIND_PUBLISH, message, sender, topic=topic_id, message_id=message_id
         )
-        await self._post_observed(envelope, span)
+        await self._sender.post_observed(envelope, span)
 
     async def add_subscription(self, subscription: Subscription) -> None:
         """Add a subscription to the cluster's table (in the gateway's registry: every replica sees it). An equal
@@ -329,9 +339,9 @@ class GrpcAgentRuntime(Sender):
         and `TypePrefixSubscription` can be shared; `UndeliverableError` when the registry cannot be reached."""
         wire = subscription_to_wire(check_subscription(subscription))
         self._check_open()
-        request_id = self._next_id()
+        request_id = self._sender.next_id()
         message = pb.Message(add_subscription=pb.AddSubscription(request_id=request_id, subscription=wire))
-        reply = await self._control(message, request_id)
+        reply = await self._sender.control(message, request_id)
         if reply.HasField("error"):
             raise_control_error(reply.error, f"add {subscription!r}")
 
@@ -340,18 +350,18 @@ class GrpcAgentRuntime(Sender):
         if not isinstance(id, str):
             raise TypeError(f"id must be a str, got {type(id).__name__}")
         self._check_open()
-        request_id = self._next_id()
+        request_id = self._sender.next_id()
         message = pb.Message(remove_subscription=pb.RemoveSubscription(request_id=request_id, id=id))
-        reply = await self._control(message, request_id)
+        reply = await self._sender.control(message, request_id)
         if reply.HasField("error"):
             raise_control_error(reply.error, f"remove subscription {id!r}")
 
     async def list_subscriptions(self) -> list[Subscription]:
         """Every subscription in the cluster's table."""
         self._check_open()
-        request_id = self._next_id()
+        request_id = self._sender.next_id()
         message = pb.Message(list_subscriptions=pb.ListSubscriptions(request_id=request_id))
-        reply = await self._control(message, request_id)
+        reply = await self._sender.control(message, request_id)
         if reply.HasField("error"):
             raise_control_error(reply.error, "list the subscriptions")
         return [subscription_of_wire(s) for s in reply.subscriptions]
@@ -361,8 +371,10 @@ class GrpcAgentRuntime(Sender):
         `UndeliverableError` when the gateway cannot reach its registry."""
         name = "" if agent_type is None else agent_type_name(agent_type)
         self._check_open()
-        request_id = self._next_id()
-        reply = await self._control(pb.Message(list_agents=pb.ListAgents(request_id=request_id, type=name)), request_id)
+        request_id = self._sender.next_id()
+        reply = await self._sender.control(
+            pb.Message(list_agents=pb.ListAgents(request_id=request_id, type=name)), request_id
+        )
         if reply.error:
             raise UndeliverableError(f"the gateway could not list the agents: {reply.error}")
         return [AgentId(a.type, a.key) for a in reply.agents]
