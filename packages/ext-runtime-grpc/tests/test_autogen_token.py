@@ -21,7 +21,7 @@ from ext.runtime.grpc import Gateway, GrpcAgentRuntime
 from ext.runtime.grpc._autogen_wire import JSON_DATA_CONTENT_TYPE
 from ext.runtime.grpc.protos import agent_rpc_pb2 as ag
 from ext.runtime.grpc.protos import agent_rpc_pb2_grpc as ag_grpc
-from ext.testing.conformance import EchoAgent, Journal, Ping, Pong
+from ext.testing.runtime_agents import EchoAgent, Journal, Ping, Pong
 
 TOKEN = "gateway-token-1"
 FLAG = "autogen_allow_unauthenticated"
