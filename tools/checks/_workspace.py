@@ -7,12 +7,13 @@ a hard-coded list, so new distributions are picked up without touching the tools
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -185,3 +186,35 @@ def dependants_closure(names: Iterable[str], packages: Mapping[str, Package]) ->
         stack.extend(reverse.get(current, ()))
     result |= {pkg.name for pkg in packages.values() if pkg.test_deps & result}
     return result
+
+
+class Rendered(Protocol):
+    """A finding of a repository check: it renders itself as a line (or a few) naming the file and the fix."""
+
+    def render(self, root: Path) -> str: ...
+
+
+def run_check(
+    argv: list[str] | None,
+    doc: str | None,
+    check: Callable[[Path], Sequence[Rendered]],
+    failed: str,
+    passed: Callable[[Path], str],
+) -> int:
+    """The command line every `check_*.py` shares: `--root DIR` (default: this checkout), each finding printed, then
+    `N <failed>` on stderr and exit 1, or `passed(root)` and exit 0 (exit 2 when `root` has no packages/ folder)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0] if doc else None)
+    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
+    args = parser.parse_args(argv)
+    root: Path = args.root.resolve()
+    if not (root / "packages").is_dir():
+        print(f"{root}: no packages/ folder", file=sys.stderr)
+        return 2
+    findings = check(root)
+    for finding in findings:
+        print(finding.render(root))
+    if findings:
+        print(f"{len(findings)} {failed}", file=sys.stderr)
+        return 1
+    print(passed(root))
+    return 0

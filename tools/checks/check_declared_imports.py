@@ -23,7 +23,6 @@ Each finding is printed as ``file:line: ...`` with the requirement to add.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib.metadata
 import re
@@ -32,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from _workspace import REPO_ROOT, canonical_name, discover, import_name, requirement_name
+from _workspace import canonical_name, discover, import_name, requirement_name, run_check
 
 IMPORT_NAMES: Mapping[str, str] = {
     "azure.ai.inference": "azure-ai-inference",
@@ -200,21 +199,13 @@ def check(root: Path) -> list[Finding]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
-    args = parser.parse_args(argv)
-    root: Path = args.root.resolve()
-    if not (root / "packages").is_dir():
-        print(f"{root}: no packages/ folder", file=sys.stderr)
-        return 2
-    findings = check(root)
-    for finding in findings:
-        print(finding.render(root))
-    if findings:
-        print(f"{len(findings)} import(s) of undeclared packages", file=sys.stderr)
-        return 1
-    print(f"every import is declared ({len(distributions(root))} distributions checked)")
-    return 0
+    return run_check(
+        argv,
+        __doc__,
+        check,
+        "import(s) of undeclared packages",
+        lambda root: f"every import is declared ({len(distributions(root))} distributions checked)",
+    )
 
 
 if __name__ == "__main__":

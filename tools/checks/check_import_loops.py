@@ -22,13 +22,14 @@ passes yet, so a group of five tangled modules reads as a few short chains rathe
 
 from __future__ import annotations
 
-import argparse
 import ast
 import sys
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from _workspace import run_check
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _SKIPPED_DIRS = {"__pycache__", "build", "dist", "node_modules", "site-packages"}
@@ -261,23 +262,14 @@ def check(root: Path) -> list[Loop]:
     return loops
 
 
+def _count(root: Path) -> int:
+    return sum(1 for p in (root / "packages").iterdir() if (p / "pyproject.toml").is_file())
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
-    args = parser.parse_args(argv)
-    root: Path = args.root.resolve()
-    if not (root / "packages").is_dir():
-        print(f"{root}: no packages/ folder", file=sys.stderr)
-        return 2
-    loops = check(root)
-    for loop in loops:
-        print(loop.render(root))
-    if loops:
-        print(f"{len(loops)} import loop(s)", file=sys.stderr)
-        return 1
-    count = sum(1 for p in (root / "packages").iterdir() if (p / "pyproject.toml").is_file())
-    print(f"no import loops ({count} distributions checked)")
-    return 0
+    return run_check(
+        argv, __doc__, check, "import loop(s)", lambda root: f"no import loops ({_count(root)} distributions checked)"
+    )
 
 
 if __name__ == "__main__":

@@ -16,14 +16,13 @@ it (its ``__init__``'s ``__all__``), or what to do when it does not.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from _workspace import REPO_ROOT, import_name
+from _workspace import import_name, run_check
 
 _SKIPPED_DIRS = {"__pycache__", "build", "dist", "node_modules", "site-packages"}
 
@@ -218,21 +217,13 @@ def check(root: Path) -> list[Finding]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (default: this checkout)")
-    args = parser.parse_args(argv)
-    root: Path = args.root.resolve()
-    if not (root / "packages").is_dir():
-        print(f"{root}: no packages/ folder", file=sys.stderr)
-        return 2
-    findings = check(root)
-    for finding in findings:
-        print(finding.render(root))
-    if findings:
-        print(f"{len(findings)} import(s) of another distribution's private modules or names", file=sys.stderr)
-        return 1
-    print(f"no private imports across distributions ({len(distributions(root))} distributions checked)")
-    return 0
+    return run_check(
+        argv,
+        __doc__,
+        check,
+        "import(s) of another distribution's private modules or names",
+        lambda root: f"no private imports across distributions ({len(distributions(root))} distributions checked)",
+    )
 
 
 if __name__ == "__main__":
