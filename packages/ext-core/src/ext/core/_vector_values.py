@@ -73,8 +73,10 @@ def check_vector(vector: list[float], field: str) -> list[float]:
     store's concern: see `check_length`."""
     if not vector:
         raise ValueError(f"{field} must not be empty")
-    # One pass in C for the common case: hypot is finite only when no component is NaN or infinite.
-    if math.isfinite(math.hypot(*vector)) and FLOAT32_UNDERFLOW < max(map(abs, vector)) <= FLOAT32_MAX:
+    # One pass in C for the common case. hypot is NaN or infinite when a component is; it bounds every component
+    # from above, and when it exceeds sqrt(n) times the underflow threshold some component does too.
+    length = math.hypot(*vector)
+    if FLOAT32_UNDERFLOW * math.sqrt(len(vector)) < length <= FLOAT32_MAX:
         return vector
     largest = 0.0
     for index, x in enumerate(vector):
@@ -89,10 +91,12 @@ def check_vector(vector: list[float], field: str) -> list[float]:
     if largest == 0.0:
         # Cosine similarity is undefined for a zero vector: every backend would answer NaN or fail.
         raise ValueError(f"{field} must not be all zeros (cosine similarity is undefined for it)")
-    raise ValueError(
-        f"{field}: every component underflows to zero as float32 (the largest is {largest!r}; float32's "
-        "smallest is about 1.4e-45), so the stored vector would be all zeros"
-    )
+    if largest <= FLOAT32_UNDERFLOW:
+        raise ValueError(
+            f"{field}: every component underflows to zero as float32 (the largest is {largest!r}; float32's "
+            "smallest is about 1.4e-45), so the stored vector would be all zeros"
+        )
+    return vector  # components near float32's limits, whose length alone left the fast path
 
 
 def check_length(vector: Sequence[float], field: str) -> None:
