@@ -27,6 +27,8 @@ HOLDER = textwrap.dedent(
     import apsw
 
     conn = apsw.Connection(sys.argv[1])
+    # Its COMMIT waits for readers' momentary shared locks (the waiting writer takes one on each attempt).
+    conn.set_busy_timeout(60_000)
     conn.execute("BEGIN IMMEDIATE")
     conn.execute("CREATE TABLE IF NOT EXISTS other_app(x)")
     conn.execute("INSERT INTO other_app VALUES (1)")
