@@ -2,7 +2,7 @@
 
 One table per collection (`vector(N)` column, HNSW index with cosine distance), listed in a catalog table
 `ext_vector_collections` so a collection's vector size is known before anything is written. Each call is one
-transaction on one connection per store (calls of one store are serialised).
+transaction on one connection per store (calls of one store are serialised; `_session` runs them).
 
 Concurrent writers: an upsert writes its rows in id order, so two batches over the same ids lock them in the same
 order and one waits for the other instead of deadlocking. A transaction the server still aborts as a deadlock
@@ -12,15 +12,11 @@ order and one waits for the other instead of deadlocking. A transaction the serv
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import logging
-import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-import psycopg
 from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -32,22 +28,13 @@ from ext.core import (
     VectorMatch,
     VectorQuery,
     VectorRecord,
-    VectorStoreConflictError,
-    VectorStoreError,
     VectorStoreOptions,
-    VectorStoreUnavailableError,
     resolve_secret,
 )
-from ext.vectors.pgvector._url import check_secret_names, scrub, split_secrets
+from ext.vectors.pgvector._session import Conn, Session
+from ext.vectors.pgvector._url import check_secret_names, split_secrets
 
 T = TypeVar("T")
-Conn = psycopg.AsyncConnection[Any]
-logger = logging.getLogger(__name__)
-
-_CATALOG = sql.SQL(
-    "CREATE TABLE IF NOT EXISTS ext_vector_collections "
-    "(name text PRIMARY KEY, vector_size integer NOT NULL, table_name text NOT NULL)"
-)
 # pgvector caps hnsw.ef_search at 1000 (its docs: "Query options").
 _MAX_EF_SEARCH = 1000
 
@@ -168,8 +155,15 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
         # Table names are derived, not the collection's own name: any collection name is then a safe identifier.
         self._table_name = f"ext_vec_{digest}"
         self._table = sql.Identifier(self._table_name)
-        self._conn: Conn | None = None
-        self._lock = asyncio.Lock()
+        password = self._config.password
+        self._session = Session(
+            url=clean,
+            secrets={**self._config.secrets, **({"password": password} if password is not None else {})},
+            collection_name=collection_name,
+            connect_timeout=connect_timeout,
+            timeout=timeout,
+            conflict_retries=conflict_retries,
+        )
         self._closed = False
 
     @classmethod
@@ -188,104 +182,10 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
 
     # --- the connection -------------------------------------------------------------------------------
 
-    def _secrets(self) -> dict[str, SecretStr]:
-        password = self._config.password
-        return {**self._config.secrets, **({"password": password} if password is not None else {})}
-
-    def _detail(self, exc: BaseException) -> str:
-        return scrub(str(exc), self._secrets()).strip()
-
-    def _unavailable(self, exc: BaseException) -> VectorStoreUnavailableError:
-        return VectorStoreUnavailableError(f"PostgreSQL at {self._config.url} cannot be reached: {self._detail(exc)}")
-
-    async def _connect(self) -> Conn:
-        kwargs: dict[str, Any] = {"connect_timeout": max(1, round(self._config.connect_timeout))}
-        kwargs.update({name: value.get_secret_value() for name, value in self._secrets().items()})
-        try:
-            conn = await psycopg.AsyncConnection.connect(self._config.url, autocommit=True, **kwargs)
-        except psycopg.OperationalError as exc:
-            # `from None`: the driver's exception is rebuilt without any secret, the original is dropped.
-            raise self._unavailable(exc) from None
-        try:
-            async with conn.transaction():
-                await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                await conn.execute(_CATALOG)
-        except psycopg.errors.InsufficientPrivilege as exc:
-            await conn.close()
-            raise VectorStoreUnavailableError(
-                "the pgvector extension is not enabled in this database and this user cannot enable it: run "
-                f"CREATE EXTENSION vector as its owner ({exc.diag.message_primary})"
-            ) from None
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
-
     async def _run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
         if self._closed:
             raise ClientClosedError(f"{self!r} is closed")
-        async with self._lock:
-            attempt = 0
-            while True:
-                try:
-                    return await self._attempt(work)
-                except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
-                    # The server rolled the whole transaction back: running it again is safe.
-                    attempt += 1
-                    what = f"{exc.sqlstate} {exc.diag.message_primary}"
-                    if attempt > self._config.conflict_retries:
-                        raise VectorStoreConflictError(
-                            f"PostgreSQL at {self._config.url} aborted a call on collection {self.collection_name!r} "
-                            f"{attempt} times as other transactions wrote the same rows ({what}); this call changed "
-                            f"nothing (retry it, or raise conflict_retries={self._config.conflict_retries})"
-                        ) from None
-                    logger.info(
-                        "PostgreSQL aborted a call (%s); running it again (%d of %d)",
-                        what,
-                        attempt,
-                        self._config.conflict_retries,
-                    )
-                    # A short random pause, growing with each attempt, so the transactions in the way finish first.
-                    await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
-
-    async def _attempt(self, work: Callable[[Conn], Awaitable[T]]) -> T:
-        if self._conn is None or self._conn.closed:
-            self._conn = await self._connect()
-        conn = self._conn
-
-        async def transaction() -> T:
-            async with conn.transaction():
-                return await work(conn)
-
-        try:
-            return await asyncio.wait_for(transaction(), self._config.timeout)
-        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
-            raise
-        except psycopg.errors.LockNotAvailable as exc:
-            raise VectorStoreConflictError(
-                f"PostgreSQL at {self._config.url}: a call on collection {self.collection_name!r} waited longer than "
-                f"the server's lock_timeout for rows or tables another transaction held ({self._detail(exc)}); this "
-                "call changed nothing"
-            ) from None
-        except psycopg.Error as exc:
-            if not conn.closed:
-                # The server refused this statement on a working connection: say so, not "cannot be reached".
-                raise VectorStoreError(
-                    f"PostgreSQL at {self._config.url} refused a call on collection {self.collection_name!r}: "
-                    f"{self._detail(exc)}"
-                ) from None
-            # A broken connection: the next call opens a new one.
-            self._conn = None
-            raise self._unavailable(exc) from None
-        except asyncio.TimeoutError:
-            # psycopg cancels the statement on the server when its task is cancelled; the connection may be
-            # mid-protocol, so the next call opens a new one.
-            self._conn = None
-            await conn.close()
-            raise TimeoutError(
-                f"PostgreSQL at {self._config.url} did not finish a call on collection "
-                f"{self.collection_name!r} within timeout={self._config.timeout} s"
-            ) from None
+        return await self._session.run(work)
 
     async def _size_of(self, conn: Conn) -> int | None:
         cur = await conn.execute(
@@ -440,10 +340,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
 
     async def close(self) -> None:
         self._closed = True
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                await conn.close()
+        await self._session.close()
 
     # --- components ----------------------------------------------------------------------------------------
 
