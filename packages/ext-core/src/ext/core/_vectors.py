@@ -298,7 +298,11 @@ class BaseVectorStore(ABC, Component[ConfigT]):
     def make_query(
         self, vector: Sequence[float], top_k: int, filter: MetadataFilter | None, min_score: float | None
     ) -> VectorQuery:
-        query = VectorQuery(vector=list(vector), top_k=top_k, filter=filter, min_score=min_score)  # type: ignore[arg-type]
+        """The validated query; a `ValueError` names the field and what was expected (never echoing the input)."""
+        try:
+            query = VectorQuery(vector=list(vector), top_k=top_k, filter=filter, min_score=min_score)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            raise ValueError(f"query: {_first_error(exc)}") from None
         self._check_size(query.vector, "query vector")
         return query
 
