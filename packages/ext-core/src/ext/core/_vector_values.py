@@ -6,8 +6,9 @@ cosine similarity in float32 arithmetic (sqlite-vec's `vec_distance_cosine` and 
 
 - each component must be a finite number within float32's range (|x| <= 3.4028234663852886e38): a larger one
   becomes infinite when stored;
-- a vector must not be all zeros, nor so small that every component underflows to zero as float32 (|x| < 1e-45);
-  cosine similarity is undefined for a zero vector (stores answer NaN, or never return it);
+- a vector must not be all zeros, nor so small that every component underflows to zero as float32 (every |x| at
+  most 2**-150, about 7e-46): cosine similarity is undefined for a zero vector (stores answer NaN, or never return
+  it);
 - a stored or queried vector's length (Euclidean norm) must lie within [1e-18, 1e18]: the squared length of a
   longer vector overflows float32 (all three stores scored `[1e20, 0, 0]` as NULL), and that of a shorter one
   underflows (SQLite scored `[1e-30, 0, 0]` as infinite, Chroma gave it back as zeros); at both bounds every store
