@@ -11,6 +11,8 @@ from ext.core import (
     BaseVectorStore,
     ConfigurationError,
     VectorRecord,
+    VectorStoreConflictError,
+    VectorStoreError,
     VectorStoreOptions,
     VectorStoreUnavailableError,
     load_component,
@@ -40,14 +42,24 @@ class TestPgVector(VectorStoreConformance):
 
 
 async def test_failed_batch_in_the_database_writes_nothing(postgres: PostgresServer) -> None:
-    # jsonb refuses "\u0000" (server side, on the last row): the whole batch must roll back.
+    # A CHECK constraint refuses the batch's last row (rows are written in id order) on the server: the whole batch
+    # must roll back, and the refusal is a VectorStoreError naming the server, not a raw driver error.
+    import psycopg
+
     async with PgVectorStore(postgres.url, collection_name="rollback", vector_size=2) as store:
         await store.create_collection()
         try:
+            async with await psycopg.AsyncConnection.connect(postgres.url, autocommit=True) as admin:
+                cur = await admin.execute("SELECT table_name FROM ext_vector_collections WHERE name = 'rollback'")
+                row = await cur.fetchone()
+                assert row is not None
+                await admin.execute(f"ALTER TABLE \"{row[0]}\" ADD CONSTRAINT no_bad CHECK (id <> 'zz-bad')")
             good = [VectorRecord(id=f"g{i}", vector=[1.0, float(i)]) for i in range(50)]
-            bad = VectorRecord(id="bad", vector=[1.0, 0.0], metadata={"k": "a\x00b"})
-            with pytest.raises(Exception, match="0000"):
-                await store.upsert([*good, bad])
+            bad = VectorRecord(id="zz-bad", vector=[1.0, 0.0])
+            with pytest.raises(VectorStoreError, match=r"refused a call on collection 'rollback'.*no_bad") as caught:
+                await store.upsert([bad, *good])
+            assert not isinstance(caught.value, VectorStoreUnavailableError)
+            assert PASSWORD not in str(caught.value)
             assert await store.count() == 0
             await store.upsert(good)
             assert await store.count() == 50
@@ -111,6 +123,107 @@ def test_bad_urls_refused_before_connecting() -> None:
         PgVectorStore("mysql://u:p@h/db", collection_name="c", vector_size=2)
     with pytest.raises(ConfigurationError, match="set it once"):
         PgVectorStore("postgresql://u:p@h/db", collection_name="c", vector_size=2, password="q")
+    # Options libpq does not know (here a typo of sslmode) are refused naming the option, not at the first call.
+    for url, option in (
+        ("postgresql://u@127.0.0.1:1/db?sslmod=require", "'sslmod'"),
+        ("postgresql://u@127.0.0.1:1/db?sslmode=require&foo=secret-looking", "'foo'"),
+    ):
+        with pytest.raises(ConfigurationError, match=f"unknown connection option {option}") as caught:
+            PgVectorStore(url, collection_name="c", vector_size=2)
+        assert "secret-looking" not in str(caught.value)
+    with pytest.raises(ConfigurationError, match='invalid URI query parameter: "ssl"'):
+        PgVectorStore("postgresql://u@h/db?ssl=maybe", collection_name="c", vector_size=2)
+    with pytest.raises(ConfigurationError, match="sslpassword twice"):
+        PgVectorStore("postgresql://u@h/db?sslpassword=a&sslpassword=b", collection_name="c", vector_size=2)
+    with pytest.raises(ConfigurationError, match=r"secret parameters other than the password.*'sslmode'"):
+        PgVectorStore("postgresql://u@h/db", collection_name="c", vector_size=2, secrets={"sslmode": "require"})
+    with pytest.raises(ConfigurationError, match="sslpassword is both in url and in secrets"):
+        PgVectorStore(
+            "postgresql://u@h/db?sslpassword=a", collection_name="c", vector_size=2, secrets={"sslpassword": "b"}
+        )
+
+
+# libpq's secret parameters (PostgreSQL 18 "Parameter Key Words"; password fields in PQconninfoOptions).
+LIBPQ_SECRETS = {
+    "sslpassword": "ssl-key-secret-41d7",
+    "oauth_client_secret": "oauth-secret-93bb",
+    "scram_client_key": "c2NyYW0tY2xpZW50LWtleS0xNzA",
+    "scram_server_key": "c2NyYW0tc2VydmVyLWtleS0zMzg",
+}
+
+
+async def test_libpq_secrets_are_split_off_the_url(postgres: PostgresServer) -> None:
+    # Every secret in the query (the password too, as ?password=) is kept out of repr, dumps and errors, and still
+    # reaches libpq (it ignores the SSL key password and the OAuth secret on this plain, password-only connection).
+    in_use = {"password": PASSWORD, "sslpassword": LIBPQ_SECRETS["sslpassword"]}
+    in_use["oauth_client_secret"] = LIBPQ_SECRETS["oauth_client_secret"]
+    query = "&".join(f"{name}={value}" for name, value in in_use.items())
+    url = f"{postgres.url_without_password}?application_name=ext-test&{query}"
+    store = PgVectorStore(url, collection_name="secrets", vector_size=2)
+    try:
+        await store.create_collection()
+        await store.upsert([VectorRecord(id="a", vector=[1.0, 0.0])])
+        assert await store.count() == 1
+        dump = store.dump_component()
+        text = repr(store) + dump.model_dump_json() + repr(dump)
+        for secret in in_use.values():
+            assert secret not in text
+        assert dump.config["url"] == f"{postgres.url_without_password}?application_name=ext-test"
+        assert "secrets" not in dump.config
+    finally:
+        await store.delete_collection()
+        await store.close()
+    # A SCRAM client key in the URL reaches libpq (which refuses this one) and stays out of the error.
+    key = LIBPQ_SECRETS["scram_client_key"]
+    async with PgVectorStore(f"{url}&scram_client_key={key}", collection_name="c", vector_size=2) as keyed:
+        with pytest.raises(VectorStoreUnavailableError, match="invalid SCRAM client key") as caught:
+            await keyed.count()
+        assert key not in str(caught.value)
+    # The same URL pointing at a closed port: the error names the URL without any secret.
+    unreachable = url.replace(f":{postgres.port}/", f":{free_port()}/")
+    async with PgVectorStore(unreachable, collection_name="c", vector_size=2, connect_timeout=5) as closed:
+        with pytest.raises(VectorStoreUnavailableError) as caught:
+            await closed.count()
+        message = str(caught.value) + repr(caught.value.__cause__) + repr(caught.value.__context__)
+        assert "application_name=ext-test" in message
+        for secret in in_use.values():
+            assert secret not in message
+
+
+async def test_secrets_given_apart_from_the_url(postgres: PostgresServer) -> None:
+    given = {name: LIBPQ_SECRETS[name] for name in ("sslpassword", "oauth_client_secret")}
+    store = PgVectorStore(postgres.url, collection_name="c", vector_size=2, secrets=given)
+    try:
+        assert await store.collection_exists() is False
+        text = repr(store) + store.dump_component().model_dump_json()
+        for secret in given.values():
+            assert secret not in text
+    finally:
+        await store.close()
+    key = {"scram_client_key": LIBPQ_SECRETS["scram_client_key"]}
+    async with PgVectorStore(postgres.url, collection_name="c", vector_size=2, secrets=key) as keyed:
+        with pytest.raises(VectorStoreUnavailableError, match="invalid SCRAM client key") as caught:
+            await keyed.count()
+        assert key["scram_client_key"] not in str(caught.value)
+
+
+async def test_a_statement_the_server_refuses_is_not_unreachable(postgres: PostgresServer) -> None:
+    # lock_timeout makes the server refuse a statement that waits for a lock: a conflict, on a working connection.
+    import psycopg
+
+    url = postgres.url + "?options=-c%20lock_timeout%3D200"
+    async with PgVectorStore(url, collection_name="refused", vector_size=2) as store:
+        await store.create_collection()
+        try:
+            async with await psycopg.AsyncConnection.connect(postgres.url) as other:
+                await other.execute("LOCK TABLE ext_vector_collections IN ACCESS EXCLUSIVE MODE")
+                with pytest.raises(VectorStoreConflictError, match="lock_timeout") as caught:
+                    await store.count()
+                assert "cannot be reached" not in str(caught.value)
+                await other.rollback()
+            assert await store.count() == 0
+        finally:
+            await store.delete_collection()
 
 
 async def test_hnsw_index_exists(postgres: PostgresServer) -> None:

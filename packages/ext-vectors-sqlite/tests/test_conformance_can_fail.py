@@ -68,7 +68,12 @@ def test_suite_fails_exactly_what_is_broken(pytester: pytest.Pytester) -> None:
     assert failed == [
         "TestIgnoresFilterInQueries::test_filter_equality_and_in",
         "TestIgnoresFilterInQueries::test_filter_json_kinds",
+        # its last part filters on the largest 64-bit integer
+        "TestIgnoresFilterInQueries::test_values_no_store_can_keep_are_refused",
         "TestIgnoresMinScore::test_min_score",
+        "TestWritesBeforeChecking::test_bad_input_refused_before_any_io",
         "TestWritesBeforeChecking::test_size_mismatch_and_non_finite_write_nothing",
+        "TestWritesBeforeChecking::test_values_no_store_can_keep_are_refused",
+        "TestWritesBeforeChecking::test_vectors_float32_cannot_hold_are_refused",
     ]
-    assert len([r for r in reports if r.passed]) == 3 * 21 - 4
+    assert len([r for r in reports if r.passed]) == 3 * 24 - 8

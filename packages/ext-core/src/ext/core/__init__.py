@@ -203,6 +203,7 @@ from ._vectors import (
     VectorRecord,
     VectorSizeError,
     VectorStore,
+    VectorStoreConflictError,
     VectorStoreError,
     VectorStoreUnavailableError,
     matches_filter,
@@ -300,6 +301,7 @@ __all__ = [
     "UndeliverableError",
     "UnsupportedOptionError",
     "VectorSizeError",
+    "VectorStoreConflictError",
     "VectorStoreError",
     "VectorStoreUnavailableError",
     # application code: agents, runtimes, topics and state

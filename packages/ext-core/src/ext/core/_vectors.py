@@ -9,24 +9,36 @@ a mapping of metadata key to a condition; every condition must hold (AND).
 - `{"lang": "en"}`: the value equals `"en"`;
 - `{"lang": {"$in": ["en", "fr"]}}`: the value is one of the listed values.
 
-Values are JSON scalars (str, int, float, bool, None). A bool never equals a number (`True` is not `1`), and
+Values are JSON scalars (str, int, float, bool, None): numbers finite, integers within signed 64 bits, strings
+without NUL characters, at most 1000 values in one filter. A bool never equals a number (`True` is not `1`), and
 `None` matches a key that is null or absent. `{}` (or None) matches every record.
+
+What a store accepts (float32 vectors of a bounded length, strings without NUL, ...) is checked in
+`_vector_values`, once, before any backend is reached; its docstring says why each rule exists.
 """
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._component import Component, ConfigT
 from ._errors import ExtError
+from ._vector_values import (
+    MetadataValue,
+    check_id,
+    check_ids,
+    check_length,
+    check_metadata,
+    check_text,
+    check_vector,
+    normalize_filter,
+)
 
-MetadataValue: TypeAlias = str | int | float | bool | None
 MetadataFilter: TypeAlias = Mapping[str, Any]
 """See the module docstring: `{key: value}` or `{key: {"$in": [values]}}`."""
 
@@ -47,33 +59,55 @@ class VectorStoreUnavailableError(VectorStoreError, ConnectionError):
     """The store's backend cannot be reached (the message names where, without any secret)."""
 
 
-def _check_finite(vector: Sequence[float], field: str) -> list[float]:
-    out = [float(x) for x in vector]
-    for index, x in enumerate(out):
-        if not math.isfinite(x):
-            raise ValueError(f"{field}[{index}] must be a finite number, got {x!r}")
-    if not out:
-        raise ValueError(f"{field} must not be empty")
-    if not any(out):
-        # Cosine similarity is undefined for a zero vector: every backend would answer NaN or fail.
-        raise ValueError(f"{field} must not be all zeros (cosine similarity is undefined for it)")
-    return out
+class VectorStoreConflictError(VectorStoreError):
+    """Other connections writing the same data kept this call from finishing: a lock held longer than the store's
+    wait limit (SQLite's `busy_timeout`), or a deadlock or serialization failure that outlasted the store's retries
+    (PostgreSQL). The backend is reachable and the call changed nothing; it can be retried."""
 
 
 class VectorRecord(BaseModel):
-    """One stored item: its id, vector, text and metadata (JSON scalars)."""
+    """One stored item: its id, vector, text and metadata (JSON scalars).
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+    Validated whenever it is built or handed to a store (`revalidate_instances`): a record built with
+    `model_construct` or changed after it was built is checked again before anything is written."""
 
-    id: str = Field(min_length=1, description="Unique within the collection; upserting an id again replaces it.")
-    vector: list[float] = Field(description="Finite floats, as many as the collection's vector size.")
-    text: str = Field(default="", description="The text the vector stands for.")
-    metadata: dict[str, MetadataValue] = Field(default_factory=dict, description="JSON scalars, for filters.")
+    model_config = ConfigDict(extra="forbid", defer_build=True, revalidate_instances="always")
+
+    id: str = Field(
+        min_length=1,
+        description="Unique within the collection; upserting an id again replaces it. No NUL characters, at most "
+        "2048 bytes as UTF-8.",
+    )
+    vector: list[float] = Field(
+        description="As many numbers as the collection's vector size, each finite and within float32's range, not "
+        "all zero."
+    )
+    text: str = Field(default="", description="The text the vector stands for (no NUL characters).")
+    metadata: dict[str, MetadataValue] = Field(
+        default_factory=dict,
+        description="JSON scalars, for filters: finite numbers, integers within signed 64 bits, strings and keys "
+        "without NUL characters.",
+    )
+
+    @field_validator("id", mode="after")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return check_id(value, "id")
+
+    @field_validator("text", mode="after")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return check_text(value, "text")
 
     @field_validator("vector", mode="after")
     @classmethod
-    def _finite(cls, value: list[float]) -> list[float]:
-        return _check_finite(value, "vector")
+    def _float32(cls, value: list[float]) -> list[float]:
+        return check_vector(value, "vector")
+
+    @field_validator("metadata", mode="after")
+    @classmethod
+    def _scalars(cls, value: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
+        return check_metadata(value)
 
 
 class VectorMatch(BaseModel):
@@ -101,49 +135,15 @@ class VectorQuery(BaseModel):
 
     @field_validator("vector", mode="after")
     @classmethod
-    def _finite(cls, value: list[float]) -> list[float]:
-        return _check_finite(value, "vector")
+    def _float32(cls, value: list[float]) -> list[float]:
+        check_vector(value, "vector")
+        check_length(value, "vector")
+        return value
 
     @field_validator("filter", mode="before")
     @classmethod
     def _filter(cls, value: Any) -> dict[str, list[MetadataValue]]:
         return normalize_filter(value)
-
-
-def _check_scalar(value: Any, where: str) -> MetadataValue:
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{where} must be finite, got {value!r}")
-        return value
-    raise ValueError(f"{where} must be a JSON scalar (str, int, float, bool or None), got {type(value).__name__}")
-
-
-def normalize_filter(value: MetadataFilter | None) -> dict[str, list[MetadataValue]]:
-    """The filter as key -> accepted values; `ValueError` naming the key and what was expected otherwise."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ValueError(f"filter must be a mapping of metadata key to a value or {{'$in': [...]}}, got {value!r}")
-    out: dict[str, list[MetadataValue]] = {}
-    for key, condition in value.items():
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"filter keys must be non-empty strings, got {key!r}")
-        if key.startswith("$"):
-            raise ValueError(
-                f"filter key {key!r}: operators go inside a key's condition, e.g. {{'k': {{'$in': [...]}}}}"
-            )
-        if isinstance(condition, Mapping):
-            if set(condition) != {"$in"}:
-                raise ValueError(f"filter[{key!r}] supports only '$in' (or a plain value), got {sorted(condition)}")
-            values = condition["$in"]
-            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-                raise ValueError(f"filter[{key!r}]['$in'] must be a non-empty list of values")
-            out[key] = [_check_scalar(v, f"filter[{key!r}]['$in'] values") for v in values]
-        else:
-            out[key] = [_check_scalar(condition, f"filter[{key!r}]")]
-    return out
 
 
 def _same(a: MetadataValue, b: MetadataValue) -> bool:
@@ -163,8 +163,11 @@ class VectorStore(Protocol):
     """One collection of vectors of a fixed size: create or open it, upsert, query, get, delete, count.
 
     Every call validates its input before touching the backend: a vector of the wrong length raises
-    `VectorSizeError`, a non-finite number or a bad filter `ValueError`, and a batch with one bad record writes
-    nothing. A collection that does not exist raises `CollectionNotFoundError`.
+    `VectorSizeError`; a value no store can keep (a component outside float32's range, a vector whose length
+    float32 cannot square, a non-finite number, a NUL character, an integer beyond 64 bits) or a bad filter
+    `ValueError` naming it; and a batch with one bad record writes nothing. A collection that does not exist
+    raises `CollectionNotFoundError`; other writers holding the data past the store's limits
+    `VectorStoreConflictError`.
     """
 
     @property
@@ -221,13 +224,18 @@ class VectorStore(Protocol):
     ) -> None: ...
 
 
-def _check_ids(ids: Sequence[str]) -> list[str]:
-    if isinstance(ids, str) or not isinstance(ids, Sequence):
-        raise ValueError(f"ids must be a list of strings, got {type(ids).__name__}")
-    for index, item in enumerate(ids):
-        if not isinstance(item, str) or not item:
-            raise ValueError(f"ids[{index}] must be a non-empty string, got {item!r}")
-    return list(ids)
+def _first_error(exc: ValidationError) -> str:
+    # Never echo input values (a vector of thousands of numbers, or a misplaced secret): the field and the reason.
+    error = exc.errors(include_input=False, include_url=False)[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "value_error":
+        return message  # the validators of VectorRecord name the field themselves
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {message}" if where else message
+
+
+def _given_id(item: object) -> object:
+    return item.get("id") if isinstance(item, Mapping) else getattr(item, "id", None)
 
 
 class BaseVectorStore(ABC, Component[ConfigT]):
@@ -240,6 +248,7 @@ class BaseVectorStore(ABC, Component[ConfigT]):
     def __init__(self, *, collection_name: str, vector_size: int) -> None:
         if not isinstance(collection_name, str) or not collection_name:
             raise ValueError(f"collection_name must be a non-empty string, got {collection_name!r}")
+        check_text(collection_name, "collection_name")
         if isinstance(vector_size, bool) or not isinstance(vector_size, int) or vector_size <= 0:
             raise ValueError(f"vector_size must be a positive integer, got {vector_size!r}")
         self._collection_name = collection_name
@@ -261,21 +270,25 @@ class BaseVectorStore(ABC, Component[ConfigT]):
             )
 
     def check_records(self, records: Sequence[VectorRecord | Mapping[str, Any]]) -> list[VectorRecord]:
-        """`records` validated for this collection (a mapping is accepted for each and validated)."""
+        """`records` validated for this collection, each record (a `VectorRecord` or a mapping) checked again as
+        a whole: a `ValueError` names the record (index and id), the field and what was expected."""
         given: object = records
         if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
             raise ValueError(f"records must be a list of VectorRecord, got {type(given).__name__}")
         out: list[VectorRecord] = []
         seen: set[str] = set()
         for index, item in enumerate(records):
-            if isinstance(item, VectorRecord):
-                record = item
-            else:
-                try:
-                    record = VectorRecord.model_validate(item)
-                except ValueError as exc:
-                    raise ValueError(f"records[{index}]: {exc}") from None
-            self._check_size(record.vector, f"records[{index}].vector")
+            given_id = _given_id(item)
+            named = f" (id {given_id!r})" if isinstance(given_id, str) else ""
+            try:
+                record = VectorRecord.model_validate(item)
+            except ValidationError as exc:
+                raise ValueError(f"records[{index}]{named}: {_first_error(exc)}") from None
+            self._check_size(record.vector, f"records[{index}].vector{named}")
+            try:
+                check_length(record.vector, "vector")
+            except ValueError as exc:
+                raise ValueError(f"records[{index}]{named}: {exc}") from None
             if record.id in seen:
                 raise ValueError(f"records[{index}].id {record.id!r} appears twice in one batch")
             seen.add(record.id)
@@ -285,7 +298,11 @@ class BaseVectorStore(ABC, Component[ConfigT]):
     def make_query(
         self, vector: Sequence[float], top_k: int, filter: MetadataFilter | None, min_score: float | None
     ) -> VectorQuery:
-        query = VectorQuery(vector=list(vector), top_k=top_k, filter=filter, min_score=min_score)  # type: ignore[arg-type]
+        """The validated query; a `ValueError` names the field and what was expected (never echoing the input)."""
+        try:
+            query = VectorQuery(vector=list(vector), top_k=top_k, filter=filter, min_score=min_score)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            raise ValueError(f"query: {_first_error(exc)}") from None
         self._check_size(query.vector, "query vector")
         return query
 
@@ -323,10 +340,10 @@ class BaseVectorStore(ABC, Component[ConfigT]):
         return await self._query(self.make_query(vector, top_k, filter, min_score))
 
     async def get(self, ids: Sequence[str]) -> list[VectorRecord]:
-        return await self._get(_check_ids(ids))
+        return await self._get(check_ids(ids))
 
     async def delete(self, ids: Sequence[str]) -> int:
-        return await self._delete(_check_ids(ids))
+        return await self._delete(check_ids(ids))
 
     async def delete_where(self, filter: MetadataFilter) -> int:
         if filter is None:
@@ -397,6 +414,7 @@ __all__ = [
     "VectorRecord",
     "VectorSizeError",
     "VectorStore",
+    "VectorStoreConflictError",
     "VectorStoreError",
     "VectorStoreUnavailableError",
     "matches_filter",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, ClassVar
@@ -32,6 +33,7 @@ import pytest_asyncio
 from ext.core import (
     BaseVectorStore,
     CollectionNotFoundError,
+    MetadataValue,
     VectorRecord,
     VectorSizeError,
     VectorStore,
@@ -221,6 +223,104 @@ class VectorStoreConformance:
             await store.upsert([good, good])
         assert await store.count() == 5
         assert await store.get(["new"]) == []
+
+    async def test_vectors_float32_cannot_hold_are_refused(self, store: BaseVectorStore[Any]) -> None:
+        # Every store keeps float32 and computes cosine in float32: what that cannot hold is refused, naming the
+        # record and the component, and nothing of the batch is written.
+        good = VectorRecord(id="new", vector=unit(0, 1, 0, 0))
+        cases: list[tuple[list[float], str]] = [
+            ([1e39, 0, 0, 0], r"vector\[0\] = 1e\+39 is outside float32's range"),
+            ([0, -1e39, 0, 0], r"vector\[1\] = -1e\+39 is outside float32's range"),
+            ([1e-46, 0, 0, 0], "every component underflows to zero as float32"),
+            ([1e20, 0, 0, 0], r"length 1e\+20, above 1e\+18"),
+            ([1e-30, 0, 0, 0], "length 1e-30, below 1e-18"),
+        ]
+        for vector, message in cases:
+            with pytest.raises(ValueError, match=message) as caught:
+                await store.upsert([good, {"id": "bad", "vector": vector}])
+            assert "records[1] (id 'bad')" in str(caught.value)
+            with pytest.raises(ValueError, match=message):
+                await store.query(vector)
+        assert await store.count() == 5
+        assert await store.get(["new", "bad"]) == []
+        # At the bounds every store still scores right and gives the vector back.
+        edges = [
+            VectorRecord(id="big", vector=[7e17, 7e17, 0, 0]),
+            VectorRecord(id="small", vector=[7.1e-19, 0, 0, 7.1e-19]),
+            VectorRecord(id="tiny-part", vector=[1.0, 1e-40, 0, 0]),
+        ]
+        await store.upsert(edges)
+        for query in ([9e17, 0, 0, 0], [1.5e-18, 0, 0, 0]):
+            scores = {m.id: m.score for m in await store.query(query)}
+            assert scores["big"] == pytest.approx(1 / math.sqrt(2), abs=1e-5)
+            assert scores["small"] == pytest.approx(1 / math.sqrt(2), abs=1e-5)
+            assert scores["a"] == pytest.approx(1.0, abs=1e-5)
+            assert scores["tiny-part"] == pytest.approx(1.0, abs=1e-5)
+        for record, stored in zip(edges, await store.get([r.id for r in edges]), strict=True):
+            assert stored.vector == pytest.approx(record.vector, rel=1e-6, abs=1e-44)
+
+    async def test_values_no_store_can_keep_are_refused(self, store: BaseVectorStore[Any]) -> None:
+        good = VectorRecord(id="new", vector=unit(0, 1, 0, 0))
+        vector = unit(1, 1, 1, 0)
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({"metadata": {"x": math.nan}}, r"metadata\['x'\] must be a finite number"),
+            ({"metadata": {"x": -math.inf}}, r"metadata\['x'\] must be a finite number"),
+            ({"metadata": {"x": 2**63}}, r"metadata\['x'\] = 9223372036854775808 does not fit in a signed 64-bit"),
+            ({"metadata": {"x": -(2**63) - 1}}, r"metadata\['x'\] = -9223372036854775809 does not fit"),
+            ({"metadata": {"x": "a\x00b"}}, r"metadata\['x'\] must not contain NUL"),
+            ({"metadata": {"k\x00": 1}}, re.escape("metadata key 'k\\x00' must not contain NUL")),
+            ({"metadata": {"": 1}}, "metadata keys must be non-empty strings"),
+            ({"text": "a\x00b"}, "text must not contain NUL"),
+            ({"id": "b\x00d"}, "id must not contain NUL"),
+            ({"id": "x" * 2049}, "id is 2049 bytes as UTF-8; ids hold at most 2048"),
+        ]
+        for fields, message in cases:
+            bad = {"id": "bad", "vector": vector, **fields}
+            with pytest.raises(ValueError, match=message) as caught:
+                await store.upsert([good, bad])
+            assert str(caught.value).startswith("records[1]")
+        # A record built without validation, or changed after it was built, is checked again before it is written.
+        built = VectorRecord.model_construct(id="built", vector=[math.inf, 0.0, 0.0, 0.0], text="", metadata={})
+        changed = VectorRecord(id="changed", vector=vector)
+        changed.metadata["n"] = math.nan
+        for record, message in ((built, r"vector\[0\] must be a finite"), (changed, r"metadata\['n'\]")):
+            with pytest.raises(ValueError, match=message):
+                await store.upsert([good, record])
+        assert await store.count() == 5
+        assert await store.get(["new", "bad", "built", "changed"]) == []
+        # The limits themselves are kept exactly.
+        edge: dict[str, MetadataValue] = {"max": 2**63 - 1, "min": -(2**63), "s": "é \u2028 ✓"}
+        await store.upsert([VectorRecord(id="é" * 1024, vector=vector, text="ünïcode ✓", metadata=edge)])
+        [stored] = await store.get(["é" * 1024])
+        assert (stored.text, stored.metadata) == ("ünïcode ✓", edge)
+        assert [m.id for m in await store.query(QUERY, filter={"max": 2**63 - 1})] == ["é" * 1024]
+        assert await store.count({"min": {"$in": [-(2**63), 0]}}) == 1
+
+    async def test_bad_input_refused_before_any_io(self) -> None:
+        # The backend cannot be reached: a ValueError (not VectorStoreUnavailableError) shows nothing was sent.
+        store = self.make_unreachable_store()
+        try:
+            calls: list[tuple[Callable[[], Awaitable[object]], str]] = [
+                (lambda: store.upsert([{"id": "a", "vector": [1e39, 0, 0, 0]}]), "float32"),
+                (lambda: store.upsert([{"id": "a", "vector": [3e19, 0, 0, 0]}]), "above 1e"),
+                (lambda: store.upsert([{"id": "a", "vector": QUERY, "metadata": {"k": math.nan}}]), "finite"),
+                (lambda: store.query([1e-30, 0, 0, 0]), "below 1e-18"),
+                (lambda: store.query(QUERY, filter={"k": 2**64}), r"filter\['k'\] = 18446744073709551616 does not"),
+                (lambda: store.query(QUERY, filter={"k": {"$in": [1, -(2**63) - 1]}}), r"\['\$in'\]\[1\]"),
+                (lambda: store.query(QUERY, filter={"k": "a\x00"}), r"filter\['k'\] must not contain NUL"),
+                (lambda: store.query(QUERY, filter={"k\x00": "a"}), re.escape("filter key 'k\\x00' must not contain")),
+                (lambda: store.query(QUERY, filter={"k": {"$in": list(range(1001))}}), "more than 1000 values"),
+                (lambda: store.count({"k": math.inf}), "finite"),
+                (lambda: store.delete_where({"k": 2**64}), "64-bit"),
+                (lambda: store.get(["a", "b\x00"]), r"ids\[1\] must not contain NUL"),
+                (lambda: store.delete(["\ud800"]), r"ids\[0\] is not valid Unicode"),
+                (lambda: store.get(["x" * 2049]), "2049 bytes"),
+            ]
+            for call, message in calls:
+                with pytest.raises(ValueError, match=message):
+                    await call()
+        finally:
+            await store.close()
 
     async def test_large_batch(self, store: BaseVectorStore[Any]) -> None:
         vectors = itertools.cycle([unit(0, 1, 0, 0), unit(0, 1, 1, 0), unit(0, 0, 0, 1)])

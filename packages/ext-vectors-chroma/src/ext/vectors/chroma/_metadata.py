@@ -12,7 +12,6 @@ value (`1` matches `1.0`) and keeps bools apart from numbers, as ext's filter la
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,26 +20,18 @@ from ext.core import MetadataValue
 KEYS = "ext:keys"
 NULLS = "ext:nulls"
 _RESERVED_PREFIXES = ("ext:", "chroma:", "#")
-# Chroma's metadata integers are int64 (`HashMap` in the server's OpenAPI document).
-_INT64 = (-(2**63), 2**63 - 1)
 
 
 def check_metadata(metadata: Mapping[str, MetadataValue], where: str) -> None:
-    """Raise `ValueError` naming the key for what Chroma cannot store or would misread."""
-    for key, value in metadata.items():
-        if not key:
-            # Chroma answers 400 "Invalid metadata" for an empty key.
-            raise ValueError(f"{where}: metadata keys must be non-empty strings")
+    """Raise `ValueError` naming the key for a key Chroma keeps for itself. (What no store can keep, such as an
+    empty key, a NaN or an integer beyond 64 bits, ext-core's `BaseVectorStore` has already refused.)"""
+    for key in metadata:
         if key.startswith(_RESERVED_PREFIXES):
             # '#' starts Chroma's own keys (#document, #embedding; 400 "Invalid metadata"), 'chroma:document' is
             # where Chroma's log keeps the document (rust/log/src/sqlite_log.rs), and 'ext:' is this store's.
             raise ValueError(
                 f"{where}: metadata key {key!r} is reserved (keys may not start with '#', 'chroma:' or 'ext:')"
             )
-        if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
-            raise ValueError(f"{where}: metadata[{key!r}] = {value} does not fit Chroma's 64-bit integers")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{where}: metadata[{key!r}] must be a finite number, got {value!r}")
 
 
 def encode(metadata: Mapping[str, MetadataValue], stale: set[str]) -> dict[str, Any] | None:

@@ -2,18 +2,21 @@
 
 One table per collection (`vector(N)` column, HNSW index with cosine distance), listed in a catalog table
 `ext_vector_collections` so a collection's vector size is known before anything is written. Each call is one
-transaction on one connection per store (calls of one store are serialised).
+transaction on one connection per store (calls of one store are serialised; `_session` runs them).
+
+Concurrent writers: an upsert writes its rows in id order, so two batches over the same ids lock them in the same
+order and one waits for the other instead of deadlocking. A transaction the server still aborts as a deadlock
+(40P01) or a serialization failure (40001), e.g. a delete against an upsert, is run again, up to
+`conflict_retries` times; then it is a `VectorStoreConflictError`, never "cannot be reached".
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-import psycopg
 from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -26,18 +29,12 @@ from ext.core import (
     VectorQuery,
     VectorRecord,
     VectorStoreOptions,
-    VectorStoreUnavailableError,
     resolve_secret,
 )
-from ext.vectors.pgvector._url import scrub, split_password
+from ext.vectors.pgvector._session import Conn, Session
+from ext.vectors.pgvector._url import check_secret_names, split_secrets
 
 T = TypeVar("T")
-Conn = psycopg.AsyncConnection[Any]
-
-_CATALOG = sql.SQL(
-    "CREATE TABLE IF NOT EXISTS ext_vector_collections "
-    "(name text PRIMARY KEY, vector_size integer NOT NULL, table_name text NOT NULL)"
-)
 # pgvector caps hnsw.ef_search at 1000 (its docs: "Query options").
 _MAX_EF_SEARCH = 1000
 
@@ -47,17 +44,29 @@ class PgVectorStoreConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", defer_build=True, hide_input_in_errors=True)
 
-    url: str = Field(min_length=1, description="postgresql:// URL without its password.")
+    url: str = Field(min_length=1, description="postgresql:// URL without its password or other secrets.")
     collection_name: str = Field(min_length=1)
     vector_size: int = Field(gt=0)
     password: SecretStr | None = Field(default=None, description="Database password; never printed or dumped.")
     password_env: str | None = Field(default=None, description="Environment variable holding the password.")
+    secrets: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        exclude=True,
+        description="libpq's other secret parameters (sslpassword, oauth_client_secret, scram_client_key, "
+        "scram_server_key) by name; never printed, and left out of dumps.",
+    )
     connect_timeout: float = Field(default=10.0, gt=0, description="Seconds to wait for a connection.")
     timeout: float = Field(default=30.0, gt=0, description="Seconds one call (one transaction) may take.")
     hnsw_m: int = Field(default=16, ge=2, le=100, description="HNSW graph degree (pgvector's `m`).")
     hnsw_ef_construction: int = Field(default=64, ge=4, le=1000, description="HNSW build quality.")
     hnsw_ef_search: int = Field(
         default=100, ge=1, le=1000, description="HNSW candidates per query (raised to top_k when smaller)."
+    )
+    conflict_retries: int = Field(
+        default=4,
+        ge=0,
+        le=20,
+        description="How many times a call the server aborted as a deadlock or serialization failure runs again.",
     )
 
 
@@ -89,8 +98,10 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
     """A collection of vectors in PostgreSQL with the pgvector extension (HNSW index, cosine distance).
 
     `url` is a `postgresql://` URL; a password in it (or in `password`, `password_env`, or
-    `VectorStoreOptions.api_key`) is split off and never printed, logged or dumped. The database needs the
-    `vector` extension available; the store runs `CREATE EXTENSION IF NOT EXISTS vector` once (README).
+    `VectorStoreOptions.api_key`) and libpq's other secret parameters in it (or in `secrets`) are split off and
+    never printed, logged or dumped. An option libpq does not know is refused here, before any connection. The
+    database needs the `vector` extension available; the store runs `CREATE EXTENSION IF NOT EXISTS vector` once
+    (README).
     """
 
     component_config_schema = PgVectorStoreConfig
@@ -104,19 +115,26 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
         vector_size: int,
         password: str | SecretStr | None = None,
         password_env: str | None = None,
+        secrets: Mapping[str, str | SecretStr] | None = None,
         connect_timeout: float = 10.0,
         timeout: float = 30.0,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
         hnsw_ef_search: int = 100,
+        conflict_retries: int = 4,
     ) -> None:
         super().__init__(collection_name=collection_name, vector_size=vector_size)
-        clean, in_url = split_password(url)
-        if in_url is not None and (password is not None or password_env is not None):
+        clean, in_url = split_secrets(url)
+        url_password = in_url.pop("password", None)
+        if url_password is not None and (password is not None or password_env is not None):
             raise ConfigurationError(
                 "PgVectorStore: the password is both in url and in password/password_env; set it once"
             )
-        secret, from_env = resolve_secret(in_url if in_url is not None else password, password_env)
+        given = {name: v if isinstance(v, SecretStr) else SecretStr(v) for name, v in (secrets or {}).items()}
+        check_secret_names(given)
+        for name in given.keys() & in_url.keys():
+            raise ConfigurationError(f"PgVectorStore: {name} is both in url and in secrets; set it once")
+        secret, from_env = resolve_secret(url_password if url_password is not None else password, password_env)
         if password_env is not None and secret is None:
             raise ConfigurationError(f"PgVectorStore: password_env {password_env!r} is not set or empty")
         self._config = PgVectorStoreConfig(
@@ -125,18 +143,27 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
             vector_size=vector_size,
             password=secret,
             password_env=from_env,
+            secrets={**in_url, **given},
             connect_timeout=connect_timeout,
             timeout=timeout,
             hnsw_m=hnsw_m,
             hnsw_ef_construction=hnsw_ef_construction,
             hnsw_ef_search=hnsw_ef_search,
+            conflict_retries=conflict_retries,
         )
         digest = hashlib.sha256(collection_name.encode()).hexdigest()[:20]
         # Table names are derived, not the collection's own name: any collection name is then a safe identifier.
         self._table_name = f"ext_vec_{digest}"
         self._table = sql.Identifier(self._table_name)
-        self._conn: Conn | None = None
-        self._lock = asyncio.Lock()
+        password = self._config.password
+        self._session = Session(
+            url=clean,
+            secrets={**self._config.secrets, **({"password": password} if password is not None else {})},
+            collection_name=collection_name,
+            connect_timeout=connect_timeout,
+            timeout=timeout,
+            conflict_retries=conflict_retries,
+        )
         self._closed = False
 
     @classmethod
@@ -155,63 +182,10 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
 
     # --- the connection -------------------------------------------------------------------------------
 
-    def _unavailable(self, exc: BaseException) -> VectorStoreUnavailableError:
-        detail = scrub(str(exc), self._config.password).strip()
-        return VectorStoreUnavailableError(f"PostgreSQL at {self._config.url} cannot be reached: {detail}")
-
-    async def _connect(self) -> Conn:
-        password = self._config.password
-        kwargs: dict[str, Any] = {"connect_timeout": max(1, round(self._config.connect_timeout))}
-        if password is not None:
-            kwargs["password"] = password.get_secret_value()
-        try:
-            conn = await psycopg.AsyncConnection.connect(self._config.url, autocommit=True, **kwargs)
-        except psycopg.OperationalError as exc:
-            # `from None`: the driver's exception is rebuilt without any secret, the original is dropped.
-            raise self._unavailable(exc) from None
-        try:
-            async with conn.transaction():
-                await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                await conn.execute(_CATALOG)
-        except psycopg.errors.InsufficientPrivilege as exc:
-            await conn.close()
-            raise VectorStoreUnavailableError(
-                "the pgvector extension is not enabled in this database and this user cannot enable it: run "
-                f"CREATE EXTENSION vector as its owner ({exc.diag.message_primary})"
-            ) from None
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
-
     async def _run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
         if self._closed:
             raise ClientClosedError(f"{self!r} is closed")
-        async with self._lock:
-            if self._conn is None or self._conn.closed:
-                self._conn = await self._connect()
-            conn = self._conn
-
-            async def transaction() -> T:
-                async with conn.transaction():
-                    return await work(conn)
-
-            try:
-                return await asyncio.wait_for(transaction(), self._config.timeout)
-            except psycopg.OperationalError as exc:
-                # A broken connection: the next call opens a new one.
-                self._conn = None
-                await conn.close()
-                raise self._unavailable(exc) from None
-            except asyncio.TimeoutError:
-                # psycopg cancels the statement on the server when its task is cancelled; the connection may be
-                # mid-protocol, so the next call opens a new one.
-                self._conn = None
-                await conn.close()
-                raise TimeoutError(
-                    f"PostgreSQL at {self._config.url} did not finish a call on collection "
-                    f"{self.collection_name!r} within timeout={self._config.timeout} s"
-                ) from None
+        return await self._session.run(work)
 
     async def _size_of(self, conn: Conn) -> int | None:
         cur = await conn.execute(
@@ -269,7 +243,9 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
     # --- records ------------------------------------------------------------------------------------------
 
     async def _upsert(self, records: list[VectorRecord]) -> None:
-        rows = [(r.id, _vector_literal(r.vector), r.text, json.dumps(r.metadata)) for r in records]
+        # In id order: two batches over the same ids then lock their rows in the same order (no deadlock).
+        ordered = sorted(records, key=lambda r: r.id)
+        rows = [(r.id, _vector_literal(r.vector), r.text, json.dumps(r.metadata)) for r in ordered]
         statement = sql.SQL(
             "INSERT INTO {} (id, embedding, text, metadata) VALUES (%s, %s::vector, %s, %s::jsonb) "
             "ON CONFLICT (id) DO UPDATE SET embedding = excluded.embedding, text = excluded.text, "
@@ -364,10 +340,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
 
     async def close(self) -> None:
         self._closed = True
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                await conn.close()
+        await self._session.close()
 
     # --- components ----------------------------------------------------------------------------------------
 
@@ -382,9 +355,11 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
             vector_size=config.vector_size,
             password=config.password if config.password_env is None else None,
             password_env=config.password_env,
+            secrets=config.secrets,
             connect_timeout=config.connect_timeout,
             timeout=config.timeout,
             hnsw_m=config.hnsw_m,
             hnsw_ef_construction=config.hnsw_ef_construction,
             hnsw_ef_search=config.hnsw_ef_search,
+            conflict_retries=config.conflict_retries,
         )

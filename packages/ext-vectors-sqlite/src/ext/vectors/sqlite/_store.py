@@ -1,6 +1,12 @@
 """`SqliteVectorStore`: ext-core's `VectorStore` in one SQLite file (or in memory), with the `sqlite-vec`
 extension loaded through apsw (which bundles its own SQLite, so it works on Python builds that cannot load
-SQLite extensions). Search is exact: a scan with `vec_distance_cosine`, filters in SQL (README: why)."""
+SQLite extensions). Search is exact: a scan with `vec_distance_cosine`, filters in SQL (README: why).
+
+Writes run in `BEGIN IMMEDIATE` transactions: the write lock is taken first, so a second writer (another store,
+another process) waits up to `busy_timeout` for it. A deferred transaction that reads before it writes could not
+wait: SQLite refuses at once to upgrade a read lock while another connection holds the write lock, since waiting
+could deadlock. A lock held past `busy_timeout` is a `VectorStoreConflictError`.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,9 @@ import asyncio
 import json
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import apsw
@@ -24,6 +31,7 @@ from ext.core import (
     VectorMatch,
     VectorQuery,
     VectorRecord,
+    VectorStoreConflictError,
     VectorStoreOptions,
     VectorStoreUnavailableError,
 )
@@ -42,6 +50,7 @@ CREATE TABLE IF NOT EXISTS ext_records (
 );
 """
 
+_UNUSABLE = (apsw.CantOpenError, apsw.IOError, apsw.PermissionsError, apsw.NotADBError)
 # SQLite JSON paths have no escape for a double quote: keys are limited to what `$."key"` can name.
 _PATH_KEY = re.compile(r'^[^"\\]+$')
 
@@ -60,6 +69,20 @@ class SqliteVectorStoreConfig(BaseModel):
 def _pack(vector: list[float]) -> bytes:
     # sqlite-vec reads a BLOB as little-endian float32, the layout of array('f') on every platform we ship to.
     return array("f", vector).tobytes()
+
+
+@contextmanager
+def _writing(conn: apsw.Connection) -> Iterator[None]:
+    """One write transaction that holds the write lock from its start (waiting up to busy_timeout for it)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        # A COMMIT that could not get its lock leaves the transaction open: roll it back, nothing half-written.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _unpack(blob: bytes) -> list[float]:
@@ -110,8 +133,12 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         super().__init__(collection_name=collection_name, vector_size=vector_size)
         if not isinstance(path, str) or not path:
             raise ConfigurationError(f"SqliteVectorStore: path must be a file path or ':memory:', got {path!r}")
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or not 0 <= busy_timeout < 1e6:
+            raise ConfigurationError(
+                f"SqliteVectorStore: busy_timeout must be a number of seconds from 0 to 1e6, got {busy_timeout!r}"
+            )
         self._path = path
-        self._busy_timeout = busy_timeout
+        self._busy_timeout = float(busy_timeout)
         self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="ext-vectors-sqlite")
         self._conn: apsw.Connection | None = None
 
@@ -133,25 +160,43 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, work)
 
     def _call(self, work: Callable[[apsw.Connection], T]) -> T:
-        if self._conn is None:
-            self._conn = self._connect()
         try:
+            if self._conn is None:
+                self._conn = self._connect()
             return work(self._conn)
-        except (apsw.CantOpenError, apsw.IOError, apsw.PermissionsError, apsw.NotADBError) as exc:
+        except apsw.BusyError:
+            raise VectorStoreConflictError(
+                f"SQLite database {self._path!r} stayed locked by another connection for longer than "
+                f"busy_timeout={self._busy_timeout} s; this call changed nothing (retry it, or raise busy_timeout)"
+            ) from None
+        except _UNUSABLE as exc:
             raise VectorStoreUnavailableError(f"SQLite database {self._path!r} cannot be used: {exc}") from exc
 
     def _connect(self) -> apsw.Connection:
         try:
             conn = apsw.Connection(self._path)
+        except _UNUSABLE as exc:
+            raise VectorStoreUnavailableError(f"SQLite database {self._path!r} cannot be opened: {exc}") from exc
+        try:
             conn.enable_load_extension(True)
             conn.load_extension(sqlite_vec.loadable_path())
             conn.enable_load_extension(False)
             conn.set_busy_timeout(int(self._busy_timeout * 1000))
             conn.execute("PRAGMA foreign_keys = ON")
-            with conn:
-                conn.execute(_SCHEMA)
-        except (apsw.CantOpenError, apsw.IOError, apsw.PermissionsError, apsw.NotADBError) as exc:
+            # Only a file without the tables takes the write lock to make them: readers need not queue behind
+            # a writer's transaction just to open the file.
+            found = conn.execute(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('ext_collections', 'ext_records')"
+            ).fetchone()
+            if found is None or found[0] != 2:
+                with _writing(conn):
+                    conn.execute(_SCHEMA)
+        except _UNUSABLE as exc:
+            conn.close()
             raise VectorStoreUnavailableError(f"SQLite database {self._path!r} cannot be opened: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def _size_of(self, conn: apsw.Connection) -> int | None:
@@ -165,7 +210,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
 
     async def create_collection(self) -> None:
         def work(conn: apsw.Connection) -> None:
-            with conn:
+            with _writing(conn):
                 conn.execute(
                     "INSERT OR IGNORE INTO ext_collections(name, vector_size) VALUES (?, ?)",
                     (self.collection_name, self.vector_size),
@@ -179,7 +224,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
 
     async def delete_collection(self) -> None:
         def work(conn: apsw.Connection) -> None:
-            with conn:
+            with _writing(conn):
                 conn.execute("DELETE FROM ext_records WHERE collection = ?", (self.collection_name,))
                 conn.execute("DELETE FROM ext_collections WHERE name = ?", (self.collection_name,))
 
@@ -194,7 +239,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         ]
 
         def work(conn: apsw.Connection) -> None:
-            with conn:  # one transaction: a failure rolls the whole batch back
+            with _writing(conn):  # one transaction: a failure rolls the whole batch back
                 self._require(conn)
                 conn.executemany(
                     "INSERT OR REPLACE INTO ext_records(collection, id, embedding, text, metadata) "
@@ -245,7 +290,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
 
     async def _delete(self, ids: list[str]) -> int:
         def work(conn: apsw.Connection) -> int:
-            with conn:
+            with _writing(conn):
                 self._require(conn)
                 conn.execute(
                     "DELETE FROM ext_records WHERE collection = ? AND id IN (SELECT value FROM json_each(?))",
@@ -261,7 +306,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         sql = "DELETE FROM ext_records WHERE collection = ?" + _where(filter, params)
 
         def work(conn: apsw.Connection) -> int:
-            with conn:
+            with _writing(conn):
                 self._require(conn)
                 conn.execute(sql, params)
                 deleted = conn.changes()
