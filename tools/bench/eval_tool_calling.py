@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -108,8 +109,11 @@ async def _run_configs(
         "limit_per_category": args.limit,
         "tool_choice": args.tool_choice,
         "settings": SETTINGS,
+        "commit": _commit(),
         "configs": {},
     }
+    if base_url is not None:
+        out["llama_server"] = {"chat_format": "chatml-function-calling", "sampling": "the server's defaults otherwise"}
     if ollama_host is not None:
         out["ollama_settings"] = {**OLLAMA_SETTINGS, "server": "ext.testing.ollama_model.OllamaModelServer"}
     # Every configuration's factory first, so a missing client package fails before any run rather than after the
@@ -142,6 +146,14 @@ async def _run_configs(
         }
         print(f"{name}: accuracy {overall.accuracy:.0%}, malformed {overall.malformed_rate:.0%}", file=sys.stderr)
     return out
+
+
+def _commit() -> str:
+    """The checked-out commit, with ``+dirty`` when the work tree has changes (the results say what code ran)."""
+    root = Path(__file__).resolve().parents[2]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout.strip()
+    return head + ("+dirty" if dirty else "")
 
 
 def _figures(summary: Any) -> dict[str, Any]:
