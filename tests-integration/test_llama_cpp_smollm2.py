@@ -112,7 +112,9 @@ async def test_a_forced_call_is_made_once(smollm2: LlamaCppChatCompletionClient)
         UserMessage(content="Find the area of a triangle with a base of 10 units and height of 5 units.")
     ]
     # Room for the repeats (the fixture's 64 tokens would cut the second copy, which the tolerant reader drops).
-    result = await smollm2.create(question, tools=[TRIANGLE], tool_choice="required", options=ChatOptions(max_tokens=128))
+    result = await smollm2.create(
+        question, tools=[TRIANGLE], tool_choice="required", options=ChatOptions(max_tokens=128)
+    )
     assert isinstance(result.content, list)
     assert [(c.name, parse_tool_arguments(c.arguments)) for c in result.content] == [
         ("calculate_triangle_area", {"base": 10, "height": 5})

@@ -6,7 +6,9 @@ Configurations (each the same GGUF, temperature 0, seed 0):
 - ``in-process/constrained`` and ``in-process/prompt``: `LlamaCppChatCompletionClient` (`tool_calling`);
 - ``llama-server/constrained`` and ``llama-server/prompt``: `OpenAIChatCompletionClient` against llama-cpp-python's
   own OpenAI-compatible server (`ext.testing.llama_server`, started here on 127.0.0.1);
-- ``llama-server/native``: the same server's own tool calling (chatml-function-calling), for comparison;
+- ``llama-server/native``: the same server's own tool calling (chatml-function-calling), for comparison (it takes
+  ``auto`` or a named tool: ``required`` answers HTTP 500). The server runs with that chat format for every
+  ``llama-server`` row, and it HTML-escapes message text: the prompt-level rows reach the model escaped;
 - ``ollama/constrained`` and ``ollama/prompt``: `OllamaChatCompletionClient` against an Ollama-protocol server that
   runs the model: ext-testing's stand-in for ``ollama serve`` (`ext.testing.ollama_model.OllamaModelServer`: the
   same protocol, the model's own chat template, `format` as a llama.cpp grammar, Ollama's sampling defaults), not
