@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from ext.core import (
     CancellationToken,
+    ChatOptions,
     CreateResult,
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
@@ -17,6 +18,7 @@ from ext.core import (
     LLMMessage,
     StreamChunk,
     SystemMessage,
+    ToolSchema,
     UserMessage,
     parse_tool_arguments,
 )
@@ -84,6 +86,39 @@ async def test_a_tool_call_round_trip(smollm2: LlamaCppChatCompletionClient) -> 
     final = await smollm2.create(history, tools=[WEATHER], tool_choice="none")
     assert final.finish_reason in ("stop", "length")
     assert isinstance(final.content, str) and final.content.strip()
+
+
+# BFCL's first simple case (ext-eval's shipped subset), its tool as the dataset gives it.
+TRIANGLE: ToolSchema = {
+    "name": "calculate_triangle_area",
+    "description": "Calculate the area of a triangle given its base and height.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "base": {"type": "integer", "description": "The base of the triangle."},
+            "height": {"type": "integer", "description": "The height of the triangle."},
+            "unit": {"type": "string", "description": "The unit of measure (defaults to 'units' if not specified)"},
+        },
+        "required": ["base", "height"],
+    },
+}
+
+
+async def test_a_forced_call_is_made_once(smollm2: LlamaCppChatCompletionClient) -> None:
+    """With the grammar allowing spaced JSON, SmolLM2 wrote this call 4 times in its one
+    call array (it copies the spaced JSON of the tools' system message, then goes on listing); held to compact JSON
+    it writes it once."""
+    question: list[LLMMessage] = [
+        UserMessage(content="Find the area of a triangle with a base of 10 units and height of 5 units.")
+    ]
+    # Room for the repeats (the fixture's 64 tokens would cut the second copy, which the tolerant reader drops).
+    result = await smollm2.create(
+        question, tools=[TRIANGLE], tool_choice="required", options=ChatOptions(max_tokens=128)
+    )
+    assert isinstance(result.content, list)
+    assert [(c.name, parse_tool_arguments(c.arguments)) for c in result.content] == [
+        ("calculate_triangle_area", {"base": 10, "height": 5})
+    ]
 
 
 class Capital(BaseModel):

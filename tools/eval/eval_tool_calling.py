@@ -6,7 +6,9 @@ Configurations (each the same GGUF, temperature 0, seed 0):
 - ``in-process/constrained`` and ``in-process/prompt``: `LlamaCppChatCompletionClient` (`tool_calling`);
 - ``llama-server/constrained`` and ``llama-server/prompt``: `OpenAIChatCompletionClient` against llama-cpp-python's
   own OpenAI-compatible server (`ext.testing.llama_server`, started here on 127.0.0.1);
-- ``llama-server/native``: the same server's own tool calling (chatml-function-calling), for comparison;
+- ``llama-server/native``: the same server's own tool calling (chatml-function-calling), for comparison (it takes
+  ``auto`` or a named tool: ``required`` answers HTTP 500). The server runs with that chat format for every
+  ``llama-server`` row, and it HTML-escapes message text: the prompt-level rows reach the model escaped;
 - ``ollama/constrained`` and ``ollama/prompt``: `OllamaChatCompletionClient` against an Ollama-protocol server that
   runs the model: ext-testing's stand-in for ``ollama serve`` (`ext.testing.ollama_model.OllamaModelServer`: the
   same protocol, the model's own chat template, `format` as a llama.cpp grammar, Ollama's sampling defaults), not
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -108,8 +111,11 @@ async def _run_configs(
         "limit_per_category": args.limit,
         "tool_choice": args.tool_choice,
         "settings": SETTINGS,
+        "commit": _commit(),
         "configs": {},
     }
+    if base_url is not None:
+        out["llama_server"] = {"chat_format": "chatml-function-calling", "sampling": "the server's defaults otherwise"}
     if ollama_host is not None:
         out["ollama_settings"] = {**OLLAMA_SETTINGS, "server": "ext.testing.ollama_model.OllamaModelServer"}
     # Every configuration's factory first, so a missing client package fails before any run rather than after the
@@ -142,6 +148,14 @@ async def _run_configs(
         }
         print(f"{name}: accuracy {overall.accuracy:.0%}, malformed {overall.malformed_rate:.0%}", file=sys.stderr)
     return out
+
+
+def _commit() -> str:
+    """The checked-out commit, with ``+dirty`` when the work tree has changes (the results say what code ran)."""
+    root = Path(__file__).resolve().parents[2]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout.strip()
+    return head + ("+dirty" if dirty else "")
 
 
 def _figures(summary: Any) -> dict[str, Any]:
