@@ -88,7 +88,7 @@ def _compact_gbnf(schema: dict[str, Any]) -> str:
     Why: the tools' system message is spaced JSON (``{"name": ...}``), and a small model that writes its call in that
     style goes on to list more calls, the way the system message lists tools: SmolLM2-135M, held to one call
     array with ``tool_choice="required"``, wrote each simple case's call 3 to 6 times when spaces were allowed,
-    and once (4 of 5 right) when not (tools/bench/results/tool_calling_smollm2_135m_required_5.json)."""
+    and once (4 of 5 right) when not (tools/eval/results/tool_calling_smollm2_135m_required_5.json)."""
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     return _SPACE_RULE.sub('space ::= ""', str(json_schema_to_gbnf(json.dumps(schema))), count=1)
