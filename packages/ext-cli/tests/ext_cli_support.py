@@ -29,14 +29,21 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-async def run_ext(*args: str, env: dict[str, str] | None = None, timeout: float = 60, stdin: str | None = None) -> Ran:
-    """Run `python -m ext.cli ARGS` as a real process (stdout and stderr piped, so not a terminal)."""
+async def run_ext(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+) -> Ran:
+    """Run `python -m ext.cli ARGS` as a real process (stdout and stderr piped, so not a terminal), in `cwd` (by
+    default the tests' folder)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "ext.cli",
         *args,
-        cwd=HERE,
+        cwd=cwd or HERE,
         env=env if env is not None else clean_env(),
         stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,

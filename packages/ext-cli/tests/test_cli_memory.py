@@ -6,9 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from ext_cli_support import Ran, run_ext
 
-from ext.memory import MEMORY_HEADER
+from ext.memory import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_CHUNK_CHARS,
+    DEFAULT_TOP_K,
+    MEMORY_HEADER,
+)
 from ext.testing.script import Reply
 from ext.testing.servers import OpenAIServer
 
@@ -16,6 +23,8 @@ OPENAI_EMBEDDER = ("--embedder", "openai:text-embedding-3-small")
 
 
 def notes(tmp_path: Path) -> tuple[Path, Path]:
+    """Two notes, named by their resolved paths (the sources `ext memory add` stores them under)."""
+    tmp_path = tmp_path.resolve()
     ops = tmp_path / "ops.md"
     ops.write_text("The deploy key rotates every ninety days on Monday.", encoding="utf-8")
     lunch = tmp_path / "office.md"
@@ -64,6 +73,55 @@ async def test_add_query_clear_with_a_provider_embedder(
     assert [line.split("#")[0] for line in lines] == [str(lunch)]
     ran = await run_ext("memory", "clear", "--db", db, *OPENAI_EMBEDDER, env=openai_env)
     assert ran.out == f"removed 1 chunks from {db}\n", ran.err
+
+
+@pytest.mark.timeout(300)  # eight `ext` processes, each loading Python and the SDK
+async def test_one_file_is_one_source_whatever_its_path(
+    tmp_path: Path, server: OpenAIServer, openai_env: dict[str, str]
+) -> None:
+    """`notes.md`, its absolute path, `../dir/notes.md` and a link to it are one source (before: each spelling stored
+    another copy, and `clear notes.md` forgot one)."""
+    folder, other = tmp_path / "dir", tmp_path / "other"
+    folder.mkdir()
+    other.mkdir()
+    notes = folder / "notes.md"
+    notes.write_text("The deploy key rotates every ninety days on Monday.", encoding="utf-8")
+    (other / "link.md").symlink_to(notes)
+    stored = str(notes.resolve())
+    db = str(tmp_path / "m.db")
+
+    async def add(*names: str, cwd: Path) -> Ran:
+        return await run_ext("memory", "add", *names, "--db", db, *OPENAI_EMBEDDER, env=openai_env, cwd=cwd)
+
+    for names, cwd in [(["notes.md"], folder), ([str(notes)], other), (["../dir/notes.md", "link.md"], other)]:
+        ran = await add(*names, cwd=cwd)
+        assert ran.out == f"added 1 chunks from 1 file(s) to {db} (1 chunks in all)\n", (names, ran.err)
+
+    # Stored under the resolved path (--json), shown relative to the current directory when the file is under it.
+    ran = await run_ext("memory", "query", "deploy key", "--db", db, "--json", *OPENAI_EMBEDDER, env=openai_env)
+    assert [json.loads(line)["source"] for line in query_lines(ran)] == [stored]
+    ran = await run_ext("memory", "query", "deploy key", "--db", db, *OPENAI_EMBEDDER, env=openai_env, cwd=folder)
+    assert [line.split(" ")[0] for line in query_lines(ran)] == ["notes.md#0"]
+
+    # Any spelling forgets it: added by relative paths, cleared by the absolute one, and the other way round.
+    ran = await run_ext("memory", "clear", str(notes), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.out == f"removed 1 chunks from {db}\n", ran.err
+    assert (await add(str(notes), cwd=tmp_path)).code == 0
+    ran = await run_ext("memory", "clear", "notes.md", "--db", db, *OPENAI_EMBEDDER, env=openai_env, cwd=folder)
+    assert ran.out == f"removed 1 chunks from {db}\n", ran.err
+
+
+def test_the_add_and_query_defaults_are_ext_memorys() -> None:
+    """`ext memory add --help` shows its defaults without importing ext-memory: they must stay the library's."""
+    from ext.cli._main import memory_add, memory_query
+
+    defaults = {p.name: p.default for p in [*memory_add.params, *memory_query.params]}
+    assert (defaults["chunk_size"], defaults["overlap"], defaults["max_chars"], defaults["top_k"]) == (
+        DEFAULT_CHUNK_SIZE,
+        DEFAULT_CHUNK_OVERLAP,
+        DEFAULT_MAX_CHUNK_CHARS,
+        DEFAULT_TOP_K,
+    )
 
 
 async def test_chat_with_memory_sends_the_memories(
@@ -115,7 +173,9 @@ async def test_bad_input_fails_before_any_request(
     ran = await run_ext(
         "memory", "add", str(latin1), "--chunk-size", "10", "--overlap", "10", "--db", db, env=openai_env
     )
-    assert ran.code == 1 and "--chunk-size/--overlap" in ran.err, ran.err
+    assert ran.code == 1 and "--chunk-size/--overlap/--max-chars: chunk_overlap" in ran.err, ran.err
+    ran = await run_ext("memory", "add", str(latin1), "--max-chars", "0", "--db", db, env=openai_env)
+    assert ran.code == 1 and "max_chunk_chars must be a positive number of characters, got 0" in ran.err, ran.err
 
     ran = await run_ext("memory", "query", "x", "--db", db, *OPENAI_EMBEDDER, env=openai_env)
     assert ran.code == 1 and f"no memory at {db}" in ran.err and "ext memory add" in ran.err

@@ -3,7 +3,7 @@ with a real OpenAI client on the loopback server for the pipeline cases."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
@@ -19,14 +19,21 @@ from ext.core import (
     VectorSizeError,
 )
 from ext.memory import (
+    CUT_MARK,
+    DEFAULT_MAX_CHUNK_CHARS,
+    DEFAULT_TOKEN_BUDGET,
+    DEFAULT_TOP_K,
     MEMORY_CONTEXT_KEY,
     MEMORY_HEADER,
     MemoryDocument,
+    MemoryHit,
     MemoryMiddleware,
     MemorySearchTool,
     VectorMemory,
+    format_memories,
+    split_text,
 )
-from ext.models.openai import OpenAIChatCompletionClient
+from ext.models.openai import OpenAIChatCompletionClient, OpenAIEmbeddingClient
 from ext.pipeline import ChatCall, ChatClientBuilder, ChatMiddleware, CreateNext
 from ext.testing.hashing_embedder import HashingEmbedder
 from ext.testing.script import ToolCallSpec
@@ -187,6 +194,115 @@ async def test_search_tool_called_by_the_model(memory: VectorMemory) -> None:
     assert "finance.md (chunk 0): Invoices are paid" in tool_result.content
     with pytest.raises(ToolArgumentsError, match="query"):
         await tool.run_json({"query": ""})
+
+
+async def test_a_long_line_reaches_a_strict_embedder_in_bounded_chunks() -> None:
+    """A 100 KB line without whitespace was one input of about 25,000 tokens, which OpenAI refuses (8,191 at most;
+    the loopback server is as strict). Bounded chunks go through."""
+    line = "QUJDRA==" * 12_500
+    async with OpenAIServer(api_key=KEY) as server:
+        embedder = OpenAIEmbeddingClient(base_url=server.base_url + "/v1", api_key=KEY, max_retries=0)
+        async with embedder, SqliteVectorStore(collection_name="m", vector_size=1536) as store:
+            ids = await VectorMemory(embedder, store).add([MemoryDocument(text=line, source="blob.b64")])
+            assert len(ids) == 125
+            records = await store.get(ids)
+        inputs = [text for r in server.embeddings.requests for text in r.json["input"]]  # type: ignore[index]
+    assert max(len(text) for text in inputs) == DEFAULT_MAX_CHUNK_CHARS
+    assert [r.text for r in records] == inputs
+    assert [(r.metadata["start"], r.metadata["end"]) for r in records] == [(c.start, c.end) for c in split_text(line)]
+
+
+async def test_progress_moves_once_per_embedded_batch() -> None:
+    text = " ".join(f"w{i}" for i in range(50))  # 6 words a chunk, 4 new each: 12 chunks
+    async with OpenAIServer(api_key=KEY) as server:
+        embedder = OpenAIEmbeddingClient(base_url=server.base_url + "/v1", api_key=KEY, batch_size=5, max_retries=0)
+        async with embedder, SqliteVectorStore(collection_name="m", vector_size=1536) as store:
+            memory = VectorMemory(embedder, store, chunk_size=6, chunk_overlap=2)  # the embedder's batches of 5
+            seen: list[tuple[int, int]] = []
+            ids = await memory.add([text, MemoryDocument(text="one more note", source="n")], progress=_append(seen))
+        sizes = [len(r.json["input"]) for r in server.embeddings.requests]  # type: ignore[index]
+    assert len(ids) == 13
+    assert seen == [(0, 13), (5, 13), (10, 13), (13, 13)]
+    assert sizes == [5, 5, 3]  # one request a batch: the bar moved as each came back
+
+    hashing = HashingEmbedder(16)
+    async with SqliteVectorStore(collection_name="m", vector_size=16) as store:
+        seen.clear()
+        memory = VectorMemory(hashing, store, chunk_size=6, chunk_overlap=2, batch_size=4)
+        await memory.add([text], progress=_append(seen))
+    assert seen == [(0, 12), (4, 12), (8, 12), (12, 12)]
+    assert [len(batch) for batch in hashing.calls] == [4, 4, 4]
+    with pytest.raises(ValueError, match="batch_size must be a positive number"):
+        VectorMemory(hashing, SqliteVectorStore(collection_name="c", vector_size=16), batch_size=0)
+
+
+def _append(seen: list[tuple[int, int]]) -> Callable[[int, int], None]:
+    return lambda done, total: seen.append((done, total))
+
+
+async def test_one_source_twice_in_one_call_is_refused(memory: VectorMemory) -> None:
+    before = len(await memory.add([NOTES[2]]))
+    with pytest.raises(ValueError, match=r"items\[2\]\.source 'ops\.md' is also items\[0\]'s"):
+        await memory.add([NOTES[0], NOTES[1], MemoryDocument(text="other", source="ops.md")])
+    assert await memory.store.count() == before
+
+
+def _hit(rank: int, text: str, source: str = "notes/ops.md") -> MemoryHit:
+    return MemoryHit(id=f"{source}#{rank}", text=text, score=0.9 - rank / 100, source=source, chunk=rank, start=0,
+                     end=len(text))  # fmt: skip
+
+
+def test_the_best_memory_too_big_for_the_budget_is_cut_not_dropped() -> None:
+    words = " ".join(f"word{i:03d}" for i in range(200))  # 1,599 characters, about 400 tokens
+    text, used = format_memories([_hit(0, words), _hit(1, "short")], token_budget=200)
+    # Before, a best hit over the budget left the prompt with no memory at all.
+    assert len(used) == 1 and used[0].text and words.startswith(used[0].text)
+    assert used[0].end == len(used[0].text) and not used[0].text.endswith(" ")
+    assert text.splitlines()[1].endswith(used[0].text + CUT_MARK)
+    assert -(-len(text) // 4) + 1 <= 200  # the estimate format_memories budgets with, newlines counted
+    assert 4 * 200 - len(text) < 50  # and the space is used
+    # A budget without room for 100 characters of the best memory shows none (rather than a useless stub).
+    assert format_memories([_hit(0, words)], token_budget=40) == ("", [])
+
+
+def test_the_defaults_hold_every_hit_of_full_size_chunks() -> None:
+    full = "x" * DEFAULT_MAX_CHUNK_CHARS
+    source = "/home/someone/projects/a-rather-long-project-name/docs/" + "s" * 82 + ".md"
+    assert len(source) == 140
+    hits = [_hit(rank, full, source) for rank in range(DEFAULT_TOP_K)]
+    text, used = format_memories(hits, token_budget=DEFAULT_TOKEN_BUDGET)
+    assert used == hits and len(text.splitlines()) == DEFAULT_TOP_K + 1
+
+
+async def test_the_middleware_defaults_put_every_hit_in_the_prompt() -> None:
+    """With VectorMemory's and MemoryMiddleware's defaults, all top_k full-size chunks reach the model (before:
+    chunks of 200 words and a budget of 512 tokens let 1 of 5 through)."""
+    embedder = HashingEmbedder(64)
+    # 100 words (the default chunk_size) of about 1,000 characters (DEFAULT_MAX_CHUNK_CHARS): one full chunk each.
+    documents = [
+        MemoryDocument(text="deploy key " + " ".join(f"d{d}w{i:06d}" for i in range(98)), source=f"doc{d}.md")
+        for d in range(DEFAULT_TOP_K)
+    ]
+    async with SqliteVectorStore(collection_name="m", vector_size=64) as store:
+        memory = VectorMemory(embedder, store)
+        await memory.add(documents)
+        assert await store.count() == DEFAULT_TOP_K
+        assert all(len(r.text) == 990 for r in await store.get([f"doc{d}.md#0" for d in range(DEFAULT_TOP_K)]))
+        seen: list[ChatCall] = []
+        async with OpenAIServer(api_key=KEY) as server:
+            server.enqueue(Reply(text="ok"))
+            async with (
+                ChatClientBuilder(openai_client(server))
+                .use(MemoryMiddleware(memory))
+                .use(_Recorder(seen))
+                .build() as client
+            ):
+                await client.create([UserMessage(content="where is the deploy key")])
+            memories = server.decode(server.requests[0]).system[0]
+    used = seen[0].context[MEMORY_CONTEXT_KEY]
+    assert len(used) == DEFAULT_TOP_K
+    assert all(hit.text in memories for hit in used)
+    assert CUT_MARK not in memories
 
 
 class _Recorder(ChatMiddleware):

@@ -81,6 +81,7 @@ async def test_a_pipeline_file_with_memory_sends_the_memories(tmp_path: Path, mo
         ({"store": "memory.db"}, "middleware[0].memory.store must be a component dump"),
         ({"top_k": 0}, "middleware[0].memory: MemoryMiddleware: top_k must be a positive integer"),
         ({"topk": 3}, "middleware[0].memory: unknown settings ['topk']"),
+        ({"max_chunk_chars": 0}, "middleware[0].memory: max_chunk_chars must be a positive number of characters"),
     ],
 )
 async def test_a_bad_memory_entry_names_the_field(

@@ -27,7 +27,7 @@ from ext.core import (
     UserMessage,
     Workbench,
 )
-from ext.memory import MemoryMiddleware
+from ext.memory import DEFAULT_TOP_K, MemoryMiddleware
 from ext.pipeline import ChatClientBuilder, ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoopEvent
 
 from ._errors import CliError
@@ -79,7 +79,7 @@ class ChatSettings:
     tool_choice: str = "auto"
     client_settings: Mapping[str, Any] = field(default_factory=dict)
     memory: MemorySettings | None = None
-    memory_top_k: int = 5
+    memory_top_k: int = DEFAULT_TOP_K
 
 
 class ToolTurns:

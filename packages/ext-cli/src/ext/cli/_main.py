@@ -274,8 +274,11 @@ def memory() -> None:
 @memory.command("add")
 @click.argument("files", nargs=-1, required=True, metavar="FILES...")
 @_memory_options
-@click.option("--chunk-size", default=200, show_default=True, help="Words per chunk.")
-@click.option("--overlap", default=40, show_default=True, help="Words a chunk shares with the one before.")
+# The defaults are ext-memory's (DEFAULT_CHUNK_SIZE, ...; a test holds them equal), written out so that --help
+# does not import the library.
+@click.option("--chunk-size", default=100, show_default=True, help="Words per chunk at most.")
+@click.option("--overlap", default=20, show_default=True, help="Words a chunk shares with the one before.")
+@click.option("--max-chars", default=1000, show_default=True, help="Characters per chunk at most.")
 @click.pass_context
 def memory_add(
     ctx: click.Context,
@@ -285,12 +288,16 @@ def memory_add(
     embedder: str | None,
     chunk_size: int,
     overlap: int,
+    max_chars: int,
 ) -> None:
-    """Chunk, embed and store FILES (UTF-8 text); adding a file again replaces it."""
+    """Chunk, embed and store FILES (UTF-8 text); a file is stored under its absolute path, and adding it again
+    (by any path) replaces it."""
     from ._memory import MemorySettings, add_files
 
     state: State = ctx.obj
-    settings = MemorySettings(db, collection, embedder, chunk_size=chunk_size, chunk_overlap=overlap)
+    settings = MemorySettings(
+        db, collection, embedder, chunk_size=chunk_size, chunk_overlap=overlap, max_chunk_chars=max_chars
+    )
     ctx.exit(run_command(ctx, lambda: add_files(settings, files, state.out)))
 
 
@@ -330,7 +337,7 @@ def memory_query(
 def memory_clear(
     ctx: click.Context, sources: Sequence[str], db: str | None, collection: str, embedder: str | None
 ) -> None:
-    """Forget FILES (as they were added), or everything in the collection."""
+    """Forget FILES (by any path to them), or everything in the collection."""
     from ._memory import MemorySettings, clear_memory
 
     state: State = ctx.obj

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from ext.core import ConfigurationError, EmbeddingClient, VectorSizeError, VectorStore
-from ext.memory import MemoryDocument, MemoryHit, VectorMemory, split_text
+from ext.memory import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_CHUNK_CHARS,
+    MemoryDocument,
+    MemoryHit,
+    VectorMemory,
+    split_text,
+)
 from ext.pipeline import build_client, provider_class
 
 from ._errors import CliError
@@ -54,8 +62,9 @@ class MemorySettings:
     db: str | None = None
     collection: str = DEFAULT_COLLECTION
     embedder: str | None = None
-    chunk_size: int = 200
-    chunk_overlap: int = 40
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
+    max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS
 
     @property
     def path(self) -> Path:
@@ -132,7 +141,13 @@ async def open_memory(settings: MemorySettings, out: Output, *, create: bool = T
         store = make_store(path, settings.collection, size)
         stack.push_async_callback(store.close)
         try:
-            yield VectorMemory(embedder, store, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+            yield VectorMemory(
+                embedder,
+                store,
+                chunk_size=settings.chunk_size,
+                chunk_overlap=settings.chunk_overlap,
+                max_chunk_chars=settings.max_chunk_chars,
+            )
         except VectorSizeError as exc:
             raise CliError(
                 str(exc),
@@ -141,13 +156,23 @@ async def open_memory(settings: MemorySettings, out: Output, *, create: bool = T
             ) from None
 
 
+def source_of(name: str) -> str:
+    """The source a file is stored under: its resolved absolute path (symbolic links followed), so every spelling
+    of one file (`notes.md`, `./notes.md`, its absolute path, `../dir/notes.md`, a link to it) is one source."""
+    return str(Path(name).resolve())
+
+
 def read_documents(files: Sequence[str]) -> list[MemoryDocument]:
-    """Each file as a document (its path is its source), every file checked before anything is embedded."""
-    documents = []
+    """Each file as a document (its resolved path is its source; a file named twice is read once), every file
+    checked before anything is embedded."""
+    documents: dict[str, MemoryDocument] = {}
     for name in files:
         path = Path(name)
         if not path.is_file():
             raise CliError(f"{name}: no such file", hint="ext memory add takes text files")
+        source = source_of(name)
+        if source in documents:
+            continue
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
@@ -159,35 +184,58 @@ def read_documents(files: Sequence[str]) -> list[MemoryDocument]:
             raise CliError(f"{name}: cannot read it: {exc.strerror}") from None
         if not text.strip():
             raise CliError(f"{name}: the file is empty", hint="leave it out")
-        documents.append(MemoryDocument(text=text, source=str(path), metadata={}))
-    return documents
+        documents[source] = MemoryDocument(text=text, source=source, metadata={})
+    return list(documents.values())
 
 
 async def add_files(settings: MemorySettings, files: Sequence[str], out: Output) -> int:
-    """Chunk, embed and store `files` with a progress bar (chunks) on stderr; a summary line on stdout."""
+    """Chunk, embed and store `files` with a progress bar on stderr (all their chunks, moving after each embedded
+    batch); a summary line on stdout. Files go to `VectorMemory.add` in groups of about `_CHUNKS_PER_ADD` chunks:
+    small files share batches, and the vectors held at once stay bounded (a group is written before the next)."""
     try:
-        split_text("", chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+        split_text(
+            "",
+            chunk_size=settings.chunk_size,
+            chunk_overlap=settings.chunk_overlap,
+            max_chunk_chars=settings.max_chunk_chars,
+        )
     except ValueError as exc:
-        raise CliError(f"--chunk-size/--overlap: {exc}") from None
+        raise CliError(f"--chunk-size/--overlap/--max-chars: {exc}") from None
     documents = read_documents(files)
     sizes = [
-        len(split_text(d.text, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)) for d in documents
-    ]
+        len(split_text(d.text, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
+                       max_chunk_chars=settings.max_chunk_chars))
+        for d in documents
+    ]  # fmt: skip
+    written = 0
     async with open_memory(settings, out) as memory:
         with _progress(out) as progress:
             task = progress.add_task("Embedding", total=sum(sizes))
-            for document, size in zip(documents, sizes, strict=True):
-                progress.update(task, description=_short_name(document.source))
-                await memory.add([document])
-                progress.advance(task, size)
+            for group in _groups(documents, sizes):
+
+                def embedded(done: int, _: int, before: int = written) -> None:
+                    progress.update(task, completed=before + done)
+
+                written += len(await memory.add(group, progress=embedded))
         total = await memory.store.count()
-    out.answer(f"added {sum(sizes)} chunks from {len(documents)} file(s) to {settings.path} ({total} chunks in all)\n")
+    out.answer(f"added {written} chunks from {len(documents)} file(s) to {settings.path} ({total} chunks in all)\n")
     return 0
 
 
-def _short_name(source: str, limit: int = 30) -> str:
-    name = Path(source).name
-    return name if len(name) <= limit else name[: limit - 1] + "…"
+_CHUNKS_PER_ADD = 1024
+
+
+def _groups(documents: Sequence[MemoryDocument], sizes: Sequence[int]) -> list[list[MemoryDocument]]:
+    """Consecutive documents in groups that reach `_CHUNKS_PER_ADD` chunks (the last may hold fewer)."""
+    groups: list[list[MemoryDocument]] = [[]]
+    count = 0
+    for document, size in zip(documents, sizes, strict=True):
+        if count >= _CHUNKS_PER_ADD:
+            groups.append([])
+            count = 0
+        groups[-1].append(document)
+        count += size
+    return groups
 
 
 def _progress(out: Output) -> Any:
@@ -217,16 +265,26 @@ async def query_memory(
         raise CliError(f"--min-score must be between -1 and 1 (cosine similarity), got {min_score}")
     async with open_memory(settings, out, create=False) as memory:
         hits = await memory.query(text, top_k=top_k, min_score=min_score)
+    here = Path.cwd().resolve()
     for hit in hits:
-        out.answer(_json_line(hit) if as_json else _text_line(hit))
+        out.answer(_json_line(hit) if as_json else _text_line(hit, here))
     if not hits:
         out.info("no memories match")
     return 0
 
 
-def _text_line(hit: MemoryHit) -> str:
+def _text_line(hit: MemoryHit, here: Path) -> str:
     text = " ".join(hit.text.split())
-    return f"{hit.source}#{hit.chunk} [{hit.start}:{hit.end}] {hit.score:.3f}  {text}\n"
+    return f"{_shown(hit.source, here)}#{hit.chunk} [{hit.start}:{hit.end}] {hit.score:.3f}  {text}\n"
+
+
+def _shown(source: str, here: Path) -> str:
+    """A file's source as a person reads it: relative to the current directory when the file is under it (a
+    spelling `clear` takes from here), else as stored."""
+    path = Path(source)
+    if path.is_absolute() and path.is_relative_to(here):
+        return str(path.relative_to(here))
+    return source
 
 
 def _json_line(hit: MemoryHit) -> str:
@@ -235,10 +293,12 @@ def _json_line(hit: MemoryHit) -> str:
 
 
 async def clear_memory(settings: MemorySettings, out: Output, sources: Sequence[str]) -> int:
-    """Forget `sources` (or everything in the collection)."""
+    """Forget `sources`, each by any spelling of its path (or everything in the collection)."""
     async with open_memory(settings, out, create=False) as memory:
         if sources:
-            removed = sum([await memory.remove(str(Path(s))) for s in sources])
+            # Also the path as written: memories added before sources were resolved paths were stored that way.
+            names = {key for s in sources for key in (source_of(s), str(Path(s)))}
+            removed = sum([await memory.remove(name) for name in sorted(names)])
         else:
             removed = await memory.clear()
     out.answer(f"removed {removed} chunks from {settings.path}\n")

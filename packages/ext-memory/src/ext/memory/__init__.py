@@ -3,8 +3,20 @@
 (`MemoryMiddleware`, also the `memory:` entry of pipeline files), and a search tool (`MemorySearchTool`)."""
 
 from .__about__ import __version__
-from ._memory import MemoryDocument, MemoryHit, TextChunk, VectorMemory, split_text
+from ._memory import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_CHUNK_CHARS,
+    MemoryDocument,
+    MemoryHit,
+    TextChunk,
+    VectorMemory,
+    split_text,
+)
 from ._middleware import (
+    CUT_MARK,
+    DEFAULT_TOKEN_BUDGET,
+    DEFAULT_TOP_K,
     MEMORY_CONTEXT_KEY,
     MEMORY_HEADER,
     MemoryMiddleware,
@@ -21,7 +33,14 @@ __all__ = [
     "MemoryMiddleware",
     "MemorySearchTool",
     "VectorMemory",
+    # the defaults that work together (chunks of DEFAULT_TOP_K hits fit DEFAULT_TOKEN_BUDGET), for other front ends
+    "DEFAULT_CHUNK_OVERLAP",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_CHUNK_CHARS",
+    "DEFAULT_TOKEN_BUDGET",
+    "DEFAULT_TOP_K",
     # building on memory: chunks, the prompt text, the search tool's arguments, the pipeline-file kind
+    "CUT_MARK",
     "MEMORY_CONTEXT_KEY",
     "MEMORY_HEADER",
     "MemoryEntry",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +26,21 @@ _WORD = re.compile(r"\S+")
 # Metadata keys VectorMemory writes on every chunk; a document's own metadata cannot use them.
 RESERVED_KEYS = frozenset({"source", "chunk", "start", "end"})
 
+DEFAULT_CHUNK_SIZE = 100
+"""Words per chunk: about 130 tokens of English prose (about 600 characters), a common retrieval size."""
+DEFAULT_CHUNK_OVERLAP = 20
+"""Words a chunk shares with the one before (a fifth of it)."""
+DEFAULT_MAX_CHUNK_CHARS = 1000
+"""Characters per chunk at most, whatever the words. Text of about one token a character (CJK, base64, minified
+code) then stays near 1,000 tokens: within every hosted embedder's input (OpenAI's 8,191 tokens) and twice the
+512 tokens the smallest embedding models read (they cut the rest); five such chunks fit `MemoryMiddleware`'s
+default budget."""
+
+# Characters that continue the one before them: a cut before one would split a letter from its accent or an emoji
+# from its modifier. (A cut right after a zero-width joiner would split a joined emoji.)
+_JOINERS = frozenset("\u200c\u200d\u034f") | frozenset(map(chr, range(0xFE00, 0xFE10)))
+_CUT_BACKTRACK = 8
+
 
 class TextChunk(BaseModel):
     """One piece of a text: its words, its position among the chunks (`index`) and its character span."""
@@ -37,22 +53,81 @@ class TextChunk(BaseModel):
     end: int = Field(ge=0, description="Offset just past the last character.")
 
 
-def split_text(text: str, *, chunk_size: int = 200, chunk_overlap: int = 40) -> list[TextChunk]:
-    """`text` in chunks of `chunk_size` words, each starting `chunk_size - chunk_overlap` words after the last
-    (so neighbours share `chunk_overlap` words). A chunk's text is the original span, whitespace kept inside."""
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
-        raise ValueError(f"chunk_size must be a positive number of words, got {chunk_size!r}")
-    if isinstance(chunk_overlap, bool) or not isinstance(chunk_overlap, int) or not 0 <= chunk_overlap < chunk_size:
+def _check_int(name: str, value: object, low: int, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
+def _joined(text: str, at: int) -> bool:
+    """True when a cut at `at` would separate two code points that make one visible character."""
+    here = text[at]
+    return (
+        here in _JOINERS
+        or text[at - 1] == "\u200d"
+        or unicodedata.category(here) in ("Mn", "Mc", "Me")  # combining marks
+        or "\U0001f3fb" <= here <= "\U0001f3ff"  # emoji skin-tone modifiers
+    )
+
+
+def _words(text: str, piece: int) -> list[tuple[int, int]]:
+    """The spans of the words of `text`, a run of more than `piece` characters without whitespace counted as one
+    word per `piece` characters (cut at most `_CUT_BACKTRACK` characters early to keep a character whole)."""
+    spans: list[tuple[int, int]] = []
+    for match in _WORD.finditer(text):
+        start, end = match.span()
+        while end - start > piece:
+            cut = start + piece
+            floor = max(start + 1, cut - _CUT_BACKTRACK)
+            while cut > floor and _joined(text, cut):
+                cut -= 1
+            if _joined(text, cut):  # a sequence longer than the backtrack: cut at the bound after all
+                cut = start + piece
+            spans.append((start, cut))
+            start = cut
+        spans.append((start, end))
+    return spans
+
+
+def split_text(
+    text: str,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS,
+) -> list[TextChunk]:
+    """`text` in chunks of at most `chunk_size` words and at most `max_chunk_chars` characters; neighbours share
+    `chunk_overlap` words. A chunk's text is the original span (`text[chunk.start:chunk.end]`), whitespace kept.
+
+    - A word is a run of non-whitespace. A run longer than `max_chunk_chars // chunk_size` characters (a URL,
+      base64, minified code, CJK text without spaces) counts as one word per that many characters, cut between
+      code points that do not join (never between a letter and its combining accent, nor inside an emoji
+      sequence): so a 3 MB line is chunked like 3 MB of prose.
+    - A chunk ends before the word that would make it longer than `max_chunk_chars`. The next chunk starts
+      `chunk_overlap` words before the end of this one; after a chunk cut short by characters, the same share of
+      its words (`words * chunk_overlap // chunk_size`). It always starts at least one word later, so the work and
+      the chunks' total size are linear in the text's length.
+    """
+    _check_int("chunk_size", chunk_size, 1, "a positive number of words")
+    _check_int("chunk_overlap", chunk_overlap, 0, "a number of words from 0 to chunk_size - 1")
+    if chunk_overlap >= chunk_size:
         raise ValueError(f"chunk_overlap must be a number of words from 0 to chunk_size - 1, got {chunk_overlap!r}")
-    words = [m.span() for m in _WORD.finditer(text)]
+    _check_int("max_chunk_chars", max_chunk_chars, 1, "a positive number of characters")
+    words = _words(text, max(1, max_chunk_chars // chunk_size))
     chunks: list[TextChunk] = []
-    step = chunk_size - chunk_overlap
-    for index, first in enumerate(range(0, len(words), step)):
-        span = words[first : first + chunk_size]
-        start, end = span[0][0], span[-1][1]
-        chunks.append(TextChunk(text=text[start:end], index=index, start=start, end=end))
-        if first + chunk_size >= len(words):
+    first = 0
+    while first < len(words):
+        start = words[first][0]
+        last = first  # one word always fits: none is longer than max_chunk_chars
+        limit = min(len(words), first + chunk_size)
+        while last + 1 < limit and words[last + 1][1] - start <= max_chunk_chars:
+            last += 1
+        end = words[last][1]
+        chunks.append(TextChunk(text=text[start:end], index=len(chunks), start=start, end=end))
+        if last + 1 == len(words):
             break
+        taken = last + 1 - first
+        shared = chunk_overlap if taken == chunk_size else taken * chunk_overlap // chunk_size
+        first = max(first + 1, last + 1 - shared)
     return chunks
 
 
@@ -88,14 +163,22 @@ def _chunk_id(source: str, index: int) -> str:
 class VectorMemory:
     """Memory for agents over any `EmbeddingClient` and `VectorStore`.
 
-    `add` splits each text or `MemoryDocument` into chunks (`chunk_size` words, `chunk_overlap` words shared
-    with the previous chunk), embeds them and upserts them with their source and position; adding a source again
-    replaces its chunks. `query` embeds a text and returns the closest chunks. The collection is created on
-    first use. The memory owns neither the embedder nor the store: close them yourself.
+    `add` splits each text or `MemoryDocument` into chunks (`split_text`: at most `chunk_size` words and
+    `max_chunk_chars` characters, `chunk_overlap` words shared with the previous chunk), embeds them `batch_size`
+    at a time and upserts them with their source and position; adding a source again replaces its chunks.
+    `query` embeds a text and returns the closest chunks. The collection is created on first use. The memory owns
+    neither the embedder nor the store: close them yourself.
     """
 
     def __init__(
-        self, embedder: EmbeddingClient, store: VectorStore, *, chunk_size: int = 200, chunk_overlap: int = 40
+        self,
+        embedder: EmbeddingClient,
+        store: VectorStore,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+        max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS,
+        batch_size: int | None = None,
     ) -> None:
         if not isinstance(embedder, EmbeddingClient):
             raise ConfigurationError(
@@ -103,7 +186,12 @@ class VectorMemory:
             )
         if not isinstance(store, VectorStore):
             raise ConfigurationError(f"VectorMemory: store must be a VectorStore, got {type(store).__name__}")
-        split_text("", chunk_size=chunk_size, chunk_overlap=chunk_overlap)  # validates both numbers
+        split_text("", chunk_size=chunk_size, chunk_overlap=chunk_overlap, max_chunk_chars=max_chunk_chars)
+        if batch_size is None:
+            # The embedder's own request size (BaseEmbeddingClient's), so each `embed` call is one request.
+            own = getattr(embedder, "batch_size", None)
+            batch_size = own if isinstance(own, int) and not isinstance(own, bool) and own > 0 else 64
+        _check_int("batch_size", batch_size, 1, "a positive number of chunks per embed call")
         size = embedder.vector_size
         if size is not None and size != store.vector_size:
             raise VectorSizeError(
@@ -114,6 +202,8 @@ class VectorMemory:
         self._store = store
         self._chunk_size = chunk_size
         self._chunk_overlap = chunk_overlap
+        self._max_chunk_chars = max_chunk_chars
+        self._batch_size = batch_size
         self._ready = False
 
     @property
@@ -136,12 +226,22 @@ class VectorMemory:
         return result.vectors
 
     async def add(
-        self, items: Sequence[str | MemoryDocument], cancellation_token: CancellationToken | None = None
+        self,
+        items: Sequence[str | MemoryDocument],
+        cancellation_token: CancellationToken | None = None,
+        *,
+        progress: Callable[[int, int], object] | None = None,
     ) -> list[str]:
-        """Remember `items` (plain texts get a source made from their content); returns the chunk ids written."""
+        """Remember `items` (plain texts get a source made from their content); returns the chunk ids written.
+
+        `progress(done, total)` is called with the number of chunks embedded so far and the number in all: once
+        before the first `embed` call (`done` 0) and after each. Every chunk is embedded before any is written, so
+        a failure part-way leaves the memory as it was.
+        """
         if isinstance(items, (str, MemoryDocument)):
             items = [items]
         documents: list[MemoryDocument] = []
+        first_of: dict[str, int] = {}
         for index, item in enumerate(items):
             if isinstance(item, str):
                 item = MemoryDocument(text=item, source="text:" + hashlib.sha256(item.encode()).hexdigest()[:16])
@@ -150,15 +250,30 @@ class VectorMemory:
             clash = RESERVED_KEYS & item.metadata.keys()
             if clash:
                 raise ValueError(f"items[{index}].metadata uses keys VectorMemory sets itself: {sorted(clash)}")
+            if item.source in first_of:
+                raise ValueError(f"items[{index}].source {item.source!r} is also items[{first_of[item.source]}]'s")
+            first_of[item.source] = index
             documents.append(item)
         planned: list[tuple[MemoryDocument, TextChunk]] = [
             (doc, chunk)
             for doc in documents
-            for chunk in split_text(doc.text, chunk_size=self._chunk_size, chunk_overlap=self._chunk_overlap)
+            for chunk in split_text(
+                doc.text,
+                chunk_size=self._chunk_size,
+                chunk_overlap=self._chunk_overlap,
+                max_chunk_chars=self._max_chunk_chars,
+            )
         ]
         await self._ensure()
         old_counts = {doc.source: await self._store.count({"source": doc.source}) for doc in documents}
-        vectors = await self._embed([chunk.text for _, chunk in planned], cancellation_token) if planned else []
+        texts = [chunk.text for _, chunk in planned]
+        vectors: list[list[float]] = []
+        if progress is not None:
+            progress(0, len(texts))
+        for at in range(0, len(texts), self._batch_size):
+            vectors += await self._embed(texts[at : at + self._batch_size], cancellation_token)
+            if progress is not None:
+                progress(len(vectors), len(texts))
         records = [
             VectorRecord(
                 id=_chunk_id(doc.source, chunk.index),
@@ -215,7 +330,8 @@ class VectorMemory:
 
     def __repr__(self) -> str:
         return (
-            f"VectorMemory(store={self._store!r}, chunk_size={self._chunk_size}, chunk_overlap={self._chunk_overlap})"
+            f"VectorMemory(store={self._store!r}, chunk_size={self._chunk_size}, chunk_overlap={self._chunk_overlap}, "
+            f"max_chunk_chars={self._max_chunk_chars})"
         )
 
 
@@ -233,4 +349,13 @@ def _hit(id: str, text: str, score: float, metadata: Mapping[str, Any]) -> Memor
     )
 
 
-__all__ = ["MemoryDocument", "MemoryHit", "TextChunk", "VectorMemory", "split_text"]
+__all__ = [
+    "DEFAULT_CHUNK_OVERLAP",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_CHUNK_CHARS",
+    "MemoryDocument",
+    "MemoryHit",
+    "TextChunk",
+    "VectorMemory",
+    "split_text",
+]

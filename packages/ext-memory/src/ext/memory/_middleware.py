@@ -18,23 +18,55 @@ MEMORY_HEADER = "Relevant memories (most relevant first; score = similarity to t
 MEMORY_CONTEXT_KEY = "memories"
 """Key of `ChatCall.context` under which `MemoryMiddleware` leaves the `MemoryHit`s it used."""
 
+DEFAULT_TOP_K = 5
+DEFAULT_TOKEN_BUDGET = 1500
+"""Estimated tokens of memories per call: `DEFAULT_TOP_K` chunks of `DEFAULT_MAX_CHUNK_CHARS` (1,000) characters
+fit whole, with sources up to 140 characters. A line costs ceil((33 + len(source) + 1000) / 4) + 1 tokens (its
+`[5] score 0.812 | ` and ` (chunk 1234): ` are 33 characters, the newline one token) and the header 24:
+24 + 5 x (ceil(1173 / 4) + 1) = 1,499."""
+CUT_MARK = " …"
+"""Ends the text of a memory cut to fit the budget."""
+_MIN_CUT_CHARS = 100  # a memory cut shorter than this says too little to be worth its place
+
 
 def _tokens(text: str) -> int:
     # The same estimate as ext-core's `estimate_tokens`: one token per 4 characters, rounded up.
     return math.ceil(len(text) / 4)
 
 
+def _cut(hit: MemoryHit, chars: int) -> MemoryHit:
+    """`hit` with its text cut to at most `chars` characters, at a space when one is near the end; its `end` moved
+    to match, so `text` is still the source's span from `start` to `end`."""
+    text = hit.text[:chars]
+    space = max(text.rfind(" "), text.rfind("\n"))
+    if space >= chars * 4 // 5:
+        text = text[:space]
+    text = text.rstrip()
+    return hit.model_copy(update={"text": text, "end": hit.start + len(text)})
+
+
 def format_memories(hits: Sequence[MemoryHit], *, token_budget: int | None = None) -> tuple[str, list[MemoryHit]]:
     """The hits as text a model reads (one line each: rank, score, source, chunk, text), best first, and the hits
-    that fit in `token_budget` (estimated tokens of the whole text; None: no limit). Stops at the first hit
-    that does not fit, so a less relevant memory never displaces a more relevant one."""
+    shown, within `token_budget` estimated tokens for the whole text (None: no limit).
+
+    Hits are taken best first while they fit whole. The first that does not fit is cut to the space left (its
+    text ends with `CUT_MARK`, and the hit returned carries the cut text) when at least 100 characters of it fit,
+    and the list ends there: a less relevant memory never displaces a more relevant one, and the best hit is
+    shown whenever the budget holds the header, its line's prefix and 100 characters (about 60 tokens with a
+    short source)."""
     lines = [MEMORY_HEADER]
     used: list[MemoryHit] = []
     total = _tokens(MEMORY_HEADER)
     for rank, hit in enumerate(hits, 1):
-        line = f"[{rank}] score {hit.score:.3f} | {hit.source} (chunk {hit.chunk}): {hit.text}"
+        prefix = f"[{rank}] score {hit.score:.3f} | {hit.source} (chunk {hit.chunk}): "
+        line = prefix + hit.text
         cost = _tokens(line) + 1
         if token_budget is not None and total + cost > token_budget:
+            room = 4 * (token_budget - total - 1) - len(prefix) - len(CUT_MARK)  # characters of text that fit
+            if room >= _MIN_CUT_CHARS:
+                cut = _cut(hit, room)
+                lines.append(prefix + cut.text + CUT_MARK)
+                used.append(cut)
             break
         lines.append(line)
         used.append(hit)
@@ -53,7 +85,8 @@ def _last_user_text(messages: Sequence[LLMMessage]) -> str:
 
 class MemoryMiddleware(ChatMiddleware):
     """Puts the memories most relevant to the last user message in front of each call, as a system message after
-    the call's own leading system messages, within `token_budget` estimated tokens, with scores shown. The hits
+    the call's own leading system messages, within `token_budget` estimated tokens (`format_memories`: the
+    defaults hold all `top_k` hits of full-size chunks; one that does not fit is cut), with scores shown. The hits
     used are left in `call.context["memories"]`. Placed after a tool loop, it runs on every model turn.
 
     Holds a `VectorMemory` object, so it is built in code (a dump is refused rather than losing it).
@@ -63,9 +96,9 @@ class MemoryMiddleware(ChatMiddleware):
         self,
         memory: VectorMemory,
         *,
-        top_k: int = 5,
+        top_k: int = DEFAULT_TOP_K,
         min_score: float | None = None,
-        token_budget: int = 512,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
         filter: MetadataFilter | None = None,
     ) -> None:
         if not isinstance(memory, VectorMemory):
@@ -135,7 +168,7 @@ class MemorySearchTool(BaseTool):
         *,
         name: str = "search_memory",
         description: str = "Search long-term memory for passages relevant to a query; returns scored passages.",
-        top_k: int = 5,
+        top_k: int = DEFAULT_TOP_K,
         min_score: float | None = None,
         filter: MetadataFilter | None = None,
     ) -> None:
@@ -163,6 +196,9 @@ class MemorySearchTool(BaseTool):
 
 
 __all__ = [
+    "CUT_MARK",
+    "DEFAULT_TOKEN_BUDGET",
+    "DEFAULT_TOP_K",
     "MEMORY_CONTEXT_KEY",
     "MEMORY_HEADER",
     "MemoryMiddleware",

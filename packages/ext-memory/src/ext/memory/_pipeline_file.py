@@ -12,9 +12,9 @@ from ext.core import ComponentError, ConfigurationError, load_component
 from ._memory import VectorMemory
 from ._middleware import MemoryMiddleware
 
-_MEMORY_KEYS = ("embedder", "store", "chunk_size", "chunk_overlap", "top_k", "min_score", "token_budget", "filter")
-_MEMORY_ARGS = ("chunk_size", "chunk_overlap")
+_MEMORY_ARGS = ("chunk_size", "chunk_overlap", "max_chunk_chars")
 _MIDDLEWARE_ARGS = ("top_k", "min_score", "token_budget", "filter")
+_MEMORY_KEYS = ("embedder", "store", *_MEMORY_ARGS, *_MIDDLEWARE_ARGS)
 
 
 class _OwningMemoryMiddleware(MemoryMiddleware):
