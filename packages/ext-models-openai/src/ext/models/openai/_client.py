@@ -39,7 +39,7 @@ from ext.core import (
 )
 
 from ._config import AnyConfig, AzureOpenAIClientConfig, OpenAIClientConfig, ReasoningEffort, _CommonConfig
-from ._connection import TokenProvider, azure_config, azure_sdk, openai_sdk
+from ._connection import TokenProvider, azure_config, azure_sdk, config_without_secrets, openai_sdk
 from ._mapping import StreamState, WireSettings, map_request, map_response, map_stream_chunk, split_extra_args
 from ._models import OPENAI_MODELS, SystemRole, is_openai_reasoning, system_role_for
 from ._retry import classify_openai_error
@@ -253,12 +253,7 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
         return settings
 
     def _to_config(self) -> BaseModel:
-        # Secrets never go into a dump; null keys make every dump the same shape (the loaded client
-        # reads them from the *_env variables).
-        secrets: dict[str, Any] = {
-            name: None for name in ("api_key", "azure_ad_token") if name in type(self._config).model_fields
-        }
-        return self._config.model_copy(update=secrets)
+        return config_without_secrets(self._config)
 
 
 class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
@@ -330,10 +325,6 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
     def base_url(self) -> str:
         """Where requests go (the SDK's base URL)."""
         return str(self._sdk.base_url)
-
-    @classmethod
-    def _from_config(cls, config: OpenAIClientConfig) -> OpenAIChatCompletionClient:
-        return cls(**config.model_dump())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -423,10 +414,6 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
     def auth_method(self) -> str:
         """How requests authenticate: `api_key`, `azure_ad_token` or `azure_ad_token_provider`."""
         return self._auth
-
-    @classmethod
-    def _from_config(cls, config: AzureOpenAIClientConfig) -> AzureOpenAIChatCompletionClient:
-        return cls(**config.model_dump())
 
     def __repr__(self) -> str:
         return (

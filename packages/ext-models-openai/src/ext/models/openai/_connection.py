@@ -34,6 +34,7 @@ __all__ = [
     "TokenProvider",
     "azure_config",
     "azure_sdk",
+    "config_without_secrets",
     "openai_sdk",
 ]
 
@@ -44,6 +45,7 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
 
 _AzureConfigT = TypeVar("_AzureConfigT", bound="AzureOpenAIConnection")
+_ConfigT = TypeVar("_ConfigT", bound=BaseModel)
 
 
 class _Connection(BaseModel):
@@ -93,6 +95,15 @@ class AzureOpenAIConnection(_Connection):
     @classmethod
     def _azure_endpoint(cls, value: str | None) -> str | None:
         return None if value is None else check_http_url(value, "azure_endpoint")
+
+
+def config_without_secrets(config: _ConfigT) -> _ConfigT:
+    """`config` as a dump holds it: secrets never go into a dump, and null ones make every dump the same shape (the
+    loaded client reads them from the `*_env` variables)."""
+    secrets: dict[str, Any] = {
+        name: None for name in ("api_key", "azure_ad_token") if name in type(config).model_fields
+    }
+    return config.model_copy(update=secrets)
 
 
 def openai_sdk(

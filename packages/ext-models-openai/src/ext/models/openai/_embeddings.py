@@ -20,7 +20,15 @@ from ext.core import (
     config_from_arguments,
 )
 
-from ._connection import AzureOpenAIConnection, OpenAIConnection, TokenProvider, azure_config, azure_sdk, openai_sdk
+from ._connection import (
+    AzureOpenAIConnection,
+    OpenAIConnection,
+    TokenProvider,
+    azure_config,
+    azure_sdk,
+    config_without_secrets,
+    openai_sdk,
+)
 from ._retry import classify_openai_error
 
 if TYPE_CHECKING:
@@ -82,15 +90,7 @@ class _OpenAIEmbeddings(BaseEmbeddingClient):
                 f"{type(self).__name__}: dimensions: {model} does not take a vector size (text-embedding-3 and "
                 "later models do)"
             )
-        super().__init__(
-            model=model,
-            dimensions=config.dimensions,
-            batch_size=config.batch_size,
-            max_retries=config.max_retries,
-            retry_policy=retry_policy,
-        )
-        self._retry = self._retry.with_classifiers([classify_openai_error])
-        self._config = config
+        super().__init__(model=model, retry_policy=retry_policy, config=config, classify_error=classify_openai_error)
         self._sdk = sdk
         self._owns_http_client = True
         args: dict[str, Any] = {}
@@ -130,10 +130,7 @@ class _OpenAIEmbeddings(BaseEmbeddingClient):
         return settings
 
     def _to_config(self) -> BaseModel:
-        secrets: dict[str, Any] = {
-            name: None for name in ("api_key", "azure_ad_token") if name in type(self._config).model_fields
-        }
-        return self._config.model_copy(update=secrets)
+        return config_without_secrets(self._config)
 
 
 class OpenAIEmbeddingClient(_OpenAIEmbeddings):
@@ -168,10 +165,6 @@ class OpenAIEmbeddingClient(_OpenAIEmbeddings):
         sdk = openai_sdk(config, http_client, owner)
         self._setup(config, config.model, sdk, retry_policy)
         self._owns_http_client = http_client is None
-
-    @classmethod
-    def _from_config(cls, config: OpenAIEmbeddingConfig) -> OpenAIEmbeddingClient:
-        return cls(**config.model_dump())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -227,10 +220,6 @@ class AzureOpenAIEmbeddingClient(_OpenAIEmbeddings):
         if self._has_token_provider:
             settings["azure_ad_token_provider"] = "a callable (use azure_ad_token_env for a token from the environment)"
         return settings
-
-    @classmethod
-    def _from_config(cls, config: AzureOpenAIEmbeddingConfig) -> AzureOpenAIEmbeddingClient:
-        return cls(**config.model_dump())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(azure_deployment={self.azure_deployment!r}, model={self.model!r})"
