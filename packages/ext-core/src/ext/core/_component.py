@@ -59,7 +59,10 @@ class Component(Generic[ConfigT]):
         """The config a dump holds: the one the component was built from (`self._config`)."""
         config = getattr(self, "_config", None)
         if not isinstance(config, BaseModel):
-            raise ComponentError(f"{type(self).__name__} cannot be dumped to a config")
+            raise ComponentError(
+                f"{type(self).__name__} cannot be dumped to a config (it keeps none as _config and implements no "
+                "_to_config)"
+            )
         return cast("ConfigT", config)
 
     @classmethod
