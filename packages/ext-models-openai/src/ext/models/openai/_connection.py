@@ -177,21 +177,27 @@ def azure_sdk(
 
 
 def _azure_target(api_version: str | None, azure_endpoint: str | None, owner: str) -> tuple[str, str]:
-    if api_version is None:
-        api_version = os.environ.get("OPENAI_API_VERSION") or None
-        if api_version is None:
-            raise ConfigurationError(
-                f"{owner}: api_version is required (YYYY-MM-DD, e.g. 2024-10-21); pass api_version=... or set "
-                "the OPENAI_API_VERSION environment variable"
-            )
-    if azure_endpoint is None:
-        azure_endpoint = os.environ.get("AZURE_OPENAI_ENDPOINT") or None
-        if azure_endpoint is None:
-            raise ConfigurationError(
-                f"{owner}: azure_endpoint is required: pass azure_endpoint='https://<resource>.openai.azure.com' "
-                "or set the AZURE_OPENAI_ENDPOINT environment variable"
-            )
-    return api_version, azure_endpoint
+    version = _given_or_env(
+        api_version,
+        "OPENAI_API_VERSION",
+        f"{owner}: api_version is required (YYYY-MM-DD, e.g. 2024-10-21); pass "
+        "api_version=... or set the OPENAI_API_VERSION environment variable",
+    )
+    endpoint = _given_or_env(
+        azure_endpoint,
+        "AZURE_OPENAI_ENDPOINT",
+        f"{owner}: azure_endpoint is required: pass "
+        "azure_endpoint='https://<resource>.openai.azure.com' or set the AZURE_OPENAI_ENDPOINT environment variable",
+    )
+    return version, endpoint
+
+
+def _given_or_env(value: str | None, variable: str, missing: str) -> str:
+    if value is None:
+        value = os.environ.get(variable) or None
+        if value is None:
+            raise ConfigurationError(missing)
+    return value
 
 
 def _azure_credentials(config: AzureOpenAIConnection, provider: TokenProvider | None, owner: str) -> dict[str, Any]:
