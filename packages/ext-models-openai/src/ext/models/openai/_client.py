@@ -39,7 +39,7 @@ from ext.core import (
 )
 
 from ._config import AnyConfig, AzureOpenAIClientConfig, OpenAIClientConfig, ReasoningEffort, _CommonConfig
-from ._connection import TokenProvider, azure_config, azure_sdk, config_without_secrets, openai_sdk
+from ._connection import SdkOwner, TokenProvider, azure_config, azure_sdk, openai_sdk
 from ._mapping import StreamState, WireSettings, map_request, map_response, map_stream_chunk, split_extra_args
 from ._models import OPENAI_MODELS, SystemRole, is_openai_reasoning, system_role_for
 from ._retry import classify_openai_error
@@ -89,7 +89,7 @@ def _default_options(config: _CommonConfig) -> ChatOptions | None:
     return merge_default_options(config.default_options, **fields)
 
 
-class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
+class BaseOpenAIChatCompletionClient(SdkOwner, BaseChatCompletionClient):
     """What the OpenAI and Azure OpenAI clients share: request mapping, streaming, token counting."""
 
     provider_name = "openai"
@@ -124,7 +124,6 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
         self._sdk = sdk
         self._completions = sdk.chat.completions
         self._owns_http_client = owns_http_client
-        self._has_token_provider = False
         self._wire = WireSettings(
             system_role=config.system_role,
             include_usage=config.include_usage,
@@ -201,10 +200,6 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
             # client go away (cancellation, or a consumer that stops early).
             await stream.close()
 
-    async def _close(self) -> None:
-        if self._owns_http_client:
-            await self._sdk.close()
-
     # --- tokens ----------------------------------------------------------------------------------
 
     def _get_encoder(self) -> Encoder | None:
@@ -241,19 +236,6 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
             return estimate_tokens(msgs, schemas)
         role = system_role_for(self.model_info, self._config.system_role)
         return count_message_tokens(encoder, msgs, schemas, system_role=role)
-
-    # --- components ------------------------------------------------------------------------------
-
-    def _undumpable_settings(self) -> dict[str, str]:
-        settings = super()._undumpable_settings()
-        if not self._owns_http_client:
-            settings["http_client"] = "an HTTP client object"
-        if self._has_token_provider:
-            settings["azure_ad_token_provider"] = "a callable (use azure_ad_token_env for a token from the environment)"
-        return settings
-
-    def _to_config(self) -> BaseModel:
-        return config_without_secrets(self._config)
 
 
 class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from ext.core import (
     ConfigurationError,
+    UsageLifecycle,
     check_api_version,
     check_http_url,
     config_from_arguments,
@@ -31,10 +32,10 @@ if TYPE_CHECKING:
 __all__ = [
     "AzureOpenAIConnection",
     "OpenAIConnection",
+    "SdkOwner",
     "TokenProvider",
     "azure_config",
     "azure_sdk",
-    "config_without_secrets",
     "openai_sdk",
 ]
 
@@ -45,7 +46,6 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 3
 
 _AzureConfigT = TypeVar("_AzureConfigT", bound="AzureOpenAIConnection")
-_ConfigT = TypeVar("_ConfigT", bound=BaseModel)
 
 
 class _Connection(BaseModel):
@@ -97,13 +97,33 @@ class AzureOpenAIConnection(_Connection):
         return None if value is None else check_http_url(value, "azure_endpoint")
 
 
-def config_without_secrets(config: _ConfigT) -> _ConfigT:
-    """`config` as a dump holds it: secrets never go into a dump, and null ones make every dump the same shape (the
-    loaded client reads them from the `*_env` variables)."""
-    secrets: dict[str, Any] = {
-        name: None for name in ("api_key", "azure_ad_token") if name in type(config).model_fields
-    }
-    return config.model_copy(update=secrets)
+class SdkOwner(UsageLifecycle[BaseModel]):
+    """What the chat and embedding clients share around the SDK client they hold (`_sdk`, built from `_config`): a
+    dump without secrets, in which null ones make every dump the same shape (the loaded client reads them from the
+    `*_env` variables); no dump of a client given an HTTP client or a token provider in code; and closing the SDK
+    client unless its HTTP client was given."""
+
+    _sdk: openai.AsyncOpenAI
+    _config: BaseModel
+    _owns_http_client: bool = True
+    _has_token_provider: bool = False
+
+    async def _close(self) -> None:
+        if self._owns_http_client:
+            await self._sdk.close()
+
+    def _undumpable_settings(self) -> dict[str, str]:
+        settings = super()._undumpable_settings()
+        if not self._owns_http_client:
+            settings["http_client"] = "an HTTP client object"
+        if self._has_token_provider:
+            settings["azure_ad_token_provider"] = "a callable (use azure_ad_token_env for a token from the environment)"
+        return settings
+
+    def _to_config(self) -> BaseModel:
+        fields = type(self._config).model_fields
+        secrets: dict[str, Any] = {name: None for name in ("api_key", "azure_ad_token") if name in fields}
+        return self._config.model_copy(update=secrets)
 
 
 def openai_sdk(

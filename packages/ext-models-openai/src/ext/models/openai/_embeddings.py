@@ -23,10 +23,10 @@ from ext.core import (
 from ._connection import (
     AzureOpenAIConnection,
     OpenAIConnection,
+    SdkOwner,
     TokenProvider,
     azure_config,
     azure_sdk,
-    config_without_secrets,
     openai_sdk,
 )
 from ._retry import classify_openai_error
@@ -74,7 +74,7 @@ class AzureOpenAIEmbeddingConfig(_EmbeddingConfig, AzureOpenAIConnection):
 _AnyEmbeddingConfig = Union[OpenAIEmbeddingConfig, AzureOpenAIEmbeddingConfig]
 
 
-class _OpenAIEmbeddings(BaseEmbeddingClient):
+class _OpenAIEmbeddings(SdkOwner, BaseEmbeddingClient):
     """What both clients share: the request, the response mapping, connections and dumps."""
 
     provider_name: ClassVar[str] = "openai"
@@ -92,7 +92,6 @@ class _OpenAIEmbeddings(BaseEmbeddingClient):
             )
         super().__init__(model=model, retry_policy=retry_policy, config=config, classify_error=classify_openai_error)
         self._sdk = sdk
-        self._owns_http_client = True
         args: dict[str, Any] = {}
         if config.dimensions is not None:
             args["dimensions"] = config.dimensions
@@ -114,23 +113,10 @@ class _OpenAIEmbeddings(BaseEmbeddingClient):
     def _known_vector_size(self) -> int | None:
         return OPENAI_EMBEDDING_SIZES.get(self.model)
 
-    async def _close(self) -> None:
-        if self._owns_http_client:
-            await self._sdk.close()
-
     @property
     def base_url(self) -> str:
         """Where requests go (the SDK's base URL)."""
         return str(self._sdk.base_url)
-
-    def _undumpable_settings(self) -> dict[str, str]:
-        settings = super()._undumpable_settings()
-        if not self._owns_http_client:
-            settings["http_client"] = "an HTTP client object"
-        return settings
-
-    def _to_config(self) -> BaseModel:
-        return config_without_secrets(self._config)
 
 
 class OpenAIEmbeddingClient(_OpenAIEmbeddings):
@@ -214,12 +200,6 @@ class AzureOpenAIEmbeddingClient(_OpenAIEmbeddings):
     @property
     def azure_deployment(self) -> str:
         return self._config.azure_deployment
-
-    def _undumpable_settings(self) -> dict[str, str]:
-        settings = super()._undumpable_settings()
-        if self._has_token_provider:
-            settings["azure_ad_token_provider"] = "a callable (use azure_ad_token_env for a token from the environment)"
-        return settings
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(azure_deployment={self.azure_deployment!r}, model={self.model!r})"
