@@ -539,6 +539,19 @@ async def test_pipeline_dump_and_load_round_trip() -> None:
     assert isinstance(loaded[2], ToolLoop) and loaded[2].max_iterations == 4
 
 
+def test_logging_middleware_dumps_its_arguments_as_checked() -> None:
+    # A Logger object dumps as its name, level names as numbers: the config is built once, from the checked values.
+    middleware = LoggingMiddleware(logger=logging.getLogger("my.app"), level="debug", error_level=40)
+    assert middleware.dump_component().config == {
+        "logger": "my.app",
+        "level": logging.DEBUG,
+        "error_level": logging.ERROR,
+        "include_content": False,
+    }
+    with pytest.raises(ConfigurationError, match="include_content must be a bool, got str"):
+        LoggingMiddleware(include_content="yes")  # type: ignore[arg-type]
+
+
 # --- cache -------------------------------------------------------------------------------------------------
 
 

@@ -55,7 +55,7 @@ from ._errors import (
 )
 from ._image import Image
 from ._json import json_dumps_compact, json_loads
-from ._lifecycle import UsageLifecycle
+from ._lifecycle import AsyncStartStop, UsageLifecycle
 from ._mapping import (
     SystemPolicy,
     arguments_to_json,
@@ -325,6 +325,7 @@ __all__ = [
     "TypeSubscription",
     # provider authors: the client base and shared mapping
     "arguments_to_json",
+    "AsyncStartStop",
     "BaseChatCompletionClient",
     "BaseEmbeddingClient",
     "BaseVectorStore",

@@ -41,9 +41,12 @@ class Component(Generic[ConfigT]):
     """Mixin for classes that can be dumped and loaded.
 
     A subclass sets `component_type`, `component_config_schema` (a pydantic model whose secret fields
-    are `SecretStr`) and `component_provider_override` (its public path), and implements `_to_config`
-    and `_from_config`. Secrets are dropped from dumps: keep an `*_env` field naming the environment
-    variable a secret came from so the loaded component finds it again.
+    are `SecretStr`) and `component_provider_override` (its public path). Its constructor takes the config's
+    fields as keywords, validates them as its config (`config_from_arguments(Config, locals(), owner)`) and keeps
+    that object as `self._config`: then the default `_to_config` and `_from_config` are all it needs (override
+    them to change what a dump holds, or for a component built from other components). Secrets are dropped from
+    dumps: keep an `*_env` field naming the environment variable a secret came from so the loaded component
+    finds it again.
     """
 
     component_type: ClassVar[str] = "component"
@@ -53,11 +56,19 @@ class Component(Generic[ConfigT]):
     component_label: ClassVar[str | None] = None
 
     def _to_config(self) -> ConfigT:
-        raise ComponentError(f"{type(self).__name__} cannot be dumped to a config")
+        """The config a dump holds: the one the component was built from (`self._config`)."""
+        config = getattr(self, "_config", None)
+        if not isinstance(config, BaseModel):
+            raise ComponentError(
+                f"{type(self).__name__} cannot be dumped to a config (it keeps none as _config and implements no "
+                "_to_config)"
+            )
+        return cast("ConfigT", config)
 
     @classmethod
     def _from_config(cls, config: Any) -> Any:
-        raise ComponentError(f"{cls.__name__} cannot be loaded from a config")
+        """The component `config` describes: the constructor called with the config's fields as keywords."""
+        return cls(**config.model_dump())
 
     def _undumpable_settings(self) -> dict[str, str]:
         """Settings given in code that a config cannot hold (objects, callables), each with why; a dump of a

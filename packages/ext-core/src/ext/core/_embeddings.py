@@ -24,7 +24,7 @@ from ._cancellation import CancellationToken, CancelScope
 from ._errors import ClientClosedError, ConfigurationError, ExtError
 from ._lifecycle import ClientLifecycle
 from ._messages import RequestUsage, UsageTally
-from ._retry import RetryPolicy
+from ._retry import Classifier, RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,9 @@ class EmbeddingResponseError(ExtError):
 
 class BaseEmbeddingClient(ABC, ClientLifecycle):
     """Shared behaviour of every embedding client. A provider sets `provider_name` and `max_batch_size` and
-    implements `_embed_batch` (and optionally `_close`, `_known_vector_size`).
+    implements `_embed_batch` (and optionally `_close`, `_known_vector_size`). Its constructor validates its
+    arguments as its config and passes that here (`config=`), with the model name and its retry classifier: the
+    base takes `dimensions`, `batch_size` and `max_retries` from the config and keeps it for dumps.
 
     - An empty `texts` list returns an empty result without a request (nothing to embed is not an error).
     - Bad input raises `ConfigurationError` naming the item before any request: a bare string instead of a
@@ -97,6 +99,8 @@ class BaseEmbeddingClient(ABC, ClientLifecycle):
     default_batch_size: ClassVar[int | None] = None
     """`batch_size` when none is given (None: `max_batch_size`)."""
 
+    _config: BaseModel
+
     def __init__(
         self,
         *,
@@ -105,8 +109,18 @@ class BaseEmbeddingClient(ABC, ClientLifecycle):
         batch_size: int | None = None,
         max_retries: int = 3,
         retry_policy: RetryPolicy | None = None,
+        config: BaseModel | None = None,
+        classify_error: Classifier | None = None,
     ) -> None:
+        """`config`: the component config the client was built from; its fields `dimensions`, `batch_size` and
+        `max_retries` (those it has) are used in place of the arguments, and a dump holds it. `classify_error`:
+        the provider's retry classifier, consulted before core's (also with a `retry_policy` given)."""
         owner = type(self).__name__
+        if config is not None:
+            self._config = config
+            dimensions = getattr(config, "dimensions", dimensions)
+            batch_size = getattr(config, "batch_size", batch_size)
+            max_retries = getattr(config, "max_retries", max_retries)
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError(f"{owner}: model must be a non-empty string")
         if dimensions is not None and (not _is_int(dimensions) or dimensions <= 0):
@@ -125,6 +139,8 @@ class BaseEmbeddingClient(ABC, ClientLifecycle):
         self._batch_size = batch_size
         self._max_retries = max_retries
         self._retry = retry_policy or RetryPolicy(max_retries=max_retries)
+        if classify_error is not None:
+            self._retry = self._retry.with_classifiers([classify_error])
         self._custom_retry_policy = retry_policy is not None
         self._learned_size: int | None = None
         self._usage = UsageTally()

@@ -1,9 +1,11 @@
-"""`UsageLifecycle`: what a client and a `ChatPipeline` (`_pipeline`) share around their calls: usage
+"""Lifetimes. `UsageLifecycle`: what a client and a `ChatPipeline` (`ext.pipeline`) share around their calls: usage
 bookkeeping, an idempotent `close` and `async with`. `ClientLifecycle` adds what every client base shares (chat in
-`_client`, embeddings in `_embeddings`): a dump that refuses to drop a `RetryPolicy` object given in code."""
+`_client`, embeddings in `_embeddings`): a dump that refuses to drop a `RetryPolicy` object given in code.
+`AsyncStartStop`: `async with` for what has a `start` and a `stop` (workbenches, runtimes, servers)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -13,6 +15,29 @@ from ._component import Component, ConfigT
 from ._messages import RequestUsage, UsageTally
 
 _LifecycleT = TypeVar("_LifecycleT", bound="UsageLifecycle[Any]")
+_StartStopT = TypeVar("_StartStopT", bound="AsyncStartStop")
+
+
+class AsyncStartStop(ABC):
+    """Something with a lifetime: `start()` then `stop()`, or `async with`, which starts it, gives it, and stops it on
+    the way out (also when the body raises). A subclass implements `start` and `stop`; `stop` is idempotent."""
+
+    @abstractmethod
+    async def start(self) -> object:
+        """Start (connect, bind, spawn)."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Stop and release what `start` took. Idempotent."""
+
+    async def __aenter__(self: _StartStopT) -> _StartStopT:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
 
 
 class UsageLifecycle(Component[ConfigT]):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Awaitable, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -15,6 +14,7 @@ from ._cancellation import CancellationToken, run_cancellable
 from ._component import Component, ComponentModel, load_component
 from ._errors import ConfigurationError, ToolArgumentsError
 from ._image import Image
+from ._lifecycle import AsyncStartStop
 from ._mapping import check_tool_name
 from ._tools import Tool, ToolSchema
 
@@ -168,7 +168,7 @@ class ToolOverrides:
                 )
 
 
-class Workbench(ABC, Component[BaseModel]):
+class Workbench(AsyncStartStop, Component[BaseModel]):
     """A set of tools behind one interface, with a lifetime (`start`/`stop` or `async with`).
 
     `call_tool` handles name overrides, per-call timeouts and cancellation once for every workbench;
@@ -196,15 +196,6 @@ class Workbench(ABC, Component[BaseModel]):
         """Return to the freshly started state."""
         await self.stop()
         await self.start()
-
-    async def __aenter__(self) -> Workbench:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     async def list_tools(self) -> list[ToolSchema]:
         """The tools as a model should see them (overrides applied)."""

@@ -113,6 +113,7 @@ class InMemoryCacheStore(Component[InMemoryCacheConfig]):
             raise ConfigurationError(f"max_entries must be an int > 0, got {max_entries!r}")
         self._max_entries = max_entries
         self._ttl = check_ttl(ttl)
+        self._config = InMemoryCacheConfig(max_entries=max_entries, ttl=self._ttl)
         self._entries: OrderedDict[str, tuple[float | None, bytes]] = OrderedDict()
 
     def __len__(self) -> int:
@@ -145,13 +146,6 @@ class InMemoryCacheStore(Component[InMemoryCacheConfig]):
 
     def __repr__(self) -> str:
         return f"InMemoryCacheStore(max_entries={self._max_entries}, ttl={self._ttl})"
-
-    def _to_config(self) -> InMemoryCacheConfig:
-        return InMemoryCacheConfig(max_entries=self._max_entries, ttl=self._ttl)
-
-    @classmethod
-    def _from_config(cls, config: InMemoryCacheConfig) -> InMemoryCacheStore:
-        return cls(config.max_entries, config.ttl)
 
 
 class CacheConfig(BaseModel):

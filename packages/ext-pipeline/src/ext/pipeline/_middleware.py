@@ -65,10 +65,15 @@ class LoggingMiddleware(ChatMiddleware):
             raise ConfigurationError(f"logger must be a logger name or a logging.Logger, got {type(logger).__name__}")
         level = _level(level, "level")
         error_level = _level(error_level, "error_level")
+        if not isinstance(include_content, bool):
+            raise ConfigurationError(f"include_content must be a bool, got {type(include_content).__name__}")
         self._level = level
         self._error_level = error_level
         self._lowest = min(level, error_level)
         self._include_content = include_content
+        self._config = LoggingConfig(
+            logger=self._logger.name, level=level, error_level=error_level, include_content=include_content
+        )
 
     def __repr__(self) -> str:
         return f"LoggingMiddleware(logger={self._logger.name!r}, include_content={self._include_content})"
@@ -188,23 +193,6 @@ class LoggingMiddleware(ChatMiddleware):
             record["content"] = outcome.content
         self._log(self._level, record)
         return outcome
-
-    def _to_config(self) -> LoggingConfig:
-        return LoggingConfig(
-            logger=self._logger.name,
-            level=self._level,
-            error_level=self._error_level,
-            include_content=self._include_content,
-        )
-
-    @classmethod
-    def _from_config(cls, config: LoggingConfig) -> LoggingMiddleware:
-        return cls(
-            logger=config.logger,
-            level=config.level,
-            error_level=config.error_level,
-            include_content=config.include_content,
-        )
 
 
 def _level(value: int | str, name: str) -> int:

@@ -134,8 +134,9 @@ class ChatMiddleware(Component[BaseModel]):
     wraps. A hook that is not overridden costs nothing at call time (the pipeline leaves it out).
 
     A middleware is a component: one built without arguments dumps as an empty config as it is; one with
-    arguments sets `component_config_schema` and implements `_to_config` / `_from_config`. Loading a dump
-    needs the class registered under the `ext.components` entry points (or passed in `allow=`).
+    arguments sets `component_config_schema` and keeps the config it was built from as `self._config` (see
+    `Component`). Loading a dump needs the class registered under the `ext.components` entry points (or passed in
+    `allow=`).
 
     See the module docstring for the order rules.
     """
@@ -147,13 +148,7 @@ class ChatMiddleware(Component[BaseModel]):
     turns its client's own retries off, so each call has one retry owner."""
 
     def _to_config(self) -> BaseModel:
-        if self.component_config_schema is not NoConfig:
-            raise ComponentError(f"{type(self).__name__} cannot be dumped to a config (it implements no _to_config)")
-        return NoConfig()
-
-    @classmethod
-    def _from_config(cls, config: Any) -> Any:
-        return cls()
+        return NoConfig() if self.component_config_schema is NoConfig else super()._to_config()
 
     async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
         """Wrap one model call."""

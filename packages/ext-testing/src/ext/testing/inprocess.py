@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ext.core import AsyncStartStop
 from ext.testing._waiting import CountWaiters
 from ext.testing.script import Fault, NeutralRequest, Reply, split_words
 
@@ -58,7 +59,7 @@ class InProcessRequest:
     completed: bool = False
 
 
-class ScriptedModel:
+class ScriptedModel(AsyncStartStop):
     """The scripted peer of an in-process model client. See the module docstring.
 
     ``decode`` turns a recorded call into a :class:`NeutralRequest` (what the provider put "on the wire").
@@ -89,13 +90,6 @@ class ScriptedModel:
 
     async def stop(self) -> None:
         """Nothing to release; kept for the loopback-server shape."""
-
-    async def __aenter__(self) -> ScriptedModel:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # -- scripting ----------------------------------------------------------------------------------------------
 

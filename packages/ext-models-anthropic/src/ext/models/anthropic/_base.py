@@ -8,8 +8,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel
-
 from ext.core import (
     BaseChatCompletionClient,
     CancellationToken,
@@ -32,7 +30,6 @@ if TYPE_CHECKING:
     from ._config import AnthropicMessagesConfig
 
 ConfigT = TypeVar("ConfigT", bound="AnthropicMessagesConfig")
-ClientT = TypeVar("ClientT", bound="AnthropicMessagesClient")
 
 
 class AnthropicMessagesClient(BaseChatCompletionClient):
@@ -128,12 +125,3 @@ class AnthropicMessagesClient(BaseChatCompletionClient):
                 "%s failed (%s); using the estimate", self._count_tokens_api, type(exc).__name__
             )
             return estimate_tokens(request.messages, request.tools)
-
-    # --- components ------------------------------------------------------------------------------
-
-    @classmethod
-    def _from_config(cls: type[ClientT], config: BaseModel) -> ClientT:
-        return cls(**config.model_dump())
-
-    def _to_config(self) -> BaseModel:
-        return self._config

@@ -238,9 +238,5 @@ class AzureAIChatCompletionClient(BaseChatCompletionClient):
         # The key never goes into a dump; a loaded client reads it from api_key_env.
         return self._config.model_copy(update={"api_key": None})
 
-    @classmethod
-    def _from_config(cls, config: AzureAIClientConfig) -> AzureAIChatCompletionClient:
-        return cls(**config.model_dump())
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(endpoint={self.endpoint!r}, model={self.model!r})"

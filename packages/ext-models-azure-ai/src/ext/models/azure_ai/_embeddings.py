@@ -55,6 +55,8 @@ class AzureAIEmbeddingClient(BaseEmbeddingClient):
     component_config_schema: ClassVar[type[BaseModel]] = AzureAIEmbeddingConfig
     component_provider_override: ClassVar[str | None] = "ext.models.azure_ai.AzureAIEmbeddingClient"
 
+    _config: AzureAIEmbeddingConfig
+
     def __init__(
         self,
         *,
@@ -76,14 +78,8 @@ class AzureAIEmbeddingClient(BaseEmbeddingClient):
         config = config_from_arguments(AzureAIEmbeddingConfig, locals(), owner)
         sdk_auth = sdk_credential(credential, config.api_key, config.api_key_env, owner)
         super().__init__(
-            model=config.model,
-            dimensions=config.dimensions,
-            batch_size=config.batch_size,
-            max_retries=config.max_retries,
-            retry_policy=retry_policy,
+            model=config.model, retry_policy=retry_policy, config=config, classify_error=classify_azure_error
         )
-        self._retry = self._retry.with_classifiers([classify_azure_error])
-        self._config = config
         self._token_credential = is_token
         from azure.ai.inference.aio import EmbeddingsClient  # deferred: importing ext stays cheap
 
@@ -121,10 +117,6 @@ class AzureAIEmbeddingClient(BaseEmbeddingClient):
 
     def _to_config(self) -> BaseModel:
         return self._config.model_copy(update={"api_key": None})
-
-    @classmethod
-    def _from_config(cls, config: AzureAIEmbeddingConfig) -> AzureAIEmbeddingClient:
-        return cls(**config.model_dump())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(endpoint={self.endpoint!r}, model={self.model!r})"

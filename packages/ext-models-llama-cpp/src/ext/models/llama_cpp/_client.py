@@ -467,12 +467,5 @@ class LlamaCppChatCompletionClient(BaseChatCompletionClient):
             return {"chat_handler": "a chat handler object given in code (a config names a chat_format instead)"}
         return {}
 
-    def _to_config(self) -> BaseModel:
-        return self._config
-
-    @classmethod
-    def _from_config(cls, config: LlamaCppClientConfig) -> LlamaCppChatCompletionClient:
-        return cls(**config.model_dump())
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, model_path={self._config.model_path!r})"

@@ -70,6 +70,8 @@ class LlamaCppEmbeddingClient(BaseEmbeddingClient):
     component_config_schema: ClassVar[type[BaseModel]] = LlamaCppEmbeddingConfig
     component_provider_override: ClassVar[str | None] = "ext.models.llama_cpp.LlamaCppEmbeddingClient"
 
+    _config: LlamaCppEmbeddingConfig
+
     def __init__(
         self,
         model_path: str | os.PathLike[str] | None = None,
@@ -89,8 +91,7 @@ class LlamaCppEmbeddingClient(BaseEmbeddingClient):
         if not path.is_file():
             raise ConfigurationError(f"{owner}: model_path {str(path)!r} is not a file (expected a GGUF model file)")
         name = config.model or path.name.removesuffix(".gguf")
-        super().__init__(model=name, batch_size=config.batch_size, max_retries=config.max_retries)
-        self._config = config
+        super().__init__(model=name, config=config)
         from llama_cpp import Llama  # deferred: importing ext.models.llama_cpp does not load llama.cpp
 
         kwargs: dict[str, Any] = {
@@ -145,13 +146,6 @@ class LlamaCppEmbeddingClient(BaseEmbeddingClient):
         llama, self._llama = self._llama, None
         if llama is not None:
             llama.close()
-
-    def _to_config(self) -> BaseModel:
-        return self._config
-
-    @classmethod
-    def _from_config(cls, config: LlamaCppEmbeddingConfig) -> LlamaCppEmbeddingClient:
-        return cls(**config.model_dump())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"

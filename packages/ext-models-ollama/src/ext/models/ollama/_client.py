@@ -376,9 +376,5 @@ class OllamaChatCompletionClient(BaseChatCompletionClient):
             )
         return self._config
 
-    @classmethod
-    def _from_config(cls, config: OllamaClientConfig) -> OllamaChatCompletionClient:
-        return cls(**config.model_dump())
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, host={self._host!r})"

@@ -62,6 +62,8 @@ class OllamaEmbeddingClient(BaseEmbeddingClient):
     component_config_schema: ClassVar[type[BaseModel]] = OllamaEmbeddingConfig
     component_provider_override: ClassVar[str | None] = "ext.models.ollama.OllamaEmbeddingClient"
 
+    _config: OllamaEmbeddingConfig
+
     def __init__(
         self,
         model: str = "nomic-embed-text",
@@ -85,14 +87,8 @@ class OllamaEmbeddingClient(BaseEmbeddingClient):
         # The chat client's header rules (values, environment references, OLLAMA_API_KEY): one place for them.
         wire_headers = OllamaChatCompletionClient._wire_headers(config, environ, owner)  # type: ignore[arg-type]
         super().__init__(
-            model=config.model,
-            dimensions=config.dimensions,
-            batch_size=config.batch_size,
-            max_retries=config.max_retries,
-            retry_policy=retry_policy,
+            model=config.model, retry_policy=retry_policy, config=config, classify_error=classify_ollama_error
         )
-        self._retry = self._retry.with_classifiers([classify_ollama_error])
-        self._config = config
         self._sdk = ollama.AsyncClient(host=self._host, headers=wire_headers, timeout=config.timeout)
 
     @property
@@ -121,13 +117,6 @@ class OllamaEmbeddingClient(BaseEmbeddingClient):
 
     async def _close(self) -> None:
         await self._sdk.close()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
-
-    def _to_config(self) -> BaseModel:
-        return self._config
-
-    @classmethod
-    def _from_config(cls, config: OllamaEmbeddingConfig) -> OllamaEmbeddingClient:
-        return cls(**config.model_dump())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, host={self._host!r})"

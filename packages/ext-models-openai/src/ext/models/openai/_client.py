@@ -34,14 +34,12 @@ from ext.core import (
     merge_default_options,
     plan_prompt_tools,
     prompt_tool_stream,
-    require_secret,
-    resolve_secret_map,
     resolve_tool_calling,
     tool_schema_of,
 )
 
-from ._azure import TokenProvider, azure_credentials, azure_target, check_credential_arguments
-from ._config import AzureOpenAIClientConfig, OpenAIClientConfig, ReasoningEffort, _CommonConfig
+from ._config import AnyConfig, AzureOpenAIClientConfig, OpenAIClientConfig, ReasoningEffort, _CommonConfig
+from ._connection import SdkOwner, TokenProvider, azure_config, azure_sdk, openai_sdk
 from ._mapping import StreamState, WireSettings, map_request, map_response, map_stream_chunk, split_extra_args
 from ._models import OPENAI_MODELS, SystemRole, is_openai_reasoning, system_role_for
 from ._retry import classify_openai_error
@@ -53,8 +51,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["AzureOpenAIChatCompletionClient", "BaseOpenAIChatCompletionClient", "OpenAIChatCompletionClient"]
-
-"""Returns an Entra ID bearer token (sync or async); called by the SDK before each request."""
 
 _OPENAI_HOST = "api.openai.com"
 _NEUTRAL_SAMPLING = (("temperature", 1.0), ("top_p", 1.0), ("frequency_penalty", 0.0), ("presence_penalty", 0.0))
@@ -93,21 +89,17 @@ def _default_options(config: _CommonConfig) -> ChatOptions | None:
     return merge_default_options(config.default_options, **fields)
 
 
-def _headers(config: _CommonConfig) -> dict[str, str] | None:
-    return resolve_secret_map(config.default_headers, config.default_headers_env, "default_headers") or None
-
-
-class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
+class BaseOpenAIChatCompletionClient(SdkOwner, BaseChatCompletionClient):
     """What the OpenAI and Azure OpenAI clients share: request mapping, streaming, token counting."""
 
     provider_name = "openai"
     model_table = OPENAI_MODELS
 
-    _config: _CommonConfig
+    _config: AnyConfig
 
     def _setup(
         self,
-        config: _CommonConfig,
+        config: AnyConfig,
         model: str,
         sdk: openai.AsyncOpenAI,
         *,
@@ -132,7 +124,6 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
         self._sdk = sdk
         self._completions = sdk.chat.completions
         self._owns_http_client = owns_http_client
-        self._has_token_provider = False
         self._wire = WireSettings(
             system_role=config.system_role,
             include_usage=config.include_usage,
@@ -209,10 +200,6 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
             # client go away (cancellation, or a consumer that stops early).
             await stream.close()
 
-    async def _close(self) -> None:
-        if self._owns_http_client:
-            await self._sdk.close()
-
     # --- tokens ----------------------------------------------------------------------------------
 
     def _get_encoder(self) -> Encoder | None:
@@ -249,24 +236,6 @@ class BaseOpenAIChatCompletionClient(BaseChatCompletionClient):
             return estimate_tokens(msgs, schemas)
         role = system_role_for(self.model_info, self._config.system_role)
         return count_message_tokens(encoder, msgs, schemas, system_role=role)
-
-    # --- components ------------------------------------------------------------------------------
-
-    def _undumpable_settings(self) -> dict[str, str]:
-        settings = super()._undumpable_settings()
-        if not self._owns_http_client:
-            settings["http_client"] = "an HTTP client object"
-        if self._has_token_provider:
-            settings["azure_ad_token_provider"] = "a callable (use azure_ad_token_env for a token from the environment)"
-        return settings
-
-    def _to_config(self) -> BaseModel:
-        # Secrets never go into a dump; null keys make every dump the same shape (the loaded client
-        # reads them from the *_env variables).
-        secrets: dict[str, Any] = {
-            name: None for name in ("api_key", "azure_ad_token") if name in type(self._config).model_fields
-        }
-        return self._config.model_copy(update=secrets)
 
 
 class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
@@ -316,23 +285,12 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         config = config_from_arguments(OpenAIClientConfig, locals(), type(self).__name__)
-        key = require_secret(
-            config.api_key,
-            config.api_key_env,
+        sdk = openai_sdk(
+            config,
+            http_client,
             type(self).__name__,
-            hint=" (a local server that needs no key takes any placeholder)",
-        )
-        import openai  # deferred: `import ext.models.openai` stays cheap for config loading and listing
-
-        sdk = openai.AsyncOpenAI(
-            api_key=key.get_secret_value(),
-            organization=config.organization,
-            project=config.project,
-            base_url=config.base_url,
-            timeout=config.timeout,
-            max_retries=0,
-            default_headers=_headers(config),
-            http_client=http_client,
+            default_headers=config.default_headers,
+            default_headers_env=config.default_headers_env,
         )
         # Any base URL but OpenAI's own is an OpenAI-compatible server (the tool-calling default depends on it).
         compatible = sdk.base_url.host != _OPENAI_HOST
@@ -350,10 +308,6 @@ class OpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         """Where requests go (the SDK's base URL)."""
         return str(self._sdk.base_url)
 
-    @classmethod
-    def _from_config(cls, config: OpenAIClientConfig) -> OpenAIChatCompletionClient:
-        return cls(**config.model_dump())
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
@@ -369,6 +323,8 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
 
     component_config_schema: ClassVar[type[BaseModel]] = AzureOpenAIClientConfig
     component_provider_override: ClassVar[str | None] = "ext.models.openai.AzureOpenAIChatCompletionClient"
+
+    _config: AzureOpenAIClientConfig
 
     def __init__(
         self,
@@ -410,22 +366,14 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         owner = type(self).__name__
-        api_version, azure_endpoint = azure_target(api_version, azure_endpoint, owner)
-        check_credential_arguments(api_key, azure_ad_token, azure_ad_token_provider, owner)
-        config = config_from_arguments(AzureOpenAIClientConfig, locals(), owner)
-        credentials = azure_credentials(config, azure_ad_token_provider, owner)
-        self._auth = next(iter(credentials))  # the SDK's name of the credential: how requests authenticate
-        import openai
-
-        sdk = openai.AsyncAzureOpenAI(
-            azure_endpoint=azure_endpoint,
-            azure_deployment=config.azure_deployment,
-            api_version=config.api_version,
-            timeout=config.timeout,
-            max_retries=0,
-            default_headers=_headers(config),
-            http_client=http_client,
-            **credentials,
+        config = azure_config(AzureOpenAIClientConfig, locals(), owner)
+        sdk, self._auth = azure_sdk(
+            config,
+            azure_ad_token_provider,
+            http_client,
+            owner,
+            default_headers=config.default_headers,
+            default_headers_env=config.default_headers_env,
         )
         self._setup(
             config,
@@ -438,20 +386,16 @@ class AzureOpenAIChatCompletionClient(BaseOpenAIChatCompletionClient):
 
     @property
     def azure_deployment(self) -> str:
-        return self._config.azure_deployment  # type: ignore[attr-defined, no-any-return]
+        return self._config.azure_deployment
 
     @property
     def api_version(self) -> str:
-        return self._config.api_version  # type: ignore[attr-defined, no-any-return]
+        return self._config.api_version
 
     @property
     def auth_method(self) -> str:
         """How requests authenticate: `api_key`, `azure_ad_token` or `azure_ad_token_provider`."""
         return self._auth
-
-    @classmethod
-    def _from_config(cls, config: AzureOpenAIClientConfig) -> AzureOpenAIChatCompletionClient:
-        return cls(**config.model_dump())
 
     def __repr__(self) -> str:
         return (

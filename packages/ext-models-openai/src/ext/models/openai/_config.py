@@ -1,4 +1,5 @@
-"""Configuration models of the two clients (what `dump_component` writes and `load_component` reads).
+"""Configuration models of the two chat clients (what `dump_component` writes and `load_component` reads): what
+they send, over the connection fields they share with the embedding clients (`_connection`).
 
 Secrets are `SecretStr`: they never show in repr or errors and are dropped from dumps; the `*_env`
 fields name the environment variables a loaded client reads them from.
@@ -10,22 +11,18 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from ext.core import check_api_version, check_http_url, check_stop_sequences
+from ext.core import check_stop_sequences
 
+from ._connection import AzureOpenAIConnection, OpenAIConnection
 from ._models import SystemRole
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
-
-DEFAULT_TIMEOUT = 60.0
-DEFAULT_MAX_RETRIES = 3
 
 
 class _CommonConfig(BaseModel):
     # Validators are built on first use, not at import (import time counts for every user).
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True, defer_build=True)
 
-    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, description="Seconds before one HTTP attempt fails.")
-    max_retries: int = Field(DEFAULT_MAX_RETRIES, ge=0, description="Retries of rate limits and transient errors.")
     temperature: Optional[float] = Field(
         None, ge=0.0, le=2.0, description="0.0 to 2.0. None sends nothing: the API default (1.0 for OpenAI) applies."
     )
@@ -79,49 +76,18 @@ class _CommonConfig(BaseModel):
         return check_stop_sequences(value, "stop")
 
 
-class OpenAIClientConfig(_CommonConfig):
+class OpenAIClientConfig(_CommonConfig, OpenAIConnection):
     """`OpenAIChatCompletionClient` configuration."""
 
     model: str = Field(min_length=1, description="Model name, e.g. gpt-4o, or any name the server knows.")
-    api_key: Optional[SecretStr] = Field(None, description="API key; default from the api_key_env variable.")
-    api_key_env: Optional[str] = Field("OPENAI_API_KEY", description="Environment variable holding the key.")
-    organization: Optional[str] = Field(None, description="Organization id; default from OPENAI_ORG_ID.")
-    project: Optional[str] = Field(None, description="Project id; default from OPENAI_PROJECT_ID.")
-    base_url: Optional[str] = Field(None, description="Any OpenAI-compatible endpoint, e.g. http://host:8000/v1.")
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        return None if value is None else check_http_url(value, "base_url")
 
 
-class AzureOpenAIClientConfig(_CommonConfig):
+class AzureOpenAIClientConfig(_CommonConfig, AzureOpenAIConnection):
     """`AzureOpenAIChatCompletionClient` configuration."""
 
-    azure_deployment: str = Field(min_length=1, description="Deployment name (the URL's /deployments/<name>).")
-    api_version: str = Field(description="API version, YYYY-MM-DD (optionally -preview).")
-    azure_endpoint: Optional[str] = Field(
-        None, description="https://<resource>.openai.azure.com; default from AZURE_OPENAI_ENDPOINT."
-    )
     model: Optional[str] = Field(
         None, min_length=1, description="The deployed model, for capabilities and tokens (default: the deployment)."
     )
-    api_key: Optional[SecretStr] = Field(None, description="API key (api-key header).")
-    api_key_env: Optional[str] = Field("AZURE_OPENAI_API_KEY", description="Environment variable holding the key.")
-    azure_ad_token: Optional[SecretStr] = Field(None, description="Entra ID token (Authorization: Bearer).")
-    azure_ad_token_env: Optional[str] = Field(
-        "AZURE_OPENAI_AD_TOKEN", description="Environment variable holding an Entra ID token."
-    )
-
-    @field_validator("api_version")
-    @classmethod
-    def _version(cls, value: str) -> str:
-        return check_api_version(value)
-
-    @field_validator("azure_endpoint")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        return None if value is None else check_http_url(value, "azure_endpoint")
 
 
 AnyConfig = Union[OpenAIClientConfig, AzureOpenAIClientConfig]

@@ -7,9 +7,9 @@ them (`openai.lib._parsing._embeddings`); the values are the same as the float f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from ext.core import (
     BaseEmbeddingClient,
@@ -17,13 +17,18 @@ from ext.core import (
     EmbeddingResult,
     RequestUsage,
     RetryPolicy,
-    check_api_version,
-    check_http_url,
     config_from_arguments,
-    require_secret,
 )
 
-from ._azure import TokenProvider, azure_credentials, azure_target, check_credential_arguments
+from ._connection import (
+    AzureOpenAIConnection,
+    OpenAIConnection,
+    SdkOwner,
+    TokenProvider,
+    azure_config,
+    azure_sdk,
+    openai_sdk,
+)
 from ._retry import classify_openai_error
 
 if TYPE_CHECKING:
@@ -52,76 +57,41 @@ class _EmbeddingConfig(BaseModel):
     dimensions: Optional[int] = Field(None, gt=0, description="Vector size to ask for (text-embedding-3 and later).")
     batch_size: Optional[int] = Field(None, gt=0, le=2048, description="Most texts per request (default 2048).")
     user: Optional[str] = Field(None, description="End-user id sent as `user`.")
-    timeout: float = Field(60.0, gt=0, description="Seconds before one HTTP attempt fails.")
-    max_retries: int = Field(3, ge=0, description="Retries of rate limits and transient errors.")
 
 
-class OpenAIEmbeddingConfig(_EmbeddingConfig):
+class OpenAIEmbeddingConfig(_EmbeddingConfig, OpenAIConnection):
     """`OpenAIEmbeddingClient` configuration."""
 
     model: str = Field(min_length=1, description="e.g. text-embedding-3-small, or any name the server knows.")
-    api_key: Optional[SecretStr] = Field(None, description="API key; default from the api_key_env variable.")
-    api_key_env: Optional[str] = Field("OPENAI_API_KEY", description="Environment variable holding the key.")
-    organization: Optional[str] = None
-    project: Optional[str] = None
-    base_url: Optional[str] = Field(None, description="Any OpenAI-compatible endpoint, e.g. http://host:8000/v1.")
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        return None if value is None else check_http_url(value, "base_url")
 
 
-class AzureOpenAIEmbeddingConfig(_EmbeddingConfig):
+class AzureOpenAIEmbeddingConfig(_EmbeddingConfig, AzureOpenAIConnection):
     """`AzureOpenAIEmbeddingClient` configuration."""
 
-    azure_deployment: str = Field(min_length=1, description="Deployment name (the URL's /deployments/<name>).")
-    api_version: str = Field(description="API version, YYYY-MM-DD (optionally -preview).")
-    azure_endpoint: str = Field(description="https://<resource>.openai.azure.com")
     model: Optional[str] = Field(None, min_length=1, description="The deployed model (default: the deployment).")
-    api_key: Optional[SecretStr] = Field(None, description="API key (api-key header).")
-    api_key_env: Optional[str] = Field("AZURE_OPENAI_API_KEY", description="Environment variable holding the key.")
-    azure_ad_token: Optional[SecretStr] = Field(None, description="Entra ID token (Authorization: Bearer).")
-    azure_ad_token_env: Optional[str] = Field("AZURE_OPENAI_AD_TOKEN", description="Variable holding a token.")
-
-    @field_validator("api_version")
-    @classmethod
-    def _version(cls, value: str) -> str:
-        return check_api_version(value)
-
-    @field_validator("azure_endpoint")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return check_http_url(value, "azure_endpoint")
 
 
-class _OpenAIEmbeddings(BaseEmbeddingClient):
+_AnyEmbeddingConfig = Union[OpenAIEmbeddingConfig, AzureOpenAIEmbeddingConfig]
+
+
+class _OpenAIEmbeddings(SdkOwner, BaseEmbeddingClient):
     """What both clients share: the request, the response mapping, connections and dumps."""
 
     provider_name: ClassVar[str] = "openai"
     max_batch_size: ClassVar[int] = 2048  # OpenAI API reference: "any array must be 2048 dimensions or less"
 
-    _config: _EmbeddingConfig
+    _config: _AnyEmbeddingConfig
 
     def _setup(
-        self, config: _EmbeddingConfig, model: str, sdk: openai.AsyncOpenAI, retry_policy: RetryPolicy | None
+        self, config: _AnyEmbeddingConfig, model: str, sdk: openai.AsyncOpenAI, retry_policy: RetryPolicy | None
     ) -> None:
         if config.dimensions is not None and model in _NO_DIMENSIONS:
             raise ConfigurationError(
                 f"{type(self).__name__}: dimensions: {model} does not take a vector size (text-embedding-3 and "
                 "later models do)"
             )
-        super().__init__(
-            model=model,
-            dimensions=config.dimensions,
-            batch_size=config.batch_size,
-            max_retries=config.max_retries,
-            retry_policy=retry_policy,
-        )
-        self._retry = self._retry.with_classifiers([classify_openai_error])
-        self._config = config
+        super().__init__(model=model, retry_policy=retry_policy, config=config, classify_error=classify_openai_error)
         self._sdk = sdk
-        self._owns_http_client = True
         args: dict[str, Any] = {}
         if config.dimensions is not None:
             args["dimensions"] = config.dimensions
@@ -143,26 +113,10 @@ class _OpenAIEmbeddings(BaseEmbeddingClient):
     def _known_vector_size(self) -> int | None:
         return OPENAI_EMBEDDING_SIZES.get(self.model)
 
-    async def _close(self) -> None:
-        if self._owns_http_client:
-            await self._sdk.close()
-
     @property
     def base_url(self) -> str:
         """Where requests go (the SDK's base URL)."""
         return str(self._sdk.base_url)
-
-    def _undumpable_settings(self) -> dict[str, str]:
-        settings = super()._undumpable_settings()
-        if not self._owns_http_client:
-            settings["http_client"] = "an HTTP client object"
-        return settings
-
-    def _to_config(self) -> BaseModel:
-        secrets: dict[str, Any] = {
-            name: None for name in ("api_key", "azure_ad_token") if name in type(self._config).model_fields
-        }
-        return self._config.model_copy(update=secrets)
 
 
 class OpenAIEmbeddingClient(_OpenAIEmbeddings):
@@ -194,24 +148,9 @@ class OpenAIEmbeddingClient(_OpenAIEmbeddings):
     ) -> None:
         owner = type(self).__name__
         config = config_from_arguments(OpenAIEmbeddingConfig, locals(), owner)
-        key = require_secret(config.api_key, config.api_key_env, owner)
-        import openai  # deferred: importing the package stays cheap for config loading
-
-        sdk = openai.AsyncOpenAI(
-            api_key=key.get_secret_value(),
-            organization=config.organization,
-            project=config.project,
-            base_url=config.base_url,
-            timeout=config.timeout,
-            max_retries=0,  # one retry owner: core's policy
-            http_client=http_client,
-        )
+        sdk = openai_sdk(config, http_client, owner)
         self._setup(config, config.model, sdk, retry_policy)
         self._owns_http_client = http_client is None
-
-    @classmethod
-    def _from_config(cls, config: OpenAIEmbeddingConfig) -> OpenAIEmbeddingClient:
-        return cls(**config.model_dump())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -228,6 +167,8 @@ class AzureOpenAIEmbeddingClient(_OpenAIEmbeddings):
 
     component_config_schema: ClassVar[type[BaseModel]] = AzureOpenAIEmbeddingConfig
     component_provider_override: ClassVar[str | None] = "ext.models.openai.AzureOpenAIEmbeddingClient"
+
+    _config: AzureOpenAIEmbeddingConfig
 
     def __init__(
         self,
@@ -250,38 +191,15 @@ class AzureOpenAIEmbeddingClient(_OpenAIEmbeddings):
         retry_policy: RetryPolicy | None = None,
     ) -> None:
         owner = type(self).__name__
-        api_version, azure_endpoint = azure_target(api_version, azure_endpoint, owner)
-        check_credential_arguments(api_key, azure_ad_token, azure_ad_token_provider, owner)
-        config = config_from_arguments(AzureOpenAIEmbeddingConfig, locals(), owner)
-        credentials = azure_credentials(config, azure_ad_token_provider, owner)
-        import openai
-
-        sdk = openai.AsyncAzureOpenAI(
-            azure_endpoint=config.azure_endpoint,
-            azure_deployment=config.azure_deployment,
-            api_version=config.api_version,
-            timeout=config.timeout,
-            max_retries=0,
-            http_client=http_client,
-            **credentials,
-        )
+        config = azure_config(AzureOpenAIEmbeddingConfig, locals(), owner)
+        sdk, _ = azure_sdk(config, azure_ad_token_provider, http_client, owner)
         self._setup(config, config.model or config.azure_deployment, sdk, retry_policy)
         self._owns_http_client = http_client is None
         self._has_token_provider = azure_ad_token_provider is not None
 
     @property
     def azure_deployment(self) -> str:
-        return self._config.azure_deployment  # type: ignore[attr-defined, no-any-return]
-
-    def _undumpable_settings(self) -> dict[str, str]:
-        settings = super()._undumpable_settings()
-        if self._has_token_provider:
-            settings["azure_ad_token_provider"] = "a callable (use azure_ad_token_env for a token from the environment)"
-        return settings
-
-    @classmethod
-    def _from_config(cls, config: AzureOpenAIEmbeddingConfig) -> AzureOpenAIEmbeddingClient:
-        return cls(**config.model_dump())
+        return self._config.azure_deployment
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(azure_deployment={self.azure_deployment!r}, model={self.model!r})"

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from types import TracebackType
 
 from pydantic import SecretStr
+
+from ext.core import AsyncStartStop
 
 from ._gateway import Gateway
 from ._redis_registry import RedisRegistry, check_lease_seconds
@@ -15,7 +16,7 @@ from ._registry import InMemoryRegistry, Registry
 from ._wire import DEFAULT_MAX_MESSAGE_BYTES
 
 
-class LocalCluster:
+class LocalCluster(AsyncStartStop):
     """Start `replicas` gateways on their own ports (127.0.0.1 by default), sharing one registry in Redis (a
     single replica without `redis_url` keeps its registry in memory).
 
@@ -163,12 +164,3 @@ class LocalCluster:
         """Stop every replica. Idempotent."""
         for gateway in self.gateways:
             await gateway.stop()
-
-    async def __aenter__(self) -> LocalCluster:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()

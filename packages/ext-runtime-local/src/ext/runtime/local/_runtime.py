@@ -8,7 +8,6 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from types import TracebackType
 from typing import Any
 
 from ext.core import (
@@ -18,6 +17,7 @@ from ext.core import (
     AgentId,
     AgentNotFoundError,
     AgentType,
+    AsyncStartStop,
     CancellationToken,
     InMemoryStateStore,
     MessageContext,
@@ -46,7 +46,7 @@ from ._mailbox import AgentCall, Delivery, Reply, Slot, save_agent_state
 from ._state import AgentStates, parse_runtime_state
 
 
-class LocalAgentRuntime(Activation):
+class LocalAgentRuntime(Activation, AsyncStartStop):
     """The in-process agent runtime (the embedded default).
 
     Agents are created by their type's factory on the first message to their id and live until `stop()`
@@ -121,15 +121,6 @@ class LocalAgentRuntime(Activation):
         slots, self._slots = self._slots, {}
         for slot in slots.values():
             await self._release(slot, save=True)
-
-    async def __aenter__(self) -> LocalAgentRuntime:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -109,6 +109,7 @@ class OpenTelemetryMiddleware(ChatMiddleware):
             raise ConfigurationError(f"agent_name must be a non-empty string or None, got {agent_name!r}")
         self._capture = capture_content
         self._agent_name = agent_name
+        self._config = OpenTelemetryConfig(capture_content=capture_content, agent_name=agent_name)
         self._server: tuple[object, dict[str, Any]] | None = None
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
@@ -310,15 +311,6 @@ class OpenTelemetryMiddleware(ChatMiddleware):
                     self._succeed(span, metric, started, result, operation)
                 else:  # no error and no result: the stream ended without its CreateResult
                     self._failed(span, metric, started, error or NO_RESULT)
-
-    # --- components --------------------------------------------------------------------------------------------
-
-    def _to_config(self) -> OpenTelemetryConfig:
-        return OpenTelemetryConfig(capture_content=self._capture, agent_name=self._agent_name)
-
-    @classmethod
-    def _from_config(cls, config: OpenTelemetryConfig) -> OpenTelemetryMiddleware:
-        return cls(capture_content=config.capture_content, agent_name=config.agent_name)
 
 
 def _provider(call: ChatCall) -> str:

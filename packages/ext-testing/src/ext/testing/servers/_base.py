@@ -11,10 +11,10 @@ import logging
 import re
 from collections import deque
 from collections.abc import Sequence
-from types import TracebackType
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 from urllib.parse import parse_qs, unquote
 
+from ext.core import AsyncStartStop
 from ext.testing._waiting import CountWaiters
 from ext.testing.script import FAULT_KINDS, Fault, NeutralRequest, Reply
 from ext.testing.servers._http import (
@@ -55,14 +55,13 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-_ServerT = TypeVar("_ServerT", bound="LoopbackServer")
 
 HOST = "127.0.0.1"
 EXHAUSTED_MESSAGE = "ext.testing loopback server: script exhausted"
 SERVER_ERROR_MESSAGE = "ext.testing loopback server: error in the server or a script callable"
 
 
-class LoopbackServer:
+class LoopbackServer(AsyncStartStop):
     """Base of the scriptable loopback servers: HTTP/1.1 on 127.0.0.1 with an ephemeral port.
 
     Script it with :meth:`enqueue` (FIFO) and :attr:`default` (used when the queue is empty; None answers 500
@@ -132,15 +131,6 @@ class LoopbackServer:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         await server.wait_closed()
-
-    async def __aenter__(self: _ServerT) -> _ServerT:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     @property
     def port(self) -> int:

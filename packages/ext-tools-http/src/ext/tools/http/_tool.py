@@ -138,7 +138,6 @@ class HttpTool(SchemaTool[HttpToolConfig]):
         self._template = _check_path(path, self._json_schema)
         self._explicit_headers = _check_headers(headers)
         env_headers = _resolve_env_headers(headers_env)
-        self._headers_env = dict(headers_env) if headers_env else None
         clash = {k.lower() for k in self._explicit_headers} & {k.lower() for k in env_headers}
         if clash:
             raise ConfigurationError(f"headers and headers_env both set header {sorted(clash)[0]!r}; set it once")
@@ -147,7 +146,21 @@ class HttpTool(SchemaTool[HttpToolConfig]):
             if description is not None
             else str(self._json_schema.get("description") or f"Send an HTTP {self._method} request to {path}.")
         )
-        self._given_description = description
+        # What a dump holds: the arguments as checked (scheme, method and return type in their canonical case).
+        self._config = HttpToolConfig(
+            name=self._name,
+            host=self._host,
+            port=self._port,
+            json_schema=self._json_schema,
+            description=description,
+            scheme=cast("Literal['http', 'https']", self._scheme),
+            path=self._template.template,
+            method=cast("HttpMethod", self._method),
+            headers=dict(self._explicit_headers) or None,
+            headers_env=dict(headers_env) if headers_env else None,
+            return_type=cast("ReturnType", self._return_type),
+            timeout=self._timeout,
+        )
         host_part = f"[{self._host}]" if ":" in self._host else self._host
         self._base_url = f"{self._scheme}://{host_part}:{self._port}"
         self._send_headers: dict[str, str] = {k: v.get_secret_value() for k, v in self._explicit_headers.items()}
@@ -298,41 +311,6 @@ class HttpTool(SchemaTool[HttpToolConfig]):
     def _timeout_error(self, request: httpx.Request) -> HttpTimeoutError:
         return HttpTimeoutError(
             f"HttpTool {self._name!r}: {self._method} {_safe_url(request)} did not complete within {self._timeout} s"
-        )
-
-    # -- component ----------------------------------------------------------------------------------------------
-
-    def _to_config(self) -> HttpToolConfig:
-        return HttpToolConfig(
-            name=self._name,
-            host=self._host,
-            port=self._port,
-            json_schema=self._json_schema,
-            description=self._given_description,
-            scheme=cast("Literal['http', 'https']", self._scheme),
-            path=self._template.template,
-            method=cast("HttpMethod", self._method),
-            headers=dict(self._explicit_headers) or None,
-            headers_env=self._headers_env,
-            return_type=cast("ReturnType", self._return_type),
-            timeout=self._timeout,
-        )
-
-    @classmethod
-    def _from_config(cls, config: HttpToolConfig) -> HttpTool:
-        return cls(
-            name=config.name,
-            host=config.host,
-            port=config.port,
-            json_schema=config.json_schema,
-            description=config.description,
-            scheme=config.scheme,
-            path=config.path,
-            method=config.method,
-            headers=dict(config.headers) if config.headers else None,
-            return_type=config.return_type,
-            timeout=config.timeout,
-            headers_env=config.headers_env,
         )
 
 

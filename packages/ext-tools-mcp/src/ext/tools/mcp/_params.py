@@ -144,15 +144,10 @@ class StdioServerParams(_Params):
         return [v.get_secret_value() for v in (self.env or {}).values() if v.get_secret_value()]
 
 
-class SseServerParams(_Params):
-    """Connect to a server over the legacy HTTP+SSE transport (a GET event stream plus POSTed messages)."""
+class _HttpParams(_Params):
+    """What both HTTP transports take: the endpoint, headers, timeouts and auth."""
 
-    type: Literal["SseServerParams"] = "SseServerParams"
-    url: str = Field(description="The SSE endpoint, e.g. http://127.0.0.1:8000/sse.")
-    api_key: SecretStr | None = Field(default=None, description="Sent as 'Authorization: Bearer <api_key>'.")
-    api_key_env: str | None = Field(
-        default=None, description="Environment variable to read api_key from when it is not given."
-    )
+    url: str = Field(description="The server's endpoint, e.g. http://127.0.0.1:8000/sse (SSE) or .../mcp.")
     headers: dict[str, SecretStr] = Field(
         default_factory=dict, description="Extra request headers; values are secrets (left out of dumps)."
     )
@@ -161,10 +156,45 @@ class SseServerParams(_Params):
     )
     timeout: float = Field(default=30.0, gt=0, description="Seconds for connecting and for each request's answer.")
     sse_read_timeout: float = Field(
-        default=300.0, gt=0, description="Seconds the event stream may stay silent before it is dropped."
+        default=300.0, gt=0, description="Seconds an event stream may stay silent before it is dropped."
     )
     auth: Any = Field(
         default=None, exclude=True, description="An httpx2.Auth (e.g. OAuth) or callable(request) -> request."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str) -> str:
+        return _check_url(value, f"{cls.__name__}.url")
+
+    @field_validator("auth")
+    @classmethod
+    def _valid_auth(cls, value: Any) -> Any:
+        return _check_auth(value)
+
+    @property
+    def request_timeout(self) -> float | None:
+        return self.timeout
+
+    def describe(self) -> str:
+        return _safe_url(self.url)
+
+    def http_headers(self) -> dict[str, str]:
+        """The headers to send, secrets resolved (raises naming a missing environment variable)."""
+        return _resolve_headers(self.headers, self.headers_env, type(self).__name__)
+
+    def secret_values(self) -> list[str]:
+        return [v.get_secret_value() for v in self.headers.values() if v.get_secret_value()]
+
+
+class SseServerParams(_HttpParams):
+    """Connect to a server over the legacy HTTP+SSE transport (a GET event stream plus POSTed messages); `url` is the
+    SSE endpoint, e.g. http://127.0.0.1:8000/sse."""
+
+    type: Literal["SseServerParams"] = "SseServerParams"
+    api_key: SecretStr | None = Field(default=None, description="Sent as 'Authorization: Bearer <api_key>'.")
+    api_key_env: str | None = Field(
+        default=None, description="Environment variable to read api_key from when it is not given."
     )
 
     if TYPE_CHECKING:
@@ -183,26 +213,8 @@ class SseServerParams(_Params):
             startup_timeout_seconds: float | None = None,
         ) -> None: ...
 
-    @field_validator("url")
-    @classmethod
-    def _valid_url(cls, value: str) -> str:
-        return _check_url(value, "SseServerParams.url")
-
-    @field_validator("auth")
-    @classmethod
-    def _valid_auth(cls, value: Any) -> Any:
-        return _check_auth(value)
-
-    @property
-    def request_timeout(self) -> float | None:
-        return self.timeout
-
-    def describe(self) -> str:
-        return _safe_url(self.url)
-
     def http_headers(self) -> dict[str, str]:
-        """The headers to send, secrets resolved (raises naming a missing environment variable)."""
-        out = _resolve_headers(self.headers, self.headers_env, "SseServerParams")
+        out = super().http_headers()
         key = self.api_key
         if key is None and self.api_key_env:
             key, _ = resolve_secret(None, self.api_key_env)
@@ -215,31 +227,18 @@ class SseServerParams(_Params):
         return out
 
     def secret_values(self) -> list[str]:
-        values = [v.get_secret_value() for v in self.headers.values()]
-        if self.api_key is not None:
+        values = super().secret_values()
+        if self.api_key is not None and self.api_key.get_secret_value():
             values.append(self.api_key.get_secret_value())
-        return [v for v in values if v]
+        return values
 
 
-class StreamableHttpServerParams(_Params):
-    """Connect to a server over the streamable HTTP transport (one endpoint, POST plus optional event streams)."""
+class StreamableHttpServerParams(_HttpParams):
+    """Connect to a server over the streamable HTTP transport (one endpoint, POST plus optional event streams); `url`
+    is the MCP endpoint, e.g. http://127.0.0.1:8000/mcp."""
 
     type: Literal["StreamableHttpServerParams"] = "StreamableHttpServerParams"
-    url: str = Field(description="The MCP endpoint, e.g. http://127.0.0.1:8000/mcp.")
-    headers: dict[str, SecretStr] = Field(
-        default_factory=dict, description="Extra request headers; values are secrets (left out of dumps)."
-    )
-    headers_env: dict[str, str] = Field(
-        default_factory=dict, description="Header name -> environment variable holding its value."
-    )
-    timeout: float = Field(default=30.0, gt=0, description="Seconds for connecting and for each request's answer.")
-    sse_read_timeout: float = Field(
-        default=300.0, gt=0, description="Seconds a response event stream may stay silent before it is dropped."
-    )
     terminate_on_close: bool = Field(default=True, description="Send DELETE to end the server session on stop.")
-    auth: Any = Field(
-        default=None, exclude=True, description="An httpx2.Auth (e.g. OAuth) or callable(request) -> request."
-    )
 
     if TYPE_CHECKING:
 
@@ -255,30 +254,6 @@ class StreamableHttpServerParams(_Params):
             auth: Any = None,
             startup_timeout_seconds: float | None = None,
         ) -> None: ...
-
-    @field_validator("url")
-    @classmethod
-    def _valid_url(cls, value: str) -> str:
-        return _check_url(value, "StreamableHttpServerParams.url")
-
-    @field_validator("auth")
-    @classmethod
-    def _valid_auth(cls, value: Any) -> Any:
-        return _check_auth(value)
-
-    @property
-    def request_timeout(self) -> float | None:
-        return self.timeout
-
-    def describe(self) -> str:
-        return _safe_url(self.url)
-
-    def http_headers(self) -> dict[str, str]:
-        """The headers to send, secrets resolved (raises naming a missing environment variable)."""
-        return _resolve_headers(self.headers, self.headers_env, "StreamableHttpServerParams")
-
-    def secret_values(self) -> list[str]:
-        return [v.get_secret_value() for v in self.headers.values() if v.get_secret_value()]
 
 
 ServerParams = Union[StdioServerParams, SseServerParams, StreamableHttpServerParams]

@@ -162,10 +162,6 @@ class McpWorkbench(Workbench):
             if conn is not None:
                 await conn.close()
 
-    async def __aenter__(self) -> McpWorkbench:
-        await self.start()
-        return self
-
     async def _listed(self) -> Connection:
         """The live connection, its tools listed (the SDK checks call results against their output schemas).
         Call sites test the fast case inline and await this only when something is missing."""
