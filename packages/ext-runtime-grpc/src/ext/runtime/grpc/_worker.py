@@ -13,7 +13,6 @@ import inspect
 import logging
 import math
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 import grpc
@@ -25,6 +24,7 @@ from ext.core import (
     AgentId,
     AgentNotFoundError,
     AgentType,
+    AsyncStartStop,
     CancellationToken,
     RoutedAgent,
     RuntimeClosedError,
@@ -57,7 +57,7 @@ __all__ = ["GrpcAgentRuntime"]
 logger = logging.getLogger(__name__)
 
 
-class GrpcAgentRuntime:
+class GrpcAgentRuntime(AsyncStartStop):
     """A worker runtime: hosts the agent types registered on it and reaches every other agent in the cluster
     through one bidirectional stream to a gateway.
 
@@ -177,15 +177,6 @@ class GrpcAgentRuntime:
         self._sender.fail_pending(RuntimeClosedError("the runtime was stopped"))
         self._sender.deadlines.clear()
         await self._connection.close()
-
-    async def __aenter__(self) -> GrpcAgentRuntime:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
 
     # --- the connection's hooks ----------------------------------------------------------------------------
 
