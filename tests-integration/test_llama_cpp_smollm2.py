@@ -10,7 +10,6 @@ from pydantic import BaseModel
 
 from ext.core import (
     CancellationToken,
-    ChatOptions,
     CreateResult,
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
@@ -102,23 +101,6 @@ TRIANGLE: ToolSchema = {
         "required": ["base", "height"],
     },
 }
-
-
-async def test_a_forced_call_is_made_once(smollm2: LlamaCppChatCompletionClient) -> None:
-    """With the grammar allowing spaced JSON, SmolLM2 wrote this call 4 times in its one
-    call array (it copies the spaced JSON of the tools' system message, then goes on listing); held to compact JSON
-    it writes it once."""
-    question: list[LLMMessage] = [
-        UserMessage(content="Find the area of a triangle with a base of 10 units and height of 5 units.")
-    ]
-    # Room for the repeats (the fixture's 64 tokens would cut the second copy, which the tolerant reader drops).
-    result = await smollm2.create(
-        question, tools=[TRIANGLE], tool_choice="required", options=ChatOptions(max_tokens=128)
-    )
-    assert isinstance(result.content, list)
-    assert [(c.name, parse_tool_arguments(c.arguments)) for c in result.content] == [
-        ("calculate_triangle_area", {"base": 10, "height": 5})
-    ]
 
 
 class Capital(BaseModel):

@@ -79,31 +79,20 @@ def map_messages(messages: Sequence[LLMMessage]) -> list[dict[str, str]]:
 
 
 _ROOT_RULE = re.compile(r"^root ::= ", re.MULTILINE)
-_SPACE_RULE = re.compile(r'^space ::= " "\?$', re.MULTILINE)
-
-
-def _compact_gbnf(schema: dict[str, Any]) -> str:
-    """llama-cpp-python's grammar for `schema`, without the optional space between JSON tokens (strings keep theirs).
-
-    Why: the tools' system message is spaced JSON (``{"name": ...}``), and a small model that writes its call in that
-    style goes on to list more calls, the way the system message lists tools: SmolLM2-135M, held to one call
-    array with ``tool_choice="required"``, wrote each simple case's call 3 to 6 times when spaces were allowed,
-    and once (4 of 5 right) when not (tools/eval/results/tool_calling_smollm2_135m_required_5.json)."""
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    return _SPACE_RULE.sub('space ::= ""', str(json_schema_to_gbnf(json.dumps(schema))), count=1)
 
 
 def tool_grammar(tools: Sequence[ToolSchema], tool_choice: str, text_schema: dict[str, Any] | None) -> str:
-    """GBNF for a reply with tools, its JSON compact (`_compact_gbnf`). ``required`` / named: only a tool-call
-    object. ``auto``: a tool-call object or text, where text is free text that does not start with ``{``
-    (``text_schema`` None), or JSON matching ``text_schema`` (JSON mode / structured output next to tools)."""
+    """GBNF for a reply with tools. ``required`` / named: only a tool-call object. ``auto``: a tool-call object or
+    text, where text is free text that does not start with ``{`` (``text_schema`` None), or JSON matching
+    ``text_schema`` (JSON mode / structured output next to tools)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
     schema = calls_schema(tools, tool_choice)
     if tool_choice != "auto":
-        return _compact_gbnf(schema)
+        return str(json_schema_to_gbnf(json.dumps(schema)))
     if text_schema is not None:
-        return _compact_gbnf({"anyOf": [schema, text_schema]})
-    calls = _ROOT_RULE.sub("tool-calls ::= ", _compact_gbnf(schema), count=1)
+        return str(json_schema_to_gbnf(json.dumps({"anyOf": [schema, text_schema]})))
+    calls = _ROOT_RULE.sub("tool-calls ::= ", str(json_schema_to_gbnf(json.dumps(schema))), count=1)
     return f"root ::= tool-calls | free-text\nfree-text ::= ([^{{] [^\\x00]*)?\n{calls}"
 
 
