@@ -20,11 +20,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ext.core import ConfigurationError, FunctionCall, FunctionTool, ToolSchema, find_tool_calls, read_reply
-from ext.core._client import tool_schema_of
-from ext.core._prompt_tools import calls_text
-from ext.core._tool_text import MAX_CALL_SYNTAX, MAX_DEPTH
-from ext.core import AssistantMessage, chat_tools, prompt_messages
+from ext.core import (
+    AssistantMessage,
+    ConfigurationError,
+    FunctionCall,
+    FunctionTool,
+    ToolSchema,
+    calls_text,
+    chat_tools,
+    find_tool_calls,
+    prompt_messages,
+    read_reply,
+    tool_schema_of,
+)
+from ext.core._tool_text import MAX_CALL_TOKENS, MAX_DEPTH
 
 WEATHER = {
     "type": "object",
@@ -102,21 +111,25 @@ def _python_steps(text: str) -> int:
 
 @pytest.mark.parametrize("family", sorted(RUNAWAYS))
 def test_reading_work_grows_linearly(family: str) -> None:
-    # Python-like calls are read up to MAX_CALL_SYNTAX characters, so compare sizes below it, and past it.
-    for small in (MAX_CALL_SYNTAX // 8, 16 * KB):
+    # A Python-like call is read up to MAX_CALL_TOKENS tokens: compare sizes below that (a token or more a
+    # character here), and past it, where the work stops growing.
+    for small in (MAX_CALL_TOKENS // 8, 16 * KB):
         steps, steps_4x = _python_steps(RUNAWAYS[family](small)), _python_steps(RUNAWAYS[family](4 * small))
         assert steps_4x <= 4 * steps + 50, f"{family}: {steps} steps at {small} chars, {steps_4x} at 4x"
 
 
-def test_a_python_like_call_longer_than_the_cap_is_text() -> None:
-    argument = "x" * MAX_CALL_SYNTAX
-    assert find_tool_calls(f'get_weather(city="{argument[:-30]}")', TOOLS) == [
-        ("get_weather", {"city": argument[:-30]})
-    ]
-    assert find_tool_calls(f'get_weather(city="{argument}")', TOOLS) == []
-    # JSON is read in native code: no such cap.
-    big = json.dumps({"name": "get_weather", "arguments": {"city": "x" * (512 * KB)}})
-    assert find_tool_calls(big, TOOLS) == [("get_weather", {"city": "x" * (512 * KB)})]
+def test_a_python_like_call_of_more_than_max_call_tokens_is_text() -> None:
+    def call(numbers: int) -> str:  # 7 tokens and 2 a number
+        return "get_weather(city=[" + "1," * numbers + "])"
+
+    most = (MAX_CALL_TOKENS - 7) // 2
+    assert find_tool_calls(call(most), TOOLS) == [("get_weather", {"city": [1] * most})]
+    assert find_tool_calls(call(most + 1), TOOLS) == []
+    # A long string is one token; JSON, read in native code, has no such cap.
+    long = "x" * (512 * KB)
+    assert find_tool_calls(f'get_weather(city="{long}")', TOOLS) == [("get_weather", {"city": long})]
+    big = json.dumps({"name": "get_weather", "arguments": {"city": [1] * (64 * KB)}})
+    assert find_tool_calls(big, TOOLS) == [("get_weather", {"city": [1] * (64 * KB)})]
 
 
 # --- bounded nesting, no interpreter error ------------------------------------------------------------------
@@ -161,11 +174,9 @@ def test_nesting_is_read_up_to_max_depth_and_no_deeper() -> None:
 def test_arguments_from_history_that_are_not_bounded_json_are_kept_as_written() -> None:
     # A native call's arguments (model output too) go back into the prompt as text in prompt mode.
     deep, nan = "[" * 2000 + "]" * 2000, '{"x": NaN}'
-    message = AssistantMessage(
-        content=[FunctionCall(id="1", name="get_weather", arguments=deep), FunctionCall(id="2", name="x", arguments=nan)],
-        source="model",
-    )
-    text = calls_text(message.content)  # type: ignore[arg-type]
+    calls = [FunctionCall(id="1", name="get_weather", arguments=deep), FunctionCall(id="2", name="x", arguments=nan)]
+    message = AssistantMessage(content=calls, source="model")
+    text = calls_text(calls)
     assert [c["arguments"] for c in _strict(text)["tool_calls"]] == [deep, nan]
     assert prompt_messages([message])[0].content == text
 
@@ -332,6 +343,7 @@ FRAGMENTS = st.sampled_from(
         "```",
         "```json\n",
         "\ud800",
+        "'\ud800'",
         "\x00",
         "é",
     ]
@@ -368,7 +380,7 @@ def test_any_answer_is_text_or_calls_never_an_exception(text: str) -> None:
             _check_reply(text, read_reply(text, SCHEMAS, constrained=constrained, unwrap_answer=unwrap))
 
 
-SAFE_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+SAFE_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 LITERALS = st.recursive(
     st.none()
     | st.booleans()
@@ -407,8 +419,19 @@ def _written(style: str, name: str, arguments: dict[str, Any]) -> str:
 )
 def test_a_well_formed_call_reads_back_exactly(arguments: dict[str, Any], style: str, space: str) -> None:
     text = space + _written(style, "get_weather", arguments) + space
-    if style.startswith("python") and len(text.strip()) > MAX_CALL_SYNTAX:
-        return
     assert find_tool_calls(text, TOOLS) == [("get_weather", arguments)]
     calls = read_reply(text, SCHEMAS)
     assert isinstance(calls, list) and _strict(calls[0].arguments) == arguments
+
+
+@FUZZ
+@given(
+    ARGUMENTS,
+    st.sampled_from(["json", "tool_calls", "openai", "tagged", "fenced", "python keywords", "python positional"]),
+    st.sampled_from(["Sure! ", "You would write ", "Example:\n", "I won't run "]),
+    st.sampled_from(["", " but I won't.", "\nThat would delete it.", " - then stop."]),
+)
+def test_a_call_written_inside_prose_is_text(arguments: dict[str, Any], style: str, before: str, after: str) -> None:
+    text = before + _written(style, "get_weather", arguments) + after
+    assert find_tool_calls(text, TOOLS) == []
+    assert read_reply(text, SCHEMAS) == text

@@ -5,7 +5,7 @@ output, and `ast.parse` raises `RecursionError` or `MemoryError` on some short i
 ``f(-----...1)``). Arguments are literals only: strings (``'...'``, ``"..."``, triple-quoted, ``r`` and ``u``
 prefixes, adjacent ones joined), finite numbers, ``True`` / ``False`` / ``None`` and their JSON spellings, lists,
 tuples (read as lists) and dicts with string keys, nested at most `MAX_DEPTH` levels in all. The work is linear in
-the text, which is read only up to `MAX_CALL_SYNTAX` characters (a longer answer written this way stays text).
+the text, and reading stops after `MAX_CALL_TOKENS` tokens (a longer answer written this way stays text).
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MAX_CALL_SYNTAX", "MAX_DEPTH", "python_calls"]
+__all__ = ["MAX_CALL_TOKENS", "MAX_DEPTH", "python_calls"]
 
 MAX_DEPTH = 32
 """The deepest nesting of brackets (lists, objects, calls) read in an answer; a deeper one is text."""
 
-MAX_CALL_SYNTAX = 8192
-"""The longest answer (in characters) read as a Python-like call: the reader is linear, but in Python code, so
-this keeps one answer's reading within a few milliseconds. JSON, read in native code, has no such cap."""
+MAX_CALL_TOKENS = 2048
+"""The most tokens (names, literals, punctuation) read in an answer written as a Python-like call; a longer one is
+text. The reader is linear but Python code, about a microsecond a token: this keeps one read to a few
+milliseconds. A long string is one token. JSON, decoded in native code, has no such cap."""
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -88,6 +89,8 @@ def _string(token: str) -> str:
         token = token[1:]
     quotes = 3 if token[:3] in ("'''", '"""') and len(token) >= 6 else 1
     body = token[quotes:-quotes]
+    if _SURROGATE.search(body):
+        raise _NotACall  # a lone surrogate: not text a JSON string (or UTF-8) can carry
     return body if raw else _ESCAPE.sub(_unescape, body)
 
 
@@ -104,30 +107,35 @@ def _number(token: str) -> int | float:
 
 
 class _Reader:
-    """The tokens of one answer, read front to back with one token of lookahead."""
+    """The tokens of one answer, read front to back on demand (prose fails at its second word), with one token of
+    lookahead, at most `MAX_CALL_TOKENS` of them."""
 
     def __init__(self, text: str) -> None:
-        tokens: list[tuple[str, str]] = []
-        position, end = 0, len(text)
-        while position < end:
-            match = _TOKEN.match(text, position)
-            if match is None:
-                raise _NotACall
-            kind = match.lastgroup
-            assert kind is not None
-            tokens.append((kind, match.group(kind)))
-            position = match.end()
-        tokens.append(("end", ""))
-        self.tokens = tokens
-        self.index = 0
+        self.text = text
+        self.position = 0
+        self.count = 0
+        self.ahead: list[tuple[str, str]] = []
+
+    def _next(self) -> tuple[str, str]:
+        if self.position >= len(self.text):
+            return ("end", "")
+        match = _TOKEN.match(self.text, self.position)
+        self.count += 1
+        if match is None or self.count > MAX_CALL_TOKENS:
+            raise _NotACall
+        kind = match.lastgroup
+        assert kind is not None
+        self.position = match.end()
+        return kind, match.group(kind)
 
     def peek(self, ahead: int = 0) -> tuple[str, str]:
-        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
+        while len(self.ahead) <= ahead:
+            self.ahead.append(self._next())
+        return self.ahead[ahead]
 
     def take(self) -> tuple[str, str]:
-        token = self.tokens[self.index]
-        if token[0] != "end":
-            self.index += 1
+        token = self.peek()
+        del self.ahead[0]
         return token
 
     def expect(self, punct: str) -> None:
@@ -227,7 +235,7 @@ def python_calls(text: str, tools: Mapping[str, Sequence[str]]) -> list[tuple[st
 
     `tools` maps each tool that may be called to its parameters' names in order (for positional arguments)."""
     text = text.strip()
-    if not text or len(text) > MAX_CALL_SYNTAX or _SURROGATE.search(text):
+    if not text:
         return None
     try:
         reader = _Reader(text)
