@@ -33,7 +33,7 @@ from ext.core import (
     read_reply,
     tool_schema_of,
 )
-from ext.core._tool_text import MAX_CALL_TOKENS, MAX_DEPTH
+from ext.core._tool_text import MAX_CALL_TOKENS, MAX_CONTAINERS, MAX_DEPTH
 
 WEATHER = {
     "type": "object",
@@ -130,6 +130,20 @@ def test_a_python_like_call_of_more_than_max_call_tokens_is_text() -> None:
     assert find_tool_calls(f'get_weather(city="{long}")', TOOLS) == [("get_weather", {"city": long})]
     big = json.dumps({"name": "get_weather", "arguments": {"city": [1] * (64 * KB)}})
     assert find_tool_calls(big, TOOLS) == [("get_weather", {"city": [1] * (64 * KB)})]
+
+
+def test_a_json_answer_of_more_than_max_containers_is_text() -> None:
+    # Tens of thousands of arrays made at once set off a full garbage collection (about 60 ms on the event loop).
+    def call(arrays: int) -> str:  # the call object, its arguments and their list: 3 more
+        return json.dumps({"name": "get_weather", "arguments": {"city": [[]] * arrays}})
+
+    assert find_tool_calls(call(MAX_CONTAINERS - 3), TOOLS) == [("get_weather", {"city": [[]] * (MAX_CONTAINERS - 3)})]
+    assert find_tool_calls(call(MAX_CONTAINERS - 2), TOOLS) == []
+    # Brackets inside strings are not arrays.
+    code = "[{" * MAX_CONTAINERS
+    assert find_tool_calls(json.dumps({"name": "get_weather", "arguments": {"city": code}}), TOOLS) == [
+        ("get_weather", {"city": code})
+    ]
 
 
 # --- bounded nesting, no interpreter error ------------------------------------------------------------------

@@ -21,8 +21,8 @@ dotted name is not the tool); one entry that is not such a call makes the whole 
 echoed back from the prompt is not a call: an object with a ``"description"``, or arguments shaped like a JSON
 schema (``"type": "object"`` or a ``"properties"`` object, unless the tool has parameters of those names).
 
-Model output is untrusted: reading is linear in the answer's length, nesting is limited to `MAX_DEPTH` levels, a
-Python-like call is read only up to `MAX_CALL_TOKENS` tokens, numbers must be finite (``1e999``, ``NaN``,
+Model output is untrusted: reading is linear in the answer's length, nesting is limited to `MAX_DEPTH` levels, JSON
+to `MAX_CONTAINERS` arrays and objects, a Python-like call to `MAX_CALL_TOKENS` tokens, numbers must be finite (``1e999``, ``NaN``,
 ``Infinity`` make an answer text), and no input raises: what is not a call is text.
 """
 
@@ -41,6 +41,7 @@ from ._call_syntax import MAX_CALL_TOKENS, MAX_DEPTH, python_calls
 __all__ = [
     "INVALID",
     "MAX_CALL_TOKENS",
+    "MAX_CONTAINERS",
     "MAX_DEPTH",
     "TextToolCall",
     "find_tool_calls",
@@ -56,6 +57,14 @@ _CLOSE_TAG = "</tool_call>"
 _FENCE = "```"
 _SPACE = re.compile(r"\s*")
 _LANGUAGE = re.compile(r"[A-Za-z0-9_+.#-]*")
+# A JSON string, or its start up to the end of the text: a match never fails once begun, so removing strings is
+# linear even where the text is not JSON.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
+
+MAX_CONTAINERS = 10_000
+"""The most arrays and objects a JSON answer may hold; one with more is text. Each is a tracked Python object:
+tens of thousands made at once set off a full garbage collection of the process (about 60 ms in a client's
+process, all on the event loop), and no real tool call holds that many."""
 
 
 class _Invalid:
@@ -68,15 +77,25 @@ class _Invalid:
 INVALID = _Invalid()
 
 
-def load_json(text: str | bytes) -> Any:
-    """`text` decoded as strict JSON, or `INVALID`: not JSON, nested deeper than `MAX_DEPTH`, or holding a number
-    no JSON number may hold (``NaN``, ``Infinity``, ``1e999``). Linear (the decoder is pydantic-core's, in native
-    code, with a nesting limit of its own) and never raises."""
+def load_json(text: str) -> Any:
+    """`text` decoded as strict JSON, or `INVALID`: not JSON, holding more than `MAX_CONTAINERS` arrays and objects,
+    nested deeper than `MAX_DEPTH`, or holding a number no JSON number may hold (``NaN``, ``Infinity``, ``1e999``).
+    Linear (the decoder is pydantic-core's, in native code, with a nesting limit of its own) and never raises."""
+    if _containers(text) > MAX_CONTAINERS:
+        return INVALID
     try:
         value = from_json(text, allow_inf_nan=False)
     except (ValueError, TypeError):  # TypeError: a str holding a lone surrogate cannot be encoded as UTF-8
         return INVALID
     return value if _bounded(value) else INVALID
+
+
+def _containers(text: str) -> int:
+    """How many arrays and objects `text` opens outside its strings (an upper bound where it is not JSON)."""
+    if text.count("[") + text.count("{") <= MAX_CONTAINERS:
+        return 0  # the common case, without copying the text
+    outside = _JSON_STRING.sub("", text)
+    return outside.count("[") + outside.count("{")
 
 
 _CONTAINER_TYPES = frozenset((dict, list))
@@ -91,12 +110,14 @@ def _bounded(value: Any) -> bool:
     level: list[Any] = [value]
     for depth in range(MAX_DEPTH + 1):
         kinds = list(map(type, level))
-        floats = compress(level, map(_FLOAT_TYPES.__contains__, kinds))
-        if not all(map(math.isfinite, floats)):
-            return False
-        containers = list(compress(level, map(_CONTAINER_TYPES.__contains__, kinds)))
-        if not containers:
+        present = set(kinds)
+        if float in present:
+            floats = compress(level, map(_FLOAT_TYPES.__contains__, kinds))
+            if not all(map(math.isfinite, floats)):
+                return False
+        if dict not in present and list not in present:
             return True
+        containers = list(compress(level, map(_CONTAINER_TYPES.__contains__, kinds)))
         if depth == MAX_DEPTH:
             return False  # containers below MAX_DEPTH others
         lists = compress(containers, map(list.__instancecheck__, containers))
