@@ -4,11 +4,12 @@
     hatch run ext-core:python tools/bench/bench_tool_text.py --before 6f71fcf     # and the reader at a revision
 
 Cases, each at 4, 16, 64 and 256 KB: a runaway Python-like call (``get_weather(`` then ``(1),`` repeated, never
-closed: the issue's repro), a runaway JSON call list (never closed), well-formed JSON calls carrying a long string
-a list of one-digit numbers (the densest call that is read), or a list of empty arrays (text past
-`MAX_CONTAINERS`), a Python-like call with a list of numbers (text past `MAX_CALL_TOKENS`), and prose. "after" is the median of `--runs` reads in this process; "before" loads the
-reader's module from git at the given revision (it was self-contained) and reads each answer once in a child
-process, given up after `--budget` seconds (the earlier reader was quadratic: minutes at 32 KB)."""
+closed: the issue's repro), a runaway JSON call list (never closed), well-formed JSON calls carrying a long string,
+a list of one-digit numbers (the densest call that is read) or a list of empty arrays (text past `MAX_CONTAINERS`),
+a Python-like call with a list of numbers (text past `MAX_CALL_TOKENS`), and prose. "after" is the median of
+`--runs` reads in this process; "before" loads the reader's module from git at the given revision (it was
+self-contained) and reads each answer once in a child process, given up after `--budget` seconds (the earlier
+reader was quadratic: minutes at 32 KB)."""
 
 from __future__ import annotations
 

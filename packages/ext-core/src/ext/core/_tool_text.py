@@ -22,8 +22,8 @@ echoed back from the prompt is not a call: an object with a ``"description"``, o
 schema (``"type": "object"`` or a ``"properties"`` object, unless the tool has parameters of those names).
 
 Model output is untrusted: reading is linear in the answer's length, nesting is limited to `MAX_DEPTH` levels, JSON
-to `MAX_CONTAINERS` arrays and objects, a Python-like call to `MAX_CALL_TOKENS` tokens, numbers must be finite (``1e999``, ``NaN``,
-``Infinity`` make an answer text), and no input raises: what is not a call is text.
+to `MAX_CONTAINERS` arrays and objects, a Python-like call to `MAX_CALL_TOKENS` tokens, numbers must be finite
+(``1e999``, ``NaN``, ``Infinity`` make an answer text), and no input raises: what is not a call is text.
 """
 
 from __future__ import annotations
