@@ -33,7 +33,7 @@ from ext.core import (
     read_reply,
     tool_schema_of,
 )
-from ext.core._tool_text import MAX_CALL_TOKENS, MAX_CONTAINERS, MAX_DEPTH
+from ext.core._tool_text import MAX_CALL_TOKENS, MAX_CALLS, MAX_CONTAINERS, MAX_DEPTH
 
 WEATHER = {
     "type": "object",
@@ -69,6 +69,10 @@ RUNAWAYS: dict[str, Callable[[int], str]] = {
     "unclosed string": lambda size: 'get_weather(city="' + 'a\\"' * (size // 3),
     "json": lambda size: '{"tool_calls": [' + '{"name": "get_weather", "arguments": {}}, ' * (size // 42),
     "tags": lambda size: '<tool_call>{"name": "get_weather"}</tool_call>' * (size // 46) + "<tool_call>x",
+    "python tags": lambda size: '<tool_call>get_weather("x")</tool_call>\n' * (size // 41) + "<tool_call>x",
+    "json list of calls": lambda size: json.dumps(
+        [{"name": "get_weather", "arguments": {}}] * max(MAX_CALLS + 1, size // 42)
+    ),
     "tag and spaces": lambda size: "<tool_call>" + " " * size,
     "fences": lambda size: "```" * (size // 3),
     "brackets": lambda size: "[" * size,
@@ -144,6 +148,29 @@ def test_a_json_answer_of_more_than_max_containers_is_text() -> None:
     assert find_tool_calls(json.dumps({"name": "get_weather", "arguments": {"city": code}}), TOOLS) == [
         ("get_weather", {"city": code})
     ]
+
+
+def test_an_answer_of_more_than_max_calls_is_text() -> None:
+    def calls(count: int, style: str) -> str:
+        if style == "json":
+            return json.dumps({"tool_calls": [{"name": "get_weather", "arguments": {}}] * count})
+        if style == "tags":
+            return '<tool_call>get_weather("x")</tool_call>\n' * count
+        return "[" + ", ".join(['get_weather("x")'] * count) + "]"
+
+    for style in ("json", "tags", "python"):
+        assert len(find_tool_calls(calls(MAX_CALLS, style), TOOLS)) == MAX_CALLS, style
+        assert find_tool_calls(calls(MAX_CALLS + 1, style), TOOLS) == [], style
+
+
+def test_the_tagged_blocks_of_an_answer_share_one_token_budget() -> None:
+    numbers = (MAX_CALL_TOKENS // 4 - 7) // 2  # a block's call: 7 tokens and 2 a number, a quarter of the budget
+
+    def blocks(count: int) -> str:
+        return f"<tool_call>get_weather(city=[{'1,' * numbers}])</tool_call>" * count
+
+    assert find_tool_calls(blocks(4), TOOLS) == [("get_weather", {"city": [1] * numbers})] * 4
+    assert find_tool_calls(blocks(5), TOOLS) == []
 
 
 # --- bounded nesting, no interpreter error ------------------------------------------------------------------

@@ -5,7 +5,8 @@ output, and `ast.parse` raises `RecursionError` or `MemoryError` on some short i
 ``f(-----...1)``). Arguments are literals only: strings (``'...'``, ``"..."``, triple-quoted, ``r`` and ``u``
 prefixes, adjacent ones joined), finite numbers, ``True`` / ``False`` / ``None`` and their JSON spellings, lists,
 tuples (read as lists) and dicts with string keys, nested at most `MAX_DEPTH` levels in all. The work is linear in
-the text, and reading stops after `MAX_CALL_TOKENS` tokens (a longer answer written this way stays text).
+the text, and reading stops after `MAX_CALL_TOKENS` tokens in one answer (a longer answer written this way stays
+text), shared by all the calls of the answer (`TokenBudget`).
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MAX_CALL_TOKENS", "MAX_DEPTH", "python_calls"]
+__all__ = ["MAX_CALLS", "MAX_CALL_TOKENS", "MAX_DEPTH", "TokenBudget", "python_calls"]
 
 MAX_DEPTH = 32
 """The deepest nesting of brackets (lists, objects, calls) read in an answer; a deeper one is text."""
 
+MAX_CALLS = 128
+"""The most calls one answer may hold; one with more is text (each call is Python work, and no model makes more)."""
+
 MAX_CALL_TOKENS = 2048
-"""The most tokens (names, literals, punctuation) read in an answer written as a Python-like call; a longer one is
-text. The reader is linear but Python code, about a microsecond a token: this keeps one read to a few
-milliseconds. A long string is one token. JSON, decoded in native code, has no such cap."""
+"""The most tokens (names, literals, punctuation) read in an answer's Python-like calls; a longer one is text.
+The reader is linear but Python code, about a microsecond a token: this keeps one read to a few milliseconds. A
+long string is one token. JSON, decoded in native code, has no such cap."""
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -56,6 +60,15 @@ _SIMPLE_ESCAPES = {
 _WORDS: dict[str, Any] = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NAMESPACE = "functions"  # `functions.get_weather(...)`: the namespace OpenAI's tool prompts put tools in
+
+
+class TokenBudget:
+    """What is left of `MAX_CALL_TOKENS` for one answer (its ``<tool_call>`` blocks share it)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, tokens: int = MAX_CALL_TOKENS) -> None:
+        self.left = tokens
 
 
 class _NotACall(Exception):
@@ -110,18 +123,18 @@ class _Reader:
     """The tokens of one answer, read front to back on demand (prose fails at its second word), with one token of
     lookahead, at most `MAX_CALL_TOKENS` of them."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, budget: TokenBudget) -> None:
         self.text = text
         self.position = 0
-        self.count = 0
+        self.budget = budget
         self.ahead: list[tuple[str, str]] = []
 
     def _next(self) -> tuple[str, str]:
         if self.position >= len(self.text):
             return ("end", "")
         match = _TOKEN.match(self.text, self.position)
-        self.count += 1
-        if match is None or self.count > MAX_CALL_TOKENS:
+        self.budget.left -= 1
+        if match is None or self.budget.left < 0:
             raise _NotACall
         kind = match.lastgroup
         assert kind is not None
@@ -230,19 +243,24 @@ class _Reader:
         return text
 
 
-def python_calls(text: str, tools: Mapping[str, Sequence[str]]) -> list[tuple[str, dict[str, Any]]] | None:
+def python_calls(
+    text: str, tools: Mapping[str, Sequence[str]], budget: TokenBudget | None = None
+) -> list[tuple[str, dict[str, Any]]] | None:
     """The calls `text` is, written like Python (a call, or a list of calls), or None when it is not exactly that.
 
-    `tools` maps each tool that may be called to its parameters' names in order (for positional arguments)."""
+    `tools` maps each tool that may be called to its parameters' names in order (for positional arguments);
+    `budget`: the tokens left for the answer `text` belongs to (None: a whole `MAX_CALL_TOKENS`)."""
     text = text.strip()
     if not text:
         return None
     try:
-        reader = _Reader(text)
+        reader = _Reader(text, budget or TokenBudget())
         if reader.at("["):
             reader.take()
-            calls = []
+            calls: list[tuple[str, dict[str, Any]]] = []
             while not reader.at("]"):
+                if len(calls) == MAX_CALLS:
+                    return None
                 calls.append(reader.call(tools, 1))
                 if not reader.at(","):
                     break

@@ -22,8 +22,9 @@ echoed back from the prompt is not a call: an object with a ``"description"``, o
 schema (``"type": "object"`` or a ``"properties"`` object, unless the tool has parameters of those names).
 
 Model output is untrusted: reading is linear in the answer's length, nesting is limited to `MAX_DEPTH` levels, JSON
-to `MAX_CONTAINERS` arrays and objects, a Python-like call to `MAX_CALL_TOKENS` tokens, numbers must be finite
-(``1e999``, ``NaN``, ``Infinity`` make an answer text), and no input raises: what is not a call is text.
+to `MAX_CONTAINERS` arrays and objects, Python-like calls to `MAX_CALL_TOKENS` tokens, an answer to `MAX_CALLS`
+calls, numbers must be finite (``1e999``, ``NaN``, ``Infinity`` make an answer text), and no input raises: what is
+not a call is text.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from ._call_syntax import MAX_CALL_TOKENS, MAX_DEPTH, python_calls
+from ._call_syntax import MAX_CALL_TOKENS, MAX_CALLS, MAX_DEPTH, TokenBudget, python_calls
 
 __all__ = [
     "INVALID",
+    "MAX_CALLS",
     "MAX_CALL_TOKENS",
     "MAX_CONTAINERS",
     "MAX_DEPTH",
@@ -165,13 +167,15 @@ def _json_calls(value: Any, tools: Mapping[str, Sequence[str]]) -> list[TextTool
     if isinstance(value, dict) and "tool_calls" in value:
         value = value["tool_calls"]
     entries = value if isinstance(value, list) else [value]
+    if len(entries) > MAX_CALLS:
+        return None
     calls = [_json_call(entry, tools) for entry in entries]
     if not calls or any(call is None for call in calls):
         return None
     return [call for call in calls if call is not None]
 
 
-def _body_calls(text: str, tools: Mapping[str, Sequence[str]]) -> list[TextToolCall] | None:
+def _body_calls(text: str, tools: Mapping[str, Sequence[str]], budget: TokenBudget) -> list[TextToolCall] | None:
     """The calls `text` (trimmed) is as JSON or a Python-like call."""
     if text[:1] in ("{", "["):
         value = load_json(text)
@@ -179,10 +183,10 @@ def _body_calls(text: str, tools: Mapping[str, Sequence[str]]) -> list[TextToolC
             return _json_calls(value, tools)
         if text[0] == "{":
             return None
-    return python_calls(text, tools)
+    return python_calls(text, tools, budget)
 
 
-def _tagged_calls(text: str, tools: Mapping[str, Sequence[str]]) -> list[TextToolCall] | None:
+def _tagged_calls(text: str, tools: Mapping[str, Sequence[str]], budget: TokenBudget) -> list[TextToolCall] | None:
     """The calls `text` is as ``<tool_call>`` blocks with only whitespace between them."""
     calls: list[TextToolCall] = []
     position = 0
@@ -191,8 +195,8 @@ def _tagged_calls(text: str, tools: Mapping[str, Sequence[str]]) -> list[TextToo
             return None
         start = position + len(_OPEN_TAG)
         end = text.find(_CLOSE_TAG, start)
-        found = _body_calls(text[start : len(text) if end < 0 else end].strip(), tools)
-        if not found:
+        found = _body_calls(text[start : len(text) if end < 0 else end].strip(), tools, budget)
+        if not found or len(calls) + len(found) > MAX_CALLS:
             return None
         calls.extend(found)
         if end < 0:
@@ -211,13 +215,15 @@ def _fenced_body(text: str) -> str | None:
     return (rest if newline and _LANGUAGE.fullmatch(first.strip()) else inner).strip()
 
 
-def _answer_calls(text: str, tools: Mapping[str, Sequence[str]], *, fenced: bool) -> list[TextToolCall] | None:
+def _answer_calls(
+    text: str, tools: Mapping[str, Sequence[str]], budget: TokenBudget, *, fenced: bool
+) -> list[TextToolCall] | None:
     if text.startswith(_OPEN_TAG):
-        return _tagged_calls(text, tools)
+        return _tagged_calls(text, tools, budget)
     if fenced and text.startswith(_FENCE) and text.endswith(_FENCE):
         body = _fenced_body(text)
-        return None if not body else _answer_calls(body, tools, fenced=False)
-    return _body_calls(text, tools)
+        return None if not body else _answer_calls(body, tools, budget, fenced=False)
+    return _body_calls(text, tools, budget)
 
 
 def find_tool_calls(text: str, tools: Mapping[str, Mapping[str, Any]]) -> list[TextToolCall]:
@@ -230,7 +236,7 @@ def find_tool_calls(text: str, tools: Mapping[str, Mapping[str, Any]]) -> list[T
     stripped = text.strip()
     if not stripped:
         return []
-    return _answer_calls(stripped, _parameter_names(tools), fenced=True) or []
+    return _answer_calls(stripped, _parameter_names(tools), TokenBudget(), fenced=True) or []
 
 
 def json_tool_calls(value: Any, tools: Mapping[str, Mapping[str, Any]]) -> list[TextToolCall]:
