@@ -59,9 +59,6 @@ _CLOSE_TAG = "</tool_call>"
 _FENCE = "```"
 _SPACE = re.compile(r"\s*")
 _LANGUAGE = re.compile(r"[A-Za-z0-9_+.#-]*")
-# A JSON string, or its start up to the end of the text: a match never fails once begun, so removing strings is
-# linear even where the text is not JSON.
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
 
 MAX_CONTAINERS = 10_000
 """The most arrays and objects a JSON answer may hold; one with more is text. Each is a tracked Python object:
@@ -96,7 +93,8 @@ def _containers(text: str) -> int:
     """How many arrays and objects `text` opens outside its strings (an upper bound where it is not JSON)."""
     if text.count("[") + text.count("{") <= MAX_CONTAINERS:
         return 0  # the common case, without copying the text
-    outside = _JSON_STRING.sub("", text)
+    # Escapes out first, then every other piece between quotes is outside the strings (all in native code).
+    outside = "".join(text.replace("\\\\", "").replace('\\"', "").split('"')[::2])
     return outside.count("[") + outside.count("{")
 
 
