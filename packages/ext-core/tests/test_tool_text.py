@@ -45,14 +45,16 @@ def test_the_exact_call_json() -> None:
     assert find_tool_calls(text, TOOLS) == [("get_weather", {"city": "Paris"})]
 
 
-def test_json_in_prose_and_parameters_key() -> None:
-    text = 'Sure! {"name": "local_time", "parameters": {"city": "Tokyo"}} is the call.'
+def test_a_call_object_with_the_parameters_key() -> None:
+    text = '  {"name": "local_time", "parameters": {"city": "Tokyo"}}\n'
     assert find_tool_calls(text, TOOLS) == [("local_time", {"city": "Tokyo"})]
 
 
-def test_fenced_json_block() -> None:
-    text = 'I will check.\n```json\n{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}\n```\n'
+def test_a_fenced_block_that_is_the_whole_answer() -> None:
+    text = '```json\n{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "c"}}\n```\n'
     assert find_tool_calls(text, TOOLS) == [("get_weather", {"city": "Oslo", "unit": "c"})]
+    assert find_tool_calls('```\nlocal_time("Oslo")\n```', TOOLS) == [("local_time", {"city": "Oslo"})]
+    assert find_tool_calls('```{"name": "local_time", "arguments": {}}```', TOOLS) == [("local_time", {})]
 
 
 def test_hermes_tags_several_and_an_unclosed_last_one() -> None:
@@ -72,7 +74,7 @@ def test_python_like_calls_keyword_positional_and_a_list() -> None:
     assert find_tool_calls('get_weather(city="Paris", unit="c")', TOOLS) == [
         ("get_weather", {"city": "Paris", "unit": "c"})
     ]
-    assert find_tool_calls("Calling local_time('Tokyo') now.", TOOLS) == [("local_time", {"city": "Tokyo"})]
+    assert find_tool_calls("local_time('Tokyo')", TOOLS) == [("local_time", {"city": "Tokyo"})]
     assert find_tool_calls('[get_weather(city="A"), local_time(city="B")]', TOOLS) == [
         ("get_weather", {"city": "A"}),
         ("local_time", {"city": "B"}),
@@ -89,8 +91,10 @@ def test_python_like_calls_are_read_never_run() -> None:
 def test_only_offered_tool_names_become_calls() -> None:
     assert find_tool_calls('{"name": "delete_everything", "arguments": {}}', TOOLS) == []
     assert find_tool_calls('send_mail(to="x")', TOOLS) == []
+    # One entry that is not a call of an offered tool makes the whole answer text (it was: the other calls kept).
     mixed = '[{"name": "nope", "arguments": {}}, {"name": "local_time", "arguments": {"city": "Oslo"}}]'
-    assert find_tool_calls(mixed, TOOLS) == [("local_time", {"city": "Oslo"})]
+    assert find_tool_calls(mixed, TOOLS) == []
+    assert find_tool_calls('[local_time(city="Oslo"), send_mail(to="x")]', TOOLS) == []
 
 
 def test_real_small_model_answers_that_hold_no_call_stay_text() -> None:

@@ -83,11 +83,19 @@ async def test_none_sends_neither_tools_nor_format(server: OllamaServer) -> None
 
 
 async def test_prompt_mode_reads_a_python_like_call(server: OllamaServer) -> None:
-    server.enqueue(Reply(text='I will call local_time(city="Oslo").'))
+    server.enqueue(Reply(text='local_time(city="Oslo")\n'))
     async with _client(server, tool_calling="prompt") as client:
         result = await client.create(ASK, tools=[WEATHER, TIME])
     assert "format" not in _body(server)
     assert isinstance(result.content, list) and json.loads(result.content[0].arguments) == {"city": "Oslo"}
+
+
+async def test_prompt_mode_leaves_a_call_mentioned_in_prose_as_text(server: OllamaServer) -> None:
+    # The whole answer must be the call: this one only mentions it (the earlier reader made it a call).
+    server.enqueue(Reply(text='I will call local_time(city="Oslo").'))
+    async with _client(server, tool_calling="prompt") as client:
+        result = await client.create(ASK, tools=[WEATHER, TIME])
+    assert result.content == 'I will call local_time(city="Oslo").'
 
 
 async def test_a_stream_gives_the_calls_at_the_end(server: OllamaServer) -> None:

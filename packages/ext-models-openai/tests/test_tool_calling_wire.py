@@ -3,7 +3,10 @@ llama-cpp-python mode (`tools_need_tool_choice=True`, as `python -m llama_cpp.se
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -92,3 +95,38 @@ async def test_native_when_asked_or_when_the_model_has_tools(llama_like: OpenAIS
     for index in (0, 1):
         body = _body(llama_like, index)
         assert body["tools"][0]["function"]["name"] == "get_weather" and "response_format" not in body
+
+
+async def test_prompt_mode_leaves_a_call_mentioned_in_prose_as_text(llama_like: OpenAIServer) -> None:
+    text = 'You would call get_weather(city="Paris") for that, but I know it is sunny.'
+    llama_like.enqueue(Reply(text=text))
+    async with _client(llama_like, tool_calling="prompt") as client:
+        result = await client.create(ASK, tools=[WEATHER, TIME])
+    assert (result.content, result.finish_reason) == (text, "stop")
+
+
+@pytest.mark.parametrize("mode", ["prompt", "constrained"])
+async def test_reading_a_runaway_answer_keeps_the_event_loop_running(llama_like: OpenAIServer, mode: str) -> None:
+    # An answer that starts a call of an offered tool and never closes it. The earlier reader blocked the loop for
+    # about 8 s at 8 KB (a 50 ms ticker ran 0 times); it is now read in linear time, so a ticker in the same loop
+    # keeps ticking: its longest gap covers the server, the SDK and the reader (a few milliseconds each).
+    stamps: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            stamps.append(time.perf_counter())
+            await asyncio.sleep(0.01)
+
+    for size in (8 * 1024, 256 * 1024):
+        answer = "get_weather(" + "(1)," * (size // 4)
+        llama_like.enqueue(Reply(text=answer))
+        async with _client(llama_like, tool_calling=mode) as client:
+            stamps.clear()
+            ticking = asyncio.create_task(ticker())
+            await asyncio.sleep(0)
+            result = await client.create(ASK, tools=[WEATHER, TIME])
+            stamps.append(time.perf_counter())
+            ticking.cancel()
+        assert result.content == answer and result.finish_reason == "stop"
+        longest = max(later - earlier for earlier, later in itertools.pairwise(stamps))
+        assert len(stamps) >= 2 and longest < 0.5, f"{size // 1024} KB: the loop was blocked for {longest:.2f} s"

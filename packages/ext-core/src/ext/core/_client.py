@@ -35,7 +35,7 @@ from ._options import ChatOptions
 from ._prompt_tools import ToolCalling
 from ._retry import RetryPolicy
 from ._tool_pairing import check_tool_pairing
-from ._tools import Tool, ToolSchema
+from ._tools import Tool, ToolSchema, check_text_calls
 
 logger = logging.getLogger(__name__)
 
@@ -227,6 +227,8 @@ def tool_schema_of(tool: Tool | ToolSchema | Mapping[str, Any]) -> ToolSchema:
     }
     if schema.get("strict"):
         out["strict"] = True
+    if "text_calls" in schema and not check_text_calls(schema["text_calls"]):
+        out["text_calls"] = False
     return out
 
 

@@ -10,7 +10,9 @@ Every client that offers it does the same thing, so it lives here once:
   `reply_schema` (for ``auto`` it also allows ``{"answer": "..."}``, a plain answer, unwrapped by `read_reply`), and
   the in-process llama.cpp client builds a grammar from `calls_schema`;
 - the answer is read by `read_reply`: the exact JSON first, then tolerant reading (`find_tool_calls`) of the other
-  shapes small models write. Only the offered tools' names become calls.
+  shapes small models write, where the whole answer must be the call (a call mentioned in prose is text). Only the
+  offered tools' names become calls. A tool whose schema says ``"text_calls": False`` is called only from a reply
+  held to the call schema (``constrained``), never from free text.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from ._messages import (
     SystemMessage,
     UserMessage,
 )
-from ._tool_text import find_tool_calls
+from ._tool_text import INVALID, find_tool_calls, json_tool_calls, load_json
 from ._tools import ToolSchema
 
 
@@ -117,16 +119,16 @@ def tool_system_text(tools: Sequence[ToolSchema], tool_choice: str, *, answer_ob
 
 
 def _loaded(arguments: str) -> Any:
-    try:
-        return json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
-        return arguments  # kept as the model wrote it
+    if not arguments.strip():
+        return {}
+    value = load_json(arguments)
+    return arguments if value is INVALID else value  # not bounded, strict JSON: kept as the model wrote it
 
 
 def calls_text(calls: Sequence[FunctionCall]) -> str:
     """An assistant turn's calls as the text the model writes for them."""
     listed = [{"id": c.id, "name": c.name, "arguments": _loaded(c.arguments)} for c in calls]
-    return json.dumps({"tool_calls": listed}, ensure_ascii=False)
+    return json.dumps({"tool_calls": listed}, ensure_ascii=False, allow_nan=False)
 
 
 def results_text(message: FunctionExecutionResultMessage) -> str:
@@ -198,14 +200,28 @@ def new_call_id() -> str:
 
 
 def _whole_json(text: str) -> Any:
-    """`text` decoded when it is one JSON object, else None."""
-    stripped = text.strip()
-    if not stripped.startswith("{"):
+    """`text` decoded when it is one JSON object (`load_json`: bounded and strict), else None."""
+    if not text.lstrip().startswith("{"):
         return None
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        return None
+    value = load_json(text)
+    return None if value is INVALID else value
+
+
+def _text_tools(tools: Sequence[ToolSchema]) -> dict[str, dict[str, Any]]:
+    """The tools whose calls may be read from free text: all but those whose schema says ``text_calls: False``."""
+    return {t["name"]: _parameters(t) for t in tools if t.get("text_calls", True) is not False}
+
+
+def _function_calls(found: Sequence[tuple[str, dict[str, Any]]], turn: int | None) -> list[FunctionCall]:
+    # The reader gives finite numbers only: allow_nan=False holds the JSON strict should that ever change.
+    return [
+        FunctionCall.of(
+            new_call_id() if turn is None else f"call_{turn}_{index}",
+            name,
+            json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), allow_nan=False),
+        )
+        for index, (name, arguments) in enumerate(found)
+    ]
 
 
 def read_reply(
@@ -222,6 +238,8 @@ def read_reply(
     `constrained` (the reply was held to the call JSON or to `text_schema`): a reply that is one JSON object is a
     call only as ``{"tool_calls": [...]}``, so JSON output next to tools stays text; a reply that is not JSON (a
     server that ignored the constraint) is read tolerantly, as always without a constraint (`find_tool_calls`).
+    A tool whose schema has ``"text_calls": False`` is called only by a constrained ``{"tool_calls": [...]}``
+    reply: read tolerantly, a call of it leaves the reply text.
 
     With `turn`, call ids are ``call_<turn>_<index>`` (deterministic: the number of messages in the prompt the
     model answered and the call's place in the answer); without, random (`new_call_id`)."""
@@ -229,19 +247,14 @@ def read_reply(
     if isinstance(value, dict):
         if unwrap_answer and set(value) == {ANSWER_KEY} and isinstance(value[ANSWER_KEY], str):
             return str(value[ANSWER_KEY])
-        if constrained and set(value) != {"tool_calls"}:
-            return text
-    found = find_tool_calls(text, {t["name"]: _parameters(t) for t in tools})
-    if not found:
-        return text
-    return [
-        FunctionCall.of(
-            new_call_id() if turn is None else f"call_{turn}_{index}",
-            name,
-            json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
-        )
-        for index, (name, arguments) in enumerate(found)
-    ]
+        if constrained:
+            if set(value) != {"tool_calls"}:
+                return text
+            # Held to the call schema: every offered tool may be called, text_calls or not.
+            found = json_tool_calls(value, {t["name"]: _parameters(t) for t in tools})
+            return _function_calls(found, turn) if found else text
+    found = find_tool_calls(text, _text_tools(tools))
+    return _function_calls(found, turn) if found else text
 
 
 def with_prompt_tool_calls(

@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from ._cancellation import CancellationToken, run_cancellable
 from ._component import Component, ConfigT
-from ._errors import ComponentError, ToolArgumentsError
+from ._errors import ComponentError, ConfigurationError, ToolArgumentsError
 from ._mapping import check_tool_name, normalize_parameters
 
 
@@ -25,12 +25,18 @@ class _ToolSchemaRequired(TypedDict):
 
 
 class ToolSchema(_ToolSchemaRequired, total=False):
-    """A tool as a model sees it: name, description and the JSON Schema of its arguments."""
+    """A tool as a model sees it: name, description and the JSON Schema of its arguments.
+
+    `text_calls` (default True): False keeps the tool out of tolerant reading. Where ext does the tool calling
+    (`tool_calling="prompt"` or ``"constrained"``), a call of it is then accepted only from a reply held to the
+    call schema, never read from free text (a tool that acts, such as one that deletes, should not be run because
+    a model wrote its name in an answer). It is never sent to a provider."""
 
     description: str
     parameters: dict[str, Any]
     strict: bool
     output_schema: dict[str, Any]
+    text_calls: bool
 
 
 @runtime_checkable
@@ -51,6 +57,13 @@ class Tool(Protocol):
     ) -> Any: ...
 
     def return_value_as_string(self, value: Any) -> str: ...
+
+
+def check_text_calls(value: object) -> bool:
+    """`value` when it is a bool (a tool's `text_calls`), else `ConfigurationError` naming the field."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"text_calls must be True or False, got {value!r}")
+    return value
 
 
 def value_as_string(value: Any) -> str:
@@ -113,11 +126,20 @@ class SchemaTool(Component[ConfigT]):
 class BaseTool(ABC, SchemaTool[BaseModel]):
     """A tool with pydantic-validated arguments. Subclasses implement `run`."""
 
-    def __init__(self, *, name: str, description: str, args_type: type[BaseModel], strict: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        args_type: type[BaseModel],
+        strict: bool = False,
+        text_calls: bool = True,
+    ) -> None:
         self._name = check_tool_name(name)
         self._description = description
         self._args_type = args_type
         self._strict = strict
+        self._text_calls = check_text_calls(text_calls)
         self._schema_made: ToolSchema | None = None
 
     @property
@@ -134,6 +156,8 @@ class BaseTool(ABC, SchemaTool[BaseModel]):
             }
             if self._strict:
                 schema["strict"] = True
+            if not self._text_calls:
+                schema["text_calls"] = False
             self._schema_made = schema
         return self._schema_made
 
@@ -174,6 +198,9 @@ class FunctionTool(BaseTool):
 
     A cancelled token cancels an async function's task at once. A sync function's thread cannot be
     killed: the caller gets `CancelledError` at once and the thread's result is discarded.
+
+    `text_calls=False` (also on `BaseTool`): calls of the tool are never read from a model's free text, only from a
+    reply held to the call schema (`ToolSchema`'s `text_calls`).
     """
 
     component_type = "tool"
@@ -185,6 +212,7 @@ class FunctionTool(BaseTool):
         name: str | None = None,
         *,
         strict: bool = False,
+        text_calls: bool = True,
     ) -> None:
         if not callable(func):
             raise TypeError(f"FunctionTool.func must be callable, got {type(func).__name__}")
@@ -193,7 +221,7 @@ class FunctionTool(BaseTool):
             raise ValueError("FunctionTool.name is required for a function without a usable __name__")
         desc = description if description is not None else inspect.getdoc(func) or ""
         args_type, self._token_param = _args_model(func, tool_name)
-        super().__init__(name=tool_name, description=desc, args_type=args_type, strict=strict)
+        super().__init__(name=tool_name, description=desc, args_type=args_type, strict=strict, text_calls=text_calls)
         self._func = func
         self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
             getattr(func, "__call__", None)  # noqa: B004 - callable objects with async __call__

@@ -39,7 +39,8 @@ class LlamaCppClientConfig(BaseModel):
         "constrained",
         description="Tool calls at the prompt level: 'constrained' holds the reply to the call JSON with a grammar "
         "(a call is well-formed and validates against the tool's schema); 'prompt' only describes the tools and "
-        "reads the answer tolerantly (JSON in the text, <tool_call> tags, Python-like calls).",
+        "reads the answer tolerantly (the whole answer must be the call: JSON, <tool_call> tags, a Python-like call, "
+        "or one fenced block of these).",
     )
     timeout: Optional[float] = Field(None, gt=0, description="Seconds a call may take before TimeoutError.")
     max_retries: int = Field(0, ge=0, description="Retries of a failed call (a local model rarely needs any).")
