@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -218,3 +218,32 @@ def run_check(
         return 1
     print(passed(root))
     return 0
+
+
+SKIPPED_DIRS = frozenset({"__pycache__", "build", "dist", "node_modules", "site-packages"})
+
+
+def python_files(directory: Path) -> Iterator[Path]:
+    """The `.py` files under `directory`, sorted, leaving out build output, caches and hidden folders."""
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.rglob("*.py")):
+        parts = path.relative_to(directory).parts[:-1]
+        if not any(p in SKIPPED_DIRS or p.startswith(".") for p in parts):
+            yield path
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A check's finding at a line of a file: `file:line: message`, the file relative to the checked root."""
+
+    path: Path
+    line: int
+    message: str
+
+    def render(self, root: Path) -> str:
+        try:
+            shown = self.path.relative_to(root)
+        except ValueError:
+            shown = self.path
+        return f"{shown}:{self.line}: {self.message}"

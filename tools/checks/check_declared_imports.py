@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from _workspace import canonical_name, discover, import_name, requirement_name, run_check
+from _workspace import Finding, canonical_name, discover, import_name, python_files, requirement_name, run_check
 
 IMPORT_NAMES: Mapping[str, str] = {
     "azure.ai.inference": "azure-ai-inference",
@@ -50,22 +50,7 @@ IMPORT_NAMES: Mapping[str, str] = {
 """Import names (a module or a namespace package's subpackage; the longest match wins) whose distribution is not the
 name normalised."""
 
-_SKIPPED_DIRS = {"__pycache__", "build", "dist", "node_modules", "site-packages"}
 _VERSION = re.compile(r"""^__version__\s*=\s*["'](\d+)\.(\d+)""", re.M)
-
-
-@dataclass(frozen=True)
-class Finding:
-    path: Path
-    line: int
-    message: str
-
-    def render(self, root: Path) -> str:
-        try:
-            shown = self.path.relative_to(root)
-        except ValueError:
-            shown = self.path
-        return f"{shown}:{self.line}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -95,15 +80,6 @@ def distributions(root: Path) -> dict[str, Distribution]:
         module = import_name(folder)
         found[module] = Distribution(name, module, folder, declared)
     return found
-
-
-def _python_files(directory: Path) -> Iterator[Path]:
-    if not directory.is_dir():
-        return
-    for path in sorted(directory.rglob("*.py")):
-        parts = path.relative_to(directory).parts[:-1]
-        if not any(p in _SKIPPED_DIRS or p.startswith(".") for p in parts):
-            yield path
 
 
 def _imported_modules(tree: ast.Module) -> Iterator[tuple[int, str, str]]:
@@ -148,7 +124,7 @@ def _installed(name: str) -> str:
 def check_distribution(dist: Distribution, dists: Mapping[str, Distribution], root: Path) -> list[Finding]:
     findings: list[Finding] = []
     pyproject = (dist.folder / "pyproject.toml").relative_to(root) if dist.folder.is_relative_to(root) else dist.folder
-    for path in _python_files(dist.folder / "src"):
+    for path in python_files(dist.folder / "src"):
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         except SyntaxError as exc:

@@ -29,10 +29,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from _workspace import run_check
+from _workspace import python_files, run_check
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_SKIPPED_DIRS = {"__pycache__", "build", "dist", "node_modules", "site-packages"}
 _FIX = (
     "break the loop: move what both sides need into a module of its own that imports neither, or pass it in "
     "(a parameter, a callback, a Protocol the callee declares) instead of importing it"
@@ -69,19 +68,10 @@ class Loop:
         return "\n".join(lines)
 
 
-def _python_files(directory: Path) -> Iterator[Path]:
-    if not directory.is_dir():
-        return
-    for path in sorted(directory.rglob("*.py")):
-        parts = path.relative_to(directory).parts[:-1]
-        if not any(p in _SKIPPED_DIRS or p.startswith(".") for p in parts):
-            yield path
-
-
 def modules_of(src: Path) -> dict[str, Path]:
     """Dotted module name -> file, for every ``.py`` under ``src`` (a package is its ``__init__.py``)."""
     found: dict[str, Path] = {}
-    for path in _python_files(src):
+    for path in python_files(src):
         parts = path.relative_to(src).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]

@@ -22,23 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from _workspace import import_name, run_check
-
-_SKIPPED_DIRS = {"__pycache__", "build", "dist", "node_modules", "site-packages"}
-
-
-@dataclass(frozen=True)
-class Finding:
-    path: Path
-    line: int
-    message: str
-
-    def render(self, root: Path) -> str:
-        try:
-            shown = self.path.relative_to(root)
-        except ValueError:
-            shown = self.path
-        return f"{shown}:{self.line}: {self.message}"
+from _workspace import Finding, import_name, python_files, run_check
 
 
 @dataclass(frozen=True)
@@ -85,21 +69,12 @@ def distributions(root: Path) -> dict[str, Distribution]:
     return found
 
 
-def _python_files(directory: Path) -> Iterator[Path]:
-    if not directory.is_dir():
-        return
-    for path in sorted(directory.rglob("*.py")):
-        parts = path.relative_to(directory).parts[:-1]
-        if not any(p in _SKIPPED_DIRS or p.startswith(".") for p in parts):
-            yield path
-
-
 def files_to_check(root: Path, dists: Mapping[str, Distribution]) -> Iterator[tuple[Path, Distribution | None]]:
     for dist in dists.values():
-        for path in _python_files(dist.folder):
+        for path in python_files(dist.folder):
             yield path, dist
     for shared in ("tests-integration", "tools"):
-        for path in _python_files(root / shared):
+        for path in python_files(root / shared):
             yield path, None
 
 
