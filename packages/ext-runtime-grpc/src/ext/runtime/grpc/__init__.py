@@ -19,22 +19,26 @@ from ._worker import GrpcAgentRuntime
 from .protos.cloudevent_pb2 import CloudEvent
 
 __all__ = [
-    "DEFAULT_MAX_MESSAGE_BYTES",
-    "JSON_TYPE",
-    "AuthenticationError",
-    "CloudEvent",
+    # application code: workers and the gateway
     "ConnectionOptions",
     "Gateway",
+    "gateway_main",
     "GrpcAgentRuntime",
-    "InMemoryRegistry",
     "LocalCluster",
-    "ProtobufMessageSerializer",
+    # application code: the registry (replicas share one in Redis)
+    "InMemoryRegistry",
     "RedisRegistry",
     "Registry",
+    # application code: errors
+    "AuthenticationError",
     "RegistryUnavailableError",
     "SerializationError",
-    "__version__",
+    # the wire: protobuf messages and CloudEvents
+    "CloudEvent",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "from_sdk_event",
-    "gateway_main",
+    "JSON_TYPE",
+    "ProtobufMessageSerializer",
     "to_sdk_event",
+    "__version__",
 ]

@@ -9,18 +9,21 @@ from ._params import ServerParams, SseServerParams, StdioServerParams, Streamabl
 from ._workbench import ElicitationCallback, McpWorkbench, McpWorkbenchConfig, Roots
 
 __all__ = [
-    "ElicitationCallback",
-    "McpConnectionError",
-    "McpError",
-    "McpTimeoutError",
+    # application code: the workbench and its servers
     "McpWorkbench",
     "McpWorkbenchConfig",
-    "PromptResult",
-    "Roots",
     "ServerParams",
     "SseServerParams",
     "StdioServerParams",
     "StreamableHttpServerParams",
     "ToolOverride",
+    # application code: what a server can ask back, and prompts
+    "ElicitationCallback",
+    "PromptResult",
+    "Roots",
+    # application code: errors
+    "McpConnectionError",
+    "McpError",
+    "McpTimeoutError",
     "__version__",
 ]
