@@ -6,9 +6,11 @@ import asyncio
 import selectors
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from ext.runtime.grpc import GrpcAgentRuntime
+from ext.runtime.grpc.protos import agent_rpc_pb2 as ag
 from ext.testing.runtime_agents import MESSAGE_TYPES
 
 
@@ -39,3 +41,21 @@ def read_line(process: subprocess.Popen[str], timeout: float) -> str:
     ready = selector.select(timeout=timeout)
     selector.close()
     return process.stdout.readline().strip() if ready else ""
+
+
+def client(client_id: str) -> list[tuple[str, str]]:
+    """The metadata an AutoGen worker identifies itself with."""
+    return [("client-id", client_id)]
+
+
+async def open_channel(stub: Any, client_id: str) -> tuple[Any, asyncio.Queue[ag.Message]]:
+    """An AutoGen worker's channel on the gateway's AutoGen listener: the call, and a queue of what to send on it."""
+    outgoing: asyncio.Queue[ag.Message] = asyncio.Queue()
+
+    async def requests() -> AsyncIterator[ag.Message]:
+        while True:
+            yield await outgoing.get()
+
+    call = stub.OpenChannel(requests(), metadata=client(client_id))
+    await call.wait_for_connection()
+    return call, outgoing

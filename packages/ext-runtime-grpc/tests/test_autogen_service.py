@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
-from ext_runtime_grpc_support import eventually
+from ext_runtime_grpc_support import client, eventually, open_channel
 
 from ext.runtime.grpc import Gateway, gateway_main
 from ext.runtime.grpc._autogen_service import AutoGenService
@@ -33,22 +33,6 @@ async def gateway() -> AsyncIterator[Gateway]:
 async def stub(gateway: Gateway) -> AsyncIterator[Any]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.autogen_port}") as channel:
         yield ag_grpc.AgentRpcStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
-
-
-def client(client_id: str) -> list[tuple[str, str]]:
-    return [("client-id", client_id)]
-
-
-async def open_channel(stub: Any, client_id: str) -> tuple[Any, asyncio.Queue[ag.Message]]:
-    outgoing: asyncio.Queue[ag.Message] = asyncio.Queue()
-
-    async def requests() -> AsyncIterator[ag.Message]:
-        while True:
-            yield await outgoing.get()
-
-    call = stub.OpenChannel(requests(), metadata=client(client_id))
-    await call.wait_for_connection()
-    return call, outgoing
 
 
 def test_gateway_option_is_checked() -> None:

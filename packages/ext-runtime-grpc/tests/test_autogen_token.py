@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
-from ext_runtime_grpc_support import eventually, worker
+from ext_runtime_grpc_support import client, eventually, open_channel, worker
 
 from ext.core import AgentId, TypeSubscription
 from ext.runtime.grpc import Gateway, GrpcAgentRuntime
@@ -50,22 +50,6 @@ async def ext_host(gateway: Gateway) -> AsyncIterator[tuple[GrpcAgentRuntime, Jo
 async def stub(gateway: Gateway) -> AsyncIterator[Any]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.autogen_port}") as channel:
         yield ag_grpc.AgentRpcStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
-
-
-def client(client_id: str) -> list[tuple[str, str]]:
-    return [("client-id", client_id)]
-
-
-async def open_channel(stub: Any, client_id: str) -> tuple[Any, asyncio.Queue[ag.Message]]:
-    outgoing: asyncio.Queue[ag.Message] = asyncio.Queue()
-
-    async def requests() -> AsyncIterator[ag.Message]:
-        while True:
-            yield await outgoing.get()
-
-    call = stub.OpenChannel(requests(), metadata=client(client_id))
-    await call.wait_for_connection()
-    return call, outgoing
 
 
 async def table_ids(runtime: GrpcAgentRuntime) -> list[str]:
