@@ -176,6 +176,7 @@ def main() -> None:
     parser.add_argument("--categories", nargs="+", default=[], help="only these categories (default: all)")
     parser.add_argument("--tool-choice", default="auto", choices=("auto", "required", "none"))
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--picture", type=Path, help="also draw the accuracy chart of this run (an SVG file)")
     args = parser.parse_args()
     if any(name.startswith("llama-server/") for name in args.configs):
         from ext.testing.llama_server import start_llama_server
@@ -186,6 +187,10 @@ def main() -> None:
         result = asyncio.run(_run(args, None, None))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if args.picture is not None:
+        from tool_calling_picture import draw  # beside this script (run as one)
+
+        draw([str(args.out)], args.picture, f"Tool calling, tool_choice={args.tool_choice}: accuracy per category")
 
 
 if __name__ == "__main__":

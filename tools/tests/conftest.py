@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 TOOLS_DIR = Path(__file__).resolve().parent.parent
-for _path in (TOOLS_DIR / "checks", TOOLS_DIR / "bench"):
+for _path in (TOOLS_DIR / "checks", TOOLS_DIR / "bench", TOOLS_DIR / "eval"):
     if str(_path) not in sys.path:
         # Appended, not prepended: these bare names must never shadow installed modules.
         sys.path.append(str(_path))

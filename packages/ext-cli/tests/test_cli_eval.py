@@ -29,7 +29,7 @@ def tiny_dataset(tmp_path: Path) -> Path:
     return path
 
 
-async def test_eval_compares_two_configurations_and_writes_json(
+async def test_eval_compares_two_configurations_and_writes_json_and_html(
     server: OpenAIServer, openai_env: dict[str, str], tmp_path: Path
 ) -> None:
     server.enqueue(
@@ -54,6 +54,8 @@ async def test_eval_compares_two_configurations_and_writes_json(
         "1",
         "--json",
         str(out),
+        "--html",
+        str(tmp_path / "report.html"),
         env=openai_env,
     )
     assert ran.code == 0, ran.err
@@ -73,6 +75,11 @@ async def test_eval_compares_two_configurations_and_writes_json(
     assert "33.3%" in overall_rows[1]
     assert "-33.3" in overall_rows[2]  # accuracy delta B - A
     assert f"report written to {out}" in ran.err
+    page = (tmp_path / "report.html").read_text()
+    assert f"page written to {tmp_path / 'report.html'}" in ran.err
+    assert 'data-config="openai:gpt-4o-mini" data-category="overall">67% (2/3)</text>' in page
+    assert "q t2" in page  # the dataset's messages, beside what each configuration called
+    assert page.count('<tr data-id="') == 3
 
 
 async def test_eval_category_and_limit_select_cases(

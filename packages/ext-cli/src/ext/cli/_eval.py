@@ -1,7 +1,7 @@
 """`ext eval`: run a dataset against one or more configurations (ext-eval) and show the figures.
 
 The tables go to stdout; the progress bar goes to stderr (hidden with --quiet). `--json FILE` also writes the whole
-report, every case included.
+report, every case included; `--html FILE` the same as a page (ext-eval's `write_html`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ _PIPE_WIDTH = 160
     help="A configuration: PROVIDER:MODEL or a pipeline file; twice to compare two (default: the embedded model).",
 )
 @click.option("--json", "json_path", metavar="FILE", help="Also write the full report (every case) as JSON.")
+@click.option(
+    "--html",
+    "html_path",
+    metavar="FILE",
+    help="Also write the report as one self-contained HTML page (charts, every case, filters; opens from disk).",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Run at most N cases (after --category).")
 @click.option("--category", "categories", multiple=True, help="Only cases of this category (repeatable).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Cases in flight.")
@@ -53,6 +59,7 @@ def eval_command(
     dataset: str,
     models: Sequence[str],
     json_path: str | None,
+    html_path: str | None,
     limit: int | None,
     categories: Sequence[str],
     concurrency: int,
@@ -74,6 +81,11 @@ def eval_command(
         if json_path is not None:
             report.write_json(json_path)
             state.out.info(f"report written to {json_path}")
+        if html_path is not None:
+            from ext.eval import load_dataset, write_html
+
+            write_html(report, html_path, load_dataset(dataset).cases)
+            state.out.info(f"page written to {html_path}")
         return 0
 
     ctx.exit(run_command(ctx, go))

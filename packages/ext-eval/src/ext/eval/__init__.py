@@ -2,6 +2,7 @@
 malformed calls, latency and tokens, scored as the Berkeley Function Calling Leaderboard checks calls."""
 
 from ext.eval.__about__ import __version__
+from ext.eval._charts import accuracy_chart, latency_chart, malformed_chart
 from ext.eval._dataset import (
     AnswerCheck,
     Dataset,
@@ -15,6 +16,7 @@ from ext.eval._dataset import (
     shipped_dataset_path,
     shipped_datasets,
 )
+from ext.eval._html import CONTENT_SECURITY_POLICY, render_html, write_html
 from ext.eval._report import (
     OVERALL,
     CallRecord,
@@ -56,6 +58,13 @@ __all__ = [
     "percentile",
     "summarize",
     "Summary",
+    # application code: the report as a page (and its charts as SVG)
+    "accuracy_chart",
+    "CONTENT_SECURITY_POLICY",
+    "latency_chart",
+    "malformed_chart",
+    "render_html",
+    "write_html",
     # dataset authors: cases and how they are scored
     "AnswerCheck",
     "EvalCase",
