@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # ext_agent_support, shared by the tests and the child processes
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent)
+)  # ext_agent_support, shared by the tests and the child processes
 
 from ext.testing.redis import REDIS_BINARY, RedisServer, start_redis_server
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
+import threading
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -34,12 +34,14 @@ def add_tool() -> FunctionTool:
     return FunctionTool(add, description="Add two integers.")
 
 
-def counting_tool(name: str, counter: Path, *, block_after: int | None = None, marker: Path | None = None) -> FunctionTool:
+def counting_tool(
+    name: str, counter: Path, *, block_after: int | None = None, marker: Path | None = None
+) -> FunctionTool:
     """A tool that appends a line to `counter` per invocation (so a test counts them across processes). With
     `block_after=n`, the invocations after the n-th line in the file write `marker` and then wait forever (a
     process is killed while it waits)."""
 
-    async def run(text: str) -> str:
+    def run(text: str) -> str:  # sync: FunctionTool runs it in a thread
         with counter.open("a", encoding="utf-8") as f:
             f.write(f"{name} {os.getpid()}\n")
             f.flush()
@@ -47,7 +49,7 @@ def counting_tool(name: str, counter: Path, *, block_after: int | None = None, m
         if block_after is not None and len(counter.read_text().splitlines()) > block_after:
             if marker is not None:
                 marker.write_text("blocked")
-            await asyncio.Event().wait()
+            threading.Event().wait()  # until the test kills this process
         return f"{name} did {text}"
 
     return FunctionTool(run, description=f"The {name} tool.", name=name)

@@ -350,16 +350,20 @@ class AgentSession(Generic[OutputT]):
         record = run.record
         output_type = agent._output_model
         while True:
-            result = await self._call_model(run, token, stream)
-            if run.held or isinstance(result.content, list):
-                break
-            if output_type is None:
-                value: Any = result.content
-                break
             try:
+                # The client parses a typed answer and raises OutputParseError when it does not validate;
+                # `typed_value` does the same for a client that does not parse.
+                result = await self._call_model(run, token, stream)
+                if run.held or isinstance(result.content, list):
+                    break
+                if output_type is None:
+                    value: Any = result.content
+                    break
                 value = typed_value(result, output_type)
                 break
             except OutputParseError as exc:
+                if output_type is None:
+                    raise
                 error = exc
             if run.turn.output_retries >= agent.output_retries:
                 attempts = run.turn.output_retries + 1
