@@ -50,9 +50,9 @@ class Child:
         """The line with `event` (and the `match` fields), read already or read until it comes; fails with the
         child's stderr when the process ends first."""
         assert self.process.stdout is not None
-        for line in self.lines:
-            if line["event"] == event and all(line.get(k) == v for k, v in match.items()):
-                return line
+        for seen in self.lines:
+            if seen["event"] == event and all(seen.get(k) == v for k, v in match.items()):
+                return seen
         while True:
             try:
                 raw = await asyncio.wait_for(self.process.stdout.readline(), TIMEOUT)
