@@ -5,6 +5,7 @@ Usage: python agent_process.py BASE_URL STORE SESSION COMMAND [ARG]
 - STORE: a `redis://` URL (RedisStateStore) or a directory (FileStateStore).
 - COMMAND: `run TEXT`, `resume`, `approve CALL_ID`, `deny CALL_ID` (then resume), or
   `host GATEWAY_ADDRESS` (host the agent on a gRPC worker as type `assistant` until killed).
+- An exception ends the process with status 3 after a line `{"event": "error", "type": ..., "message": ...}`.
 - Environment: `COUNTER` (the file the tools count their invocations in), `BLOCK_TOOL` (a tool name that
   blocks forever once it is invoked in this process), `WAIT_AFTER=1` (wait forever after the run, to be killed).
 
@@ -120,4 +121,8 @@ async def main(base_url: str, store_arg: str, session_id: str, command: str, arg
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    asyncio.run(main(args[0], args[1], args[2], args[3], args[4] if len(args) > 4 else None))
+    try:
+        asyncio.run(main(args[0], args[1], args[2], args[3], args[4] if len(args) > 4 else None))
+    except Exception as exc:  # reported to the test, which asserts on it
+        emit({"event": "error", "type": type(exc).__name__, "message": str(exc)})
+        raise SystemExit(3) from None

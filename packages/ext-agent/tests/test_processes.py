@@ -17,7 +17,7 @@ import pytest
 from ext_agent_support import KEY, count_lines, openai_client
 
 from ext.agent import AgentReply, AgentRequest, ChatAgent
-from ext.core import AgentId
+from ext.core import AgentId, FunctionExecutionResultMessage, FunctionTool, StateConflictError
 from ext.redis import RedisStateStore
 from ext.runtime.grpc import GrpcAgentRuntime, LocalCluster
 from ext.testing.redis import RedisServer
@@ -67,6 +67,11 @@ class Child:
             self.lines.append(line)
             if line["event"] == event and all(line.get(k) == v for k, v in match.items()):
                 return line
+
+    async def failure(self) -> dict[str, Any]:
+        error = await self.until("error")
+        assert await asyncio.wait_for(self.process.wait(), TIMEOUT) == 3
+        return error
 
     async def finish(self) -> dict[str, Any]:
         result = await self.until("result")
@@ -201,3 +206,41 @@ async def test_a_chat_agent_on_a_grpc_worker_answers_an_rpc_from_another_process
             await host.kill()
     second = server.decode(server.requests[1])
     assert [m.text for m in second.messages] == ["hi", "Hello from the worker.", "and again"]  # one session per key
+
+
+async def test_two_processes_on_one_session_cannot_both_advance_it(
+    server: OpenAIServer, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Writer 1 (this process) is inside a tool call; writer 2 (another process) is refused a new turn, then resumes
+    the open turn and finishes it; writer 1's next save is then refused, so neither overwrites the other."""
+    counter = tmp_path / "count.txt"
+    gate = asyncio.Event()
+    started = asyncio.Event()
+
+    async def alpha(text: str) -> str:
+        """Waits for the test."""
+        started.set()
+        await gate.wait()
+        return "late result"
+
+    server.enqueue(Reply(tool_calls=[ToolCallSpec("alpha", {"text": "x"}, id="a-1")]), Reply(text="finished by two"))
+    store = RedisStateStore(redis_server.url)
+    agent = ChatAgent(openai_client(server.base_url), name="assistant", store=store, tools=[FunctionTool(alpha)])
+    try:
+        first = asyncio.ensure_future(agent.session("shared").run("go"))
+        await started.wait()
+        refused = await Child.start(server.base_url, redis_server.url, "shared", "run", "me too")
+        assert "unfinished turn" in (await refused.failure())["message"]
+        second = await Child.start(server.base_url, redis_server.url, "shared", "resume", env={"COUNTER": str(counter)})
+        assert (await second.finish())["text"] == "finished by two"
+        gate.set()
+        with pytest.raises(StateConflictError):
+            await first
+        snapshot = await agent.session("shared").snapshot()
+    finally:
+        await agent.close()
+        await store.close()
+    assert count_lines(counter, "alpha") == 1
+    results = [r.content for m in snapshot.messages if isinstance(m, FunctionExecutionResultMessage) for r in m.content]
+    assert results == ["alpha did x"]  # writer 1's late result was not written over writer 2's turn
+    assert not snapshot.unfinished and snapshot.messages[-1].content == "finished by two"
