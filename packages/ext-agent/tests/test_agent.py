@@ -393,3 +393,38 @@ async def test_a_run_with_messages_as_input_and_a_user_message(server: OpenAISer
         with pytest.raises(TypeError, match="input must be"):
             await agent.run(42)  # type: ignore[arg-type]
     assert [m.text for m in server.decode(server.requests[0]).messages] == ["one", "x", "two"]
+
+
+async def test_the_readme_example_runs_as_written(server: OpenAIServer, capsys: pytest.CaptureFixture[str]) -> None:
+    from ext.testing.readme import python_example
+
+    code = python_example(Path(__file__).parent.parent / "README.md", "ChatAgent(")
+    namespace: dict[str, Any] = {"__name__": "readme"}
+    exec(compile(code, "README.md", "exec"), namespace)
+    server.enqueue(
+        Reply(tool_calls=[call("add", "c1", a=2, b=3)], prompt_tokens=30),
+        Reply(text='{"total": 5}', prompt_tokens=40),
+    )
+    await namespace["main"](openai_client(server.base_url))
+    assert capsys.readouterr().out == "5 70\n"
+    assert server.decode(server.requests[0]).system == ["You help Ada. Use the tools."]
+
+
+async def test_memory_puts_relevant_passages_in_front_of_the_call_once_per_run(server: OpenAIServer) -> None:
+    from ext.memory import VectorMemory
+    from ext.testing.hashing_embedder import HashingEmbedder
+    from ext.vectors.sqlite import SqliteVectorStore
+
+    store = SqliteVectorStore(collection_name="notes", vector_size=128)
+    memory = VectorMemory(HashingEmbedder(128), store)
+    await memory.add(["The deploy key rotates every ninety days.", "Lunch is served at noon."])
+    server.enqueue(Reply(text="Every ninety days."))
+    async with ChatAgent(openai_client(server.base_url), instructions="Be brief.", memory=memory) as agent:
+        session = agent.session("m")
+        result = await session.run("when does the deploy key rotate?")
+        snapshot = await session.snapshot()
+    await store.close()
+    assert result.output == "Every ninety days."
+    system = server.decode(server.requests[0]).system
+    assert system[0] == "Be brief." and "deploy key rotates every ninety days" in system[1]
+    assert [m.type for m in snapshot.messages] == ["UserMessage", "AssistantMessage"]  # memories are not stored

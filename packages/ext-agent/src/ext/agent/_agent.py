@@ -36,10 +36,12 @@ from ext.pipeline import ChatMiddleware, ChatPipeline, ToolLoop
 from ._approval import ApprovalPolicy, RequireApproval
 from ._events import AgentEvent, RunFinished, RunResult
 from ._history import turns_to_drop
+from ._hosting import register_agent
 from ._instructions import Variable, check_variables, render_instructions
 from ._output import check_output_type
 from ._record import SessionRecord
-from ._session import AgentInput, AgentSession, loop_event, loop_hold
+from ._session import AgentInput, AgentParts, AgentSession, loop_event, loop_hold
+from ._tool import AgentTool
 
 __all__ = ["ChatAgent"]
 
@@ -194,6 +196,19 @@ class ChatAgent(Generic[OutputT]):
         self._output_retries = output_retries
         self._context_window = context_window
         self._reserve_tokens = reserve_tokens
+        self._parts = AgentParts(
+            name=name,
+            session_type=self.session_type,
+            store=self._store,
+            pipeline=self._pipeline,
+            options=options,
+            output_model=self._output_model,
+            output_retries=output_retries,
+            max_iterations=max_iterations,
+            approval=self._approval,
+            render_instructions=self._render_instructions,
+            trim=self._trim,
+        )
 
     # --- what it is ------------------------------------------------------------------------------------
 
@@ -254,7 +269,7 @@ class ChatAgent(Generic[OutputT]):
         """The session `session_id` (created by its first run), in this agent's store."""
         if not isinstance(session_id, str) or not session_id or not session_id.isprintable():
             raise ValueError(f"session_id must be a non-empty printable str, got {session_id!r}")
-        return AgentSession(self, session_id)
+        return AgentSession[OutputT](self._parts, session_id)
 
     async def run(
         self,
@@ -290,8 +305,6 @@ class ChatAgent(Generic[OutputT]):
     def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
         """This agent as a tool of another agent: the tool's argument is the request text, its result the
         answer (the JSON of a typed answer). Each call is a new session."""
-        from ._tool import AgentTool
-
         return AgentTool(self, name=name, description=description)
 
     async def register(
@@ -300,8 +313,6 @@ class ChatAgent(Generic[OutputT]):
         """Host this agent on `runtime` (local or gRPC) as `agent_type` (default: the agent's name): one session
         per `AgentId` key. It answers `AgentRequest` with `AgentReply` and a `str` with the answer text, as RPCs,
         and runs a turn for each message published on a topic type in `topics`. See `ChatAgentHost`."""
-        from ._hosting import register_agent
-
         return await register_agent(self, runtime, agent_type, topics)
 
     async def close(self) -> None:

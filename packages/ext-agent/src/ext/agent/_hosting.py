@@ -16,18 +16,25 @@ with `approve` / `deny` decisions (and no input) records them and resumes the tu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ext.core import AgentId, AgentRuntime, AgentType, MessageContext, RoutedAgent, TypeSubscription, message_handler
 
 from ._events import RunResult
+from ._session import AgentSession
 
-if TYPE_CHECKING:
-    from ._agent import ChatAgent
+__all__ = ["AgentReply", "AgentRequest", "ChatAgentHost", "HostableAgent", "PendingCall", "register_agent"]
 
-__all__ = ["AgentReply", "AgentRequest", "ChatAgentHost", "PendingCall", "register_agent"]
+
+class HostableAgent(Protocol):
+    """What hosting needs of an agent (`ChatAgent` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def session(self, session_id: str) -> AgentSession[Any]: ...
 
 
 class AgentRequest(BaseModel):
@@ -82,7 +89,7 @@ class ChatAgentHost(RoutedAgent):
     the id (the conversation is the session in the agent's store). `ChatAgent.register` makes a subclass bound
     to its agent."""
 
-    chat_agent: ChatAgent[Any]
+    chat_agent: HostableAgent
 
     def __init__(self, id: AgentId, runtime: AgentRuntime) -> None:
         super().__init__(id, runtime)
@@ -115,7 +122,7 @@ class ChatAgentHost(RoutedAgent):
 
 
 async def register_agent(
-    agent: ChatAgent[Any], runtime: AgentRuntime, agent_type: str | AgentType | None, topics: Sequence[str]
+    agent: HostableAgent, runtime: AgentRuntime, agent_type: str | AgentType | None, topics: Sequence[str]
 ) -> AgentType:
     if isinstance(topics, str) or not all(isinstance(t, str) and t for t in topics):
         raise TypeError(f"topics must be a list of topic types (non-empty str), got {topics!r}")

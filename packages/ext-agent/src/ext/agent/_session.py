@@ -20,12 +20,15 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
 
 from ext.core import (
     AgentId,
     AssistantMessage,
     CancellationToken,
+    ChatOptions,
     CreateResult,
     FunctionCall,
     FunctionExecutionResult,
@@ -33,13 +36,23 @@ from ext.core import (
     LLMMessage,
     OutputParseError,
     RequestUsage,
+    StateStore,
     StreamChunk,
     SystemMessage,
     UserMessage,
     coerce_messages,
 )
-from ext.pipeline import ModelTurn, ToolCallFinished, ToolCallHeld, ToolCallStarted, ToolInvocation, ToolLoopEvent
+from ext.pipeline import (
+    ChatPipeline,
+    ModelTurn,
+    ToolCallFinished,
+    ToolCallHeld,
+    ToolCallStarted,
+    ToolInvocation,
+    ToolLoopEvent,
+)
 
+from ._approval import ApprovalPolicy
 from ._errors import AgentError, ApprovalPendingError, NothingToResumeError, OutputValidationError
 from ._events import (
     AgentEvent,
@@ -56,10 +69,7 @@ from ._instructions import Variable
 from ._output import MAX_ECHO_CHARS, MAX_ERROR_CHARS, correction_text, cut, typed_value
 from ._record import SessionRecord, TurnRecord
 
-if TYPE_CHECKING:
-    from ._agent import ChatAgent
-
-__all__ = ["AgentInput", "AgentSession", "SessionSnapshot", "current_run", "loop_hold", "loop_event"]
+__all__ = ["AgentInput", "AgentParts", "AgentSession", "SessionSnapshot", "current_run", "loop_hold", "loop_event"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +81,23 @@ AgentInput = str | UserMessage | Sequence[LLMMessage]
 Emit = Callable[[AgentEvent[Any]], None]
 
 DENIED_PREFIX = "The user denied this tool call"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentParts:
+    """What a session needs from its agent, handed over by `ChatAgent` (so sessions do not import the agent)."""
+
+    name: str
+    session_type: str
+    store: StateStore
+    pipeline: ChatPipeline
+    options: ChatOptions | None
+    output_model: type[BaseModel] | None
+    output_retries: int
+    max_iterations: int
+    approval: ApprovalPolicy
+    render_instructions: Callable[[Mapping[str, Variable] | None], str | None]
+    trim: Callable[[SessionRecord], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +145,7 @@ class _Run:
     def hold(self, call: FunctionCall) -> bool:
         if call.id in self.turn.approved:
             return False
-        return self.session.agent._approval.needs(call)
+        return self.session.parts.approval.needs(call)
 
     async def on_event(self, event: ToolLoopEvent) -> None:
         if isinstance(event, ModelTurn):
@@ -128,7 +155,7 @@ class _Run:
             if isinstance(result.content, list) and result.content:
                 async with self.lock:
                     _order_results(self.record.messages)
-                    self.record.messages.append(result.to_assistant_message(self.session.agent.name))
+                    self.record.messages.append(result.to_assistant_message(self.session.parts.name))
                     await self._save_locked()
         elif isinstance(event, ToolCallStarted):
             self.send(ToolStarted(event.call))
@@ -167,10 +194,10 @@ class AgentSession(Generic[OutputT]):
     on a stale read raises `StateConflictError`.
     """
 
-    def __init__(self, agent: ChatAgent[OutputT], session_id: str) -> None:
-        self._agent = agent
+    def __init__(self, parts: AgentParts, session_id: str) -> None:
+        self._parts = parts
         self._id = session_id
-        self._key = AgentId(agent.session_type, session_id)
+        self._key = AgentId(parts.session_type, session_id)
 
     @property
     def id(self) -> str:
@@ -182,11 +209,11 @@ class AgentSession(Generic[OutputT]):
         return self._key
 
     @property
-    def agent(self) -> ChatAgent[OutputT]:
-        return self._agent
+    def parts(self) -> AgentParts:
+        return self._parts
 
     def __repr__(self) -> str:
-        return f"AgentSession({self._agent.name!r}, {self._id!r})"
+        return f"AgentSession({self._parts.name!r}, {self._id!r})"
 
     # --- running -------------------------------------------------------------------------------------
 
@@ -267,7 +294,7 @@ class AgentSession(Generic[OutputT]):
 
     async def snapshot(self) -> SessionSnapshot:
         """The session as stored now."""
-        stored = await self._agent.store.get(self._key)
+        stored = await self._parts.store.get(self._key)
         record = SessionRecord() if stored is None else SessionRecord.from_state(stored.state)
         return SessionSnapshot(
             session_id=self._id,
@@ -293,16 +320,16 @@ class AgentSession(Generic[OutputT]):
 
     async def delete(self) -> None:
         """Remove the session's record."""
-        await self._agent.store.delete(self._key)
+        await self._parts.store.delete(self._key)
 
     async def _load(self) -> tuple[SessionRecord, int | None]:
-        stored = await self._agent.store.get(self._key)
+        stored = await self._parts.store.get(self._key)
         if stored is None:
             return SessionRecord(), None
         return SessionRecord.from_state(stored.state), stored.version
 
     async def _put(self, record: SessionRecord, version: int | None) -> int:
-        return await self._agent.store.put(self._key, record.to_state(), version)
+        return await self._parts.store.put(self._key, record.to_state(), version)
 
     # --- one run -------------------------------------------------------------------------------------------
 
@@ -315,7 +342,7 @@ class AgentSession(Generic[OutputT]):
         *,
         stream: bool,
     ) -> RunResult[OutputT]:
-        agent = self._agent
+        agent = self._parts
         record, version = await self._load()
         if new is not None:
             if record.turn is not None:
@@ -325,11 +352,11 @@ class AgentSession(Generic[OutputT]):
                 raise AgentError(
                     f"session {self._id!r} has an unfinished turn (a crash or a cancellation); resume() finishes it"
                 )
-            instructions = agent._render_instructions(variables)  # before any write: a bad variable changes nothing
+            instructions = agent.render_instructions(variables)  # before any write: a bad variable changes nothing
             start = len(record.messages)
             record.messages.extend(new)
             record.turn = TurnRecord(start=start, instructions=instructions)
-            agent._trim(record)
+            agent.trim(record)
         else:
             if record.turn is None:
                 raise NothingToResumeError(f"session {self._id!r} has no unfinished turn to resume")
@@ -346,9 +373,9 @@ class AgentSession(Generic[OutputT]):
             current_run.reset(reset)
 
     async def _turn(self, run: _Run, token: CancellationToken | None, stream: bool) -> RunResult[OutputT]:
-        agent = self._agent
+        agent = self._parts
         record = run.record
-        output_type = agent._output_model
+        output_type = agent.output_model
         while True:
             try:
                 # The client parses a typed answer and raises OutputParseError when it does not validate;
@@ -421,12 +448,12 @@ class AgentSession(Generic[OutputT]):
         await run.save()
 
     async def _call_model(self, run: _Run, token: CancellationToken | None, stream: bool) -> CreateResult:
-        agent = self._agent
+        agent = self._parts
         record = run.record
         instructions = run.turn.instructions
         messages: list[LLMMessage] = [SystemMessage(content=instructions)] if instructions else []
         messages.extend(record.messages)
-        kwargs: dict[str, Any] = {"json_output": agent._output_model, "options": agent.options}
+        kwargs: dict[str, Any] = {"json_output": agent.output_model, "options": agent.options}
         if not stream:
             return await agent.pipeline.create(messages, token, **kwargs)
         result: CreateResult | None = None

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from ext.core import BaseTool, CancellationToken, check_tool_name, json_dumps_compact
 
-if TYPE_CHECKING:
-    from ._agent import ChatAgent
+from ._events import RunResult
 
-__all__ = ["AgentTool", "AgentToolArgs"]
+__all__ = ["AgentTool", "AgentToolArgs", "RunnableAgent"]
+
+
+class RunnableAgent(Protocol):
+    """What `AgentTool` needs of an agent (`ChatAgent` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    async def run(self, input: str, *, cancellation_token: CancellationToken | None = None) -> RunResult[Any]: ...
 
 
 class AgentToolArgs(BaseModel):
@@ -25,14 +36,14 @@ class AgentTool(BaseTool):
     JSON of a typed answer. A run that stops for approval returns an error naming the held calls (the inner
     agent's approvals are decided on its own sessions). Cancelling the call cancels the inner run."""
 
-    def __init__(self, agent: ChatAgent[Any], *, name: str | None = None, description: str | None = None) -> None:
+    def __init__(self, agent: RunnableAgent, *, name: str | None = None, description: str | None = None) -> None:
         tool_name = check_tool_name(name if name is not None else agent.name)
         text = description if description is not None else (agent.description or f"Ask the {agent.name} agent.")
         super().__init__(name=tool_name, description=text, args_type=AgentToolArgs)
         self._agent = agent
 
     @property
-    def agent(self) -> ChatAgent[Any]:
+    def agent(self) -> RunnableAgent:
         return self._agent
 
     async def run(self, args: Any, cancellation_token: CancellationToken | None) -> str:
