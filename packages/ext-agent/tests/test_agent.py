@@ -153,6 +153,20 @@ async def test_typed_output_on_the_anthropic_loopback_uses_output_config() -> No
         assert isinstance(body, dict) and body["output_config"]["format"]["type"] == "json_schema"
 
 
+async def test_typed_output_on_the_ollama_loopback_sends_the_schema_as_format() -> None:
+    from ext.models.ollama import OllamaChatCompletionClient
+    from ext.testing.servers import OllamaServer
+
+    async with OllamaServer(models=["llama3.2"]) as server:
+        server.enqueue(Reply(text='{"city": "Rome", "country": "Italy"}'))
+        client = OllamaChatCompletionClient("llama3.2", host=server.base_url, max_retries=0)
+        async with ChatAgent(client, output_type=City) as agent:
+            result = await agent.run("Capital of Italy?")
+        assert result.output == City(city="Rome", country="Italy")
+        body = server.requests[0].json
+        assert isinstance(body, dict) and set(body["format"]["properties"]) == {"city", "country"}
+
+
 async def test_a_bad_typed_answer_gets_one_corrective_retry_with_the_error(server: OpenAIServer) -> None:
     server.enqueue(Reply(text='{"city": "Paris"}'), Reply(text='{"city": "Paris", "country": "France"}'))
     async with ChatAgent(openai_client(server.base_url), output_type=City) as agent:
