@@ -15,61 +15,53 @@ history back through the pipeline, whose tool loop runs only the calls that have
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
-
-from pydantic import BaseModel
 
 from ext.core import (
     AgentId,
     AssistantMessage,
     CancellationToken,
-    ChatOptions,
     CreateResult,
     FunctionCall,
     FunctionExecutionResult,
-    FunctionExecutionResultMessage,
     LLMMessage,
     OutputParseError,
     RequestUsage,
-    StateStore,
     StreamChunk,
     SystemMessage,
     UserMessage,
     coerce_messages,
 )
-from ext.pipeline import (
-    ChatPipeline,
-    ModelTurn,
-    ToolCallFinished,
-    ToolCallHeld,
-    ToolCallStarted,
-    ToolInvocation,
-    ToolLoopEvent,
-)
 
-from ._approval import ApprovalPolicy
 from ._errors import AgentError, ApprovalPendingError, NothingToResumeError, OutputValidationError
 from ._events import (
     AgentEvent,
     ApprovalRequested,
     OutputRetry,
     PendingApproval,
-    RunFinished,
     RunResult,
     TextDelta,
-    ToolFinished,
-    ToolStarted,
 )
 from ._instructions import Variable
 from ._output import MAX_ECHO_CHARS, MAX_ERROR_CHARS, correction_text, cut, typed_value
 from ._record import SessionRecord, TurnRecord
+from ._steps import (
+    AgentParts,
+    Emit,
+    Run,
+    add_result,
+    current_run,
+    loop_event,
+    loop_hold,
+    order_results,
+    stream_events,
+    undecided,
+)
 
-__all__ = ["AgentInput", "AgentParts", "AgentSession", "SessionSnapshot", "current_run", "loop_hold", "loop_event"]
+__all__ = ["AgentInput", "AgentParts", "AgentSession", "SessionSnapshot", "current_run", "loop_event", "loop_hold"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,26 +70,7 @@ OutputT = TypeVar("OutputT")
 AgentInput = str | UserMessage | Sequence[LLMMessage]
 """What a run takes: the user's text, a `UserMessage` (images included), or several messages."""
 
-Emit = Callable[[AgentEvent[Any]], None]
-
 DENIED_PREFIX = "The user denied this tool call"
-
-
-@dataclass(frozen=True, slots=True)
-class AgentParts:
-    """What a session needs from its agent, handed over by `ChatAgent` (so sessions do not import the agent)."""
-
-    name: str
-    session_type: str
-    store: StateStore
-    pipeline: ChatPipeline
-    options: ChatOptions | None
-    output_model: type[BaseModel] | None
-    output_retries: int
-    max_iterations: int
-    approval: ApprovalPolicy
-    render_instructions: Callable[[Mapping[str, Variable] | None], str | None]
-    trim: Callable[[SessionRecord], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,77 +84,6 @@ class SessionSnapshot:
     version: int | None
     pending: list[PendingApproval]
     unfinished: bool
-
-
-class _Run:
-    """One run's working state, reached by the agent's tool-loop hooks through `current_run`."""
-
-    def __init__(self, session: AgentSession[Any], record: SessionRecord, version: int, emit: Emit | None) -> None:
-        self.session = session
-        self.record = record
-        self.version = version
-        self.emit = emit
-        self.lock = asyncio.Lock()
-        self.usages: list[RequestUsage] = []
-        self.costs: list[float | None] = []
-        self.held: list[FunctionCall] = []
-
-    @property
-    def turn(self) -> TurnRecord:
-        assert self.record.turn is not None
-        return self.record.turn
-
-    async def save(self) -> None:
-        async with self.lock:
-            await self._save_locked()
-
-    async def _save_locked(self) -> None:
-        self.version = await self.session._put(self.record, self.version)
-
-    def send(self, event: AgentEvent[Any]) -> None:
-        if self.emit is not None:
-            self.emit(event)
-
-    def hold(self, call: FunctionCall) -> bool:
-        if call.id in self.turn.approved:
-            return False
-        return self.session.parts.approval.needs(call)
-
-    async def on_event(self, event: ToolLoopEvent) -> None:
-        if isinstance(event, ModelTurn):
-            result = event.result
-            self.usages.append(result.usage)
-            self.costs.append(_cost_of(result))
-            if isinstance(result.content, list) and result.content:
-                async with self.lock:
-                    _order_results(self.record.messages)
-                    self.record.messages.append(result.to_assistant_message(self.session.parts.name))
-                    await self._save_locked()
-        elif isinstance(event, ToolCallStarted):
-            self.send(ToolStarted(event.call))
-        elif isinstance(event, ToolCallFinished):
-            async with self.lock:
-                _add_result(self.record.messages, event.result)
-                await self._save_locked()
-            self.send(ToolFinished(event.call, event.result))
-        elif isinstance(event, ToolCallHeld):
-            self.held.append(event.call)
-
-
-current_run: ContextVar[_Run | None] = ContextVar("ext_agent_current_run", default=None)
-
-
-async def loop_event(event: ToolLoopEvent) -> None:
-    """The agent's `ToolLoop(on_event=...)`: hands the event to the run in progress."""
-    run = current_run.get()
-    if run is not None:
-        await run.on_event(event)
-
-
-def loop_hold(invocation: ToolInvocation) -> bool:
-    """The agent's `ToolLoop(hold=...)`: whether the run in progress holds this call for approval."""
-    run = current_run.get()
-    return run is not None and run.hold(invocation.call)
 
 
 class AgentSession(Generic[OutputT]):
@@ -237,7 +139,7 @@ class AgentSession(Generic[OutputT]):
     ) -> AsyncIterator[AgentEvent[OutputT]]:
         """`run`, yielding events as they happen; the last is `RunFinished`."""
         messages = _input_messages(input)
-        return _stream(lambda emit: self._execute(messages, variables, cancellation_token, emit, stream=True))
+        return stream_events(lambda emit: self._execute(messages, variables, cancellation_token, emit, stream=True))
 
     async def resume(self, *, cancellation_token: CancellationToken | None = None) -> RunResult[OutputT]:
         """Finish the unfinished turn: run the approved calls (and those a crash or a cancellation left without a
@@ -249,14 +151,14 @@ class AgentSession(Generic[OutputT]):
         self, *, cancellation_token: CancellationToken | None = None
     ) -> AsyncIterator[AgentEvent[OutputT]]:
         """`resume`, yielding events as they happen."""
-        return _stream(lambda emit: self._execute(None, None, cancellation_token, emit, stream=True))
+        return stream_events(lambda emit: self._execute(None, None, cancellation_token, emit, stream=True))
 
     # --- approval ----------------------------------------------------------------------------------------
 
     async def pending(self) -> list[PendingApproval]:
         """The held calls not decided yet."""
         record, _ = await self._load()
-        return _undecided(record)
+        return undecided(record)
 
     async def approve(self, call_id: str) -> None:
         """Let the held call `call_id` run at the next `resume`."""
@@ -275,7 +177,7 @@ class AgentSession(Generic[OutputT]):
         record, version = await self._load()
         call = self._held_call(record, call_id)
         text = f"{DENIED_PREFIX}: {reason}" if reason else f"{DENIED_PREFIX}."
-        _add_result(
+        add_result(
             record.messages, FunctionExecutionResult(call_id=call.id, name=call.name, content=text, is_error=True)
         )
         turn = record.turn
@@ -284,10 +186,10 @@ class AgentSession(Generic[OutputT]):
         await self._put(record, version)
 
     def _held_call(self, record: SessionRecord, call_id: str) -> FunctionCall:
-        for pending in _undecided(record):
+        for pending in undecided(record):
             if pending.call_id == call_id:
                 return FunctionCall(id=pending.call_id, name=pending.name, arguments=pending.arguments)
-        shown = ", ".join(p.call_id for p in _undecided(record)) or "none"
+        shown = ", ".join(p.call_id for p in undecided(record)) or "none"
         raise AgentError(f"session {self._id!r} holds no undecided tool call {call_id!r} (undecided: {shown})")
 
     # --- the record --------------------------------------------------------------------------------------
@@ -301,7 +203,7 @@ class AgentSession(Generic[OutputT]):
             messages=list(record.messages),
             state=dict(record.state),
             version=None if stored is None else stored.version,
-            pending=_undecided(record),
+            pending=undecided(record),
             unfinished=record.turn is not None,
         )
 
@@ -346,9 +248,9 @@ class AgentSession(Generic[OutputT]):
         record, version = await self._load()
         if new is not None:
             if record.turn is not None:
-                undecided = [p.call_id for p in _undecided(record)]
-                if undecided:
-                    raise ApprovalPendingError(self._id, undecided, "approve or deny them, then resume()")
+                waiting = [p.call_id for p in undecided(record)]
+                if waiting:
+                    raise ApprovalPendingError(self._id, waiting, "approve or deny them, then resume()")
                 raise AgentError(
                     f"session {self._id!r} has an unfinished turn (a crash or a cancellation); resume() finishes it"
                 )
@@ -360,19 +262,19 @@ class AgentSession(Generic[OutputT]):
         else:
             if record.turn is None:
                 raise NothingToResumeError(f"session {self._id!r} has no unfinished turn to resume")
-            undecided = [p.call_id for p in _undecided(record)]
-            if undecided:
-                raise ApprovalPendingError(self._id, undecided, "approve or deny them before resume()")
+            waiting = [p.call_id for p in undecided(record)]
+            if waiting:
+                raise ApprovalPendingError(self._id, waiting, "approve or deny them before resume()")
             record.turn.held = []
         version = await self._put(record, version)
-        run = _Run(self, record, version, emit)
+        run = Run(self._parts, self._put, record, version, emit)
         reset = current_run.set(run)
         try:
             return await self._turn(run, token, stream)
         finally:
             current_run.reset(reset)
 
-    async def _turn(self, run: _Run, token: CancellationToken | None, stream: bool) -> RunResult[OutputT]:
+    async def _turn(self, run: Run, token: CancellationToken | None, stream: bool) -> RunResult[OutputT]:
         agent = self._parts
         record = run.record
         output_type = agent.output_model
@@ -402,7 +304,7 @@ class AgentSession(Generic[OutputT]):
                     attempts=attempts,
                 ) from None
             run.turn.output_retries += 1
-            _order_results(record.messages)
+            order_results(record.messages)
             record.messages.append(AssistantMessage(content=cut(error.text, MAX_ECHO_CHARS), source=agent.name))
             record.messages.append(UserMessage(content=correction_text(error, output_type), source="output_check"))
             await run.save()
@@ -410,7 +312,7 @@ class AgentSession(Generic[OutputT]):
 
         turn = run.turn
         if run.held:
-            _order_results(record.messages)
+            order_results(record.messages)
             turn.held = [c.id for c in run.held]
             await run.save()
             pending = [PendingApproval.of(c) for c in run.held]
@@ -421,7 +323,7 @@ class AgentSession(Generic[OutputT]):
             # The loop stopped at max_iterations with calls it did not run: answer them so the history stays
             # valid, close the turn, and say so.
             for call in result.content:
-                _add_result(
+                add_result(
                     record.messages,
                     FunctionExecutionResult(
                         call_id=call.id,
@@ -436,18 +338,18 @@ class AgentSession(Generic[OutputT]):
                 f"(the model still asked for {', '.join(c.name for c in result.content)})"
             )
         text = result.content
-        _order_results(record.messages)
+        order_results(record.messages)
         record.messages.append(result.to_assistant_message(agent.name))
         outcome = self._result(run, "completed", text, value, [])
         await self._close_turn(run)
         return _with_version(outcome, run.version)
 
-    async def _close_turn(self, run: _Run) -> None:
-        _order_results(run.record.messages)
+    async def _close_turn(self, run: Run) -> None:
+        order_results(run.record.messages)
         run.record.turn = None
         await run.save()
 
-    async def _call_model(self, run: _Run, token: CancellationToken | None, stream: bool) -> CreateResult:
+    async def _call_model(self, run: Run, token: CancellationToken | None, stream: bool) -> CreateResult:
         agent = self._parts
         record = run.record
         instructions = run.turn.instructions
@@ -473,7 +375,7 @@ class AgentSession(Generic[OutputT]):
         return result
 
     def _result(
-        self, run: _Run, status: Any, text: str, value: Any, pending: list[PendingApproval]
+        self, run: Run, status: Any, text: str, value: Any, pending: list[PendingApproval]
     ) -> RunResult[OutputT]:
         turn = run.turn
         costs = run.costs
@@ -497,25 +399,6 @@ def _with_version(result: RunResult[OutputT], version: int) -> RunResult[OutputT
     return replace(result, version=version)
 
 
-async def _stream(start: Callable[[Emit], Any]) -> AsyncIterator[AgentEvent[Any]]:
-    """Run `start(emit)` in a task and yield what it emits as it happens, then `RunFinished`. Leaving the
-    iteration early (or cancelling the consumer) cancels the run: the model call and the tools in flight."""
-    queue: asyncio.Queue[AgentEvent[Any] | None] = asyncio.Queue()
-    task: asyncio.Task[RunResult[Any]] = asyncio.ensure_future(start(queue.put_nowait))
-    task.add_done_callback(lambda _: queue.put_nowait(None))
-    try:
-        while True:
-            event = await queue.get()
-            if event is None:
-                break
-            yield event
-        yield RunFinished(task.result())
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-
 def _input_messages(input: object) -> list[LLMMessage]:
     if isinstance(input, str):
         if not input:
@@ -531,50 +414,3 @@ def _input_messages(input: object) -> list[LLMMessage]:
             raise ValueError("input must not hold a SystemMessage: the agent's instructions are its system text")
         return messages
     raise TypeError(f"input must be a str, a UserMessage or a list of messages, got {type(input).__name__}")
-
-
-def _cost_of(result: CreateResult) -> float | None:
-    cost = getattr(result, "cost", None)
-    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
-
-
-def _add_result(messages: list[LLMMessage], result: FunctionExecutionResult) -> None:
-    """Add a tool result to the results message after the assistant turn that asked for it."""
-    last = messages[-1] if messages else None
-    if isinstance(last, FunctionExecutionResultMessage):
-        messages[-1] = FunctionExecutionResultMessage(content=[*last.content, result])
-    else:
-        messages.append(FunctionExecutionResultMessage(content=[result]))
-
-
-def _order_results(messages: list[LLMMessage]) -> None:
-    """Put the last results message in the order of the calls (calls of one answer finish in any order)."""
-    if len(messages) < 2:
-        return
-    last, before = messages[-1], messages[-2]
-    if (
-        isinstance(last, FunctionExecutionResultMessage)
-        and isinstance(before, AssistantMessage)
-        and isinstance(before.content, list)
-    ):
-        rank = {fc.id: i for i, fc in enumerate(before.content)}
-        ordered = sorted(last.content, key=lambda r: rank.get(r.call_id, len(rank)))
-        if ordered != list(last.content):
-            messages[-1] = FunctionExecutionResultMessage(content=ordered)
-
-
-def _undecided(record: SessionRecord) -> list[PendingApproval]:
-    """The held calls of the unfinished turn that are neither approved nor answered (denied)."""
-    turn = record.turn
-    if turn is None or not turn.held:
-        return []
-    answered: set[str] = set()
-    calls: dict[str, FunctionCall] = {}
-    for message in record.messages[turn.start :]:
-        if isinstance(message, AssistantMessage) and isinstance(message.content, list):
-            calls.update((fc.id, fc) for fc in message.content)
-        elif isinstance(message, FunctionExecutionResultMessage):
-            answered.update(r.call_id for r in message.content)
-    return [
-        PendingApproval.of(calls[i]) for i in turn.held if i in calls and i not in answered and i not in turn.approved
-    ]
