@@ -110,10 +110,6 @@ class AgentSession(Generic[OutputT]):
         """The store key of the session's record."""
         return self._key
 
-    @property
-    def parts(self) -> AgentParts:
-        return self._parts
-
     def __repr__(self) -> str:
         return f"AgentSession({self._parts.name!r}, {self._id!r})"
 
