@@ -442,3 +442,38 @@ async def test_memory_puts_relevant_passages_in_front_of_the_call_once_per_run(s
     system = server.decode(server.requests[0]).system
     assert system[0] == "Be brief." and "deploy key rotates every ninety days" in system[1]
     assert [m.type for m in snapshot.messages] == ["UserMessage", "AssistantMessage"]  # memories are not stored
+
+
+async def test_a_pipeline_s_middlewares_see_every_model_turn_and_tool_call(server: OpenAIServer) -> None:
+    from ext.core import CreateResult, FunctionExecutionResult
+    from ext.pipeline import ChatCall, ChatMiddleware, CreateNext, ToolInvocation, ToolNext
+
+    seen: list[str] = []
+
+    class Trace(ChatMiddleware):
+        async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
+            seen.append(f"model turn {call.turn}")
+            return await next(call)
+
+        async def call_tool(self, invocation: ToolInvocation, next: ToolNext) -> FunctionExecutionResult:
+            seen.append(f"tool {invocation.call.name}")
+            return await next(invocation)
+
+    server.enqueue(Reply(tool_calls=[call("add", "c1", a=1, b=1)]), Reply(text="2"))
+    pipeline = ChatClientBuilder(openai_client(server.base_url)).use(Trace()).build()
+    async with ChatAgent(pipeline, tools=[add_tool()]) as agent:
+        assert (await agent.run("1+1")).output == "2"
+    assert seen == ["model turn 1", "tool add", "model turn 2"]
+
+
+async def test_the_turn_limit_closes_the_turn_with_the_unrun_calls_answered(server: OpenAIServer) -> None:
+    server.enqueue(Reply(tool_calls=[call("add", "c1", a=1, b=1)]), Reply(tool_calls=[call("add", "c2", a=2, b=2)]))
+    async with ChatAgent(openai_client(server.base_url), tools=[add_tool()], max_iterations=2) as agent:
+        session = agent.session("limited")
+        with pytest.raises(AgentError, match="max_iterations=2"):
+            await session.run("loop forever")
+        snapshot = await session.snapshot()
+    assert not snapshot.unfinished
+    last = snapshot.messages[-1]
+    assert isinstance(last, FunctionExecutionResultMessage) and last.content[0].call_id == "c2"
+    assert last.content[0].is_error and "turn limit" in last.content[0].content
