@@ -93,7 +93,8 @@ class RunResult(Generic[OutputT]):
     - `output`: the answer (a `str`, or an instance of the agent's `output_type`); reading it on a result that
       awaits approval raises `ApprovalPendingError`;
     - `text`: the model's final text as it came (the JSON text for a typed answer; "" while awaiting approval);
-    - `messages`: the messages this run added to the session (the user's input, assistant turns, tool results);
+    - `messages`: the messages of the turn (the user's input, assistant turns, tool results, the answer; for a
+      resumed turn, from its start);
     - `usage`: tokens over every model call of the run; `cost`: its price when the pipeline reports one
       (a pricing middleware setting `CreateResult.cost`), else None;
     - `session_id` and `version` (the session record's version after the run).
