@@ -477,3 +477,24 @@ async def test_the_turn_limit_closes_the_turn_with_the_unrun_calls_answered(serv
     last = snapshot.messages[-1]
     assert isinstance(last, FunctionExecutionResultMessage) and last.content[0].call_id == "c2"
     assert last.content[0].is_error and "turn limit" in last.content[0].content
+
+
+async def test_a_turn_cancelled_during_the_model_call_resumes_with_the_same_instructions(server: OpenAIServer) -> None:
+    server.enqueue(Reply(text="never", stall_after_chunks=0), Reply(text="answered"))
+    agent = ChatAgent(openai_client(server.base_url), instructions="Speak to {who}.")
+    async with agent:
+        session = agent.session("m")
+        token = CancellationToken()
+        task = asyncio.ensure_future(session.run("hello", variables={"who": "Ada"}, cancellation_token=token))
+        await server.wait_for_requests(1)
+        token.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(AgentError, match="unfinished turn"):
+            await session.run("again")
+        result = await session.resume()
+    assert result.output == "answered"
+    resumed = server.decode(server.requests[1])
+    assert resumed.system == ["Speak to Ada."]  # the instructions rendered when the turn began
+    assert [(m.role, m.text) for m in resumed.messages] == [("user", "hello")]
+    assert [m.type for m in result.messages] == ["UserMessage", "AssistantMessage"]
