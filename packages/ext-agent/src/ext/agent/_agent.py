@@ -302,7 +302,7 @@ class ChatAgent(Generic[OutputT]):
 
     # --- hosting -----------------------------------------------------------------------------------------
 
-    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Tool:
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> AgentTool:
         """This agent as a tool of another agent: the tool's argument is the request text, its result the
         answer (the JSON of a typed answer). Each call is a new session."""
         return AgentTool(self, name=name, description=description)
