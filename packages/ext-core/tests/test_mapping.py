@@ -107,6 +107,15 @@ def test_parse_tool_arguments_errors_name_the_tool() -> None:
         parse_tool_arguments("[1]", tool="add")
 
 
+def test_parse_tool_arguments_refuses_hostile_model_output_without_an_interpreter_error() -> None:
+    # Model output is untrusted: deep nesting and huge integers become ToolArgumentsError (the tool loop turns it
+    # into an error result the model sees), never RecursionError or a bare ValueError.
+    with pytest.raises(ToolArgumentsError, match="'add' are nested too deeply"):
+        parse_tool_arguments('{"a": ' + "[" * 200_000, tool="add")
+    with pytest.raises(ToolArgumentsError, match="'add' cannot be read"):
+        parse_tool_arguments('{"a": ' + "9" * 5_000 + "}", tool="add")
+
+
 def test_arguments_to_json() -> None:
     assert arguments_to_json({"a": "é"}) == '{"a": "é"}'
     assert arguments_to_json(None) == "{}"

@@ -25,6 +25,7 @@ from ext.core import (
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
     FunctionTool,
+    LLMMessage,
     RequestUsage,
     RetryPolicy,
     StaticWorkbench,
@@ -46,6 +47,7 @@ from ext.pipeline import (
     RetryMiddleware,
     StreamNext,
     ToolCallFinished,
+    ToolCallHeld,
     ToolCallStarted,
     ToolInvocation,
     ToolLoop,
@@ -763,3 +765,88 @@ async def test_a_tracing_middleware_after_the_loop_sees_the_loop_as_parent_of_ev
         ("tool c2", "loop"),
     ]
     assert current.get() is None
+
+
+# --- holding calls and continuing an interrupted turn (the agent's hooks) ----------------------------------
+
+
+async def test_hold_keeps_a_call_back_runs_the_others_and_stops_the_loop() -> None:
+    events: list[Any] = []
+    ran: list[int] = []
+
+    def count(a: int, b: int) -> int:
+        """Add and record."""
+        ran.append(a)
+        return a + b
+
+    tool = FunctionTool(count, name="add")
+    inner = Scripted(calls(("c1", "add", {"a": 1, "b": 2}), ("c2", "add", {"a": 100, "b": 1})))
+    client = (
+        ChatClientBuilder(inner)
+        .use_tool_loop([tool], on_event=events.append, hold=lambda inv: json.loads(inv.call.arguments)["a"] >= 100)
+        .build()
+    )
+    result = await client.create(USER)
+    assert ran == [1]  # the held call did not run
+    assert result.finish_reason == "function_calls"
+    assert [fc.id for fc in result.content] == ["c2"]  # type: ignore[union-attr]
+    assert len(inner.requests) == 1  # the loop stopped instead of asking the model again
+    assert [type(e).__name__ for e in events] == ["ModelTurn", "ToolCallHeld", "ToolCallStarted", "ToolCallFinished"]
+    assert isinstance(events[1], ToolCallHeld) and events[1].call.id == "c2"
+
+
+async def test_an_interrupted_turn_runs_only_the_calls_without_a_result() -> None:
+    ran: list[int] = []
+
+    async def count(a: int, b: int) -> int:
+        """Add and record."""
+        ran.append(a)
+        return a + b
+
+    tool = FunctionTool(count, name="add")
+    answer = calls(("c1", "add", {"a": 1, "b": 2}), ("c2", "add", {"a": 5, "b": 5}), ("c3", "add", {"a": 7, "b": 0}))
+    done = FunctionExecutionResult(call_id="c2", name="add", content="10", is_error=False)
+    history: list[LLMMessage] = [
+        UserMessage(content="sum them", source="user"),
+        answer.to_assistant_message(),
+        FunctionExecutionResultMessage(content=[done]),
+    ]
+    for stream in (False, True):
+        ran.clear()
+        inner = Scripted(text("done"))
+        client = ChatClientBuilder(inner).use_tool_loop([tool]).build()
+        if stream:
+            items = [item async for item in client.create_stream(history)]
+            result = items[-1]
+        else:
+            result = await client.create(history)
+        assert isinstance(result, CreateResult) and result.content == "done"
+        assert sorted(ran) == [1, 7]  # c2 had a result: it never runs again
+        sent = inner.requests[0].messages
+        assert [type(m).__name__ for m in sent] == ["UserMessage", "AssistantMessage", "FunctionExecutionResultMessage"]
+        assert [r.call_id for r in results_of(inner.requests[0])] == ["c1", "c2", "c3"]  # in the order of the calls
+        assert [r.content for r in results_of(inner.requests[0])] == ["3", "10", "7"]
+
+
+async def test_an_unanswered_turn_at_the_end_runs_before_the_model_is_asked_and_hold_applies() -> None:
+    ran: list[int] = []
+
+    def count(a: int, b: int) -> int:
+        """Add and record."""
+        ran.append(a)
+        return a + b
+
+    tool = FunctionTool(count, name="add")
+    answer = calls(("c1", "add", {"a": 1, "b": 2}), ("c2", "add", {"a": 2, "b": 2}))
+    history: list[LLMMessage] = [UserMessage(content="sum", source="user"), answer.to_assistant_message()]
+    inner = Scripted()
+    client = ChatClientBuilder(inner).use_tool_loop([tool], hold=lambda inv: inv.call.id == "c2").build()
+    result = await client.create(history)
+    assert ran == [1] and inner.requests == []  # c1 ran, c2 is held: the model was not asked
+    assert result.finish_reason == "function_calls" and [fc.id for fc in result.content] == ["c2"]  # type: ignore[union-attr]
+    assert result.usage == RequestUsage()
+
+
+async def test_hold_must_be_callable() -> None:
+    with pytest.raises(ConfigurationError, match="hold must be callable"):
+        ToolLoop([ADD], hold=42)  # type: ignore[arg-type]

@@ -132,6 +132,10 @@ def parse_tool_arguments(arguments: str | Mapping[str, Any] | None, *, tool: str
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ToolArgumentsError(f"arguments for {tool!r} are not valid JSON: {exc.msg} at {exc.pos}") from None
+    except RecursionError:  # model output nested deeper than the parser's stack: refused, not raised on
+        raise ToolArgumentsError(f"arguments for {tool!r} are nested too deeply to read") from None
+    except ValueError as exc:  # an integer past the interpreter's digit limit
+        raise ToolArgumentsError(f"arguments for {tool!r} cannot be read: {str(exc)[:200]}") from None
     if isinstance(value, str):  # double-encoded by some servers
         return parse_tool_arguments(value, tool=tool)
     if value is None:

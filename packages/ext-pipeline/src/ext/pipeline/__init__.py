@@ -19,7 +19,15 @@ from ._pipeline import (
     ToolNext,
 )
 from ._pipeline_config import PipelineCheck, check_pipeline, load_pipeline, pipeline_from_config, read_config_file
-from ._tool_loop import ModelTurn, ToolCallFinished, ToolCallStarted, ToolLoop, ToolLoopEvent
+from ._tool_loop import (
+    HoldCallback,
+    ModelTurn,
+    ToolCallFinished,
+    ToolCallHeld,
+    ToolCallStarted,
+    ToolLoop,
+    ToolLoopEvent,
+)
 
 __all__ = [
     # application code: building pipelines and clients
@@ -44,6 +52,8 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolLoopEvent",
+    "ToolCallHeld",
+    "HoldCallback",
     # middleware and cache-store authors
     "CacheStore",
     "CacheTTL",

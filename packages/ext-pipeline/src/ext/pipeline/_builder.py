@@ -14,7 +14,7 @@ from ext.core import ChatCompletionClient, ConfigurationError, RetryPolicy, Tool
 from ._cache import CacheMiddleware, CacheStore
 from ._middleware import LoggingMiddleware, RetryMiddleware
 from ._pipeline import ChatMiddleware, ChatPipeline
-from ._tool_loop import EventCallback, ToolLoop
+from ._tool_loop import EventCallback, HoldCallback, ToolLoop
 
 __all__ = ["ChatClientBuilder"]
 
@@ -82,9 +82,10 @@ class ChatClientBuilder:
         *,
         max_iterations: int = 10,
         on_event: EventCallback | None = None,
+        hold: HoldCallback | None = None,
     ) -> ChatClientBuilder:
         """Append a `ToolLoop` over `tools` (plain tools and workbenches). See `ToolLoop`."""
-        return self.use(ToolLoop(tools, max_iterations=max_iterations, on_event=on_event))
+        return self.use(ToolLoop(tools, max_iterations=max_iterations, on_event=on_event, hold=hold))
 
     def build(self) -> ChatPipeline:
         """The pipeline: a `ChatCompletionClient`."""

@@ -20,7 +20,21 @@ are cancelled and `asyncio.CancelledError` is raised.
 
 Streaming (`create_stream`) yields the chunks of every turn, then one final `CreateResult`. Tool calls and
 their results are reported as they happen through `on_event` (a function or coroutine function taking a
-`ToolLoopEvent`): `ModelTurn` after each model answer, `ToolCallStarted` / `ToolCallFinished` around each call.
+`ToolLoopEvent`): `ModelTurn` after each model answer, `ToolCallStarted` / `ToolCallFinished` around each call,
+`ToolCallHeld` for a call held back. The loop awaits `on_event` before it goes on, so a caller that saves what
+it is told there (an agent keeping its session) has saved each answer before its tools run and each tool
+result before the next model call.
+
+Holding calls (`hold`, a function or coroutine function taking the `ToolInvocation`): a call for which it
+returns True is not run. The other calls of the same answer run; then the loop stops and returns the model's
+result with `content` holding only the held calls (`finish_reason` `function_calls`). A caller that approves
+them later continues the conversation as below.
+
+Continuing an interrupted turn: when the call's messages end with an assistant answer whose tool calls are not
+all answered (the last message is that `AssistantMessage`, or a `FunctionExecutionResultMessage` holding the
+results of only some of its calls), the loop first runs the unanswered calls (events carry `turn=0`; `hold`
+applies), completes the results message with the results in the order of the calls, and then asks the model.
+A call that already has a result is never run again: a turn saved step by step survives a crash this way.
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ from typing import Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from ext.core import (
+    AssistantMessage,
     CancellationToken,
     CancelScope,
     ComponentError,
@@ -85,8 +100,17 @@ class ToolCallFinished:
     result: FunctionExecutionResult
 
 
-ToolLoopEvent = Union[ModelTurn, ToolCallStarted, ToolCallFinished]
+@dataclass(frozen=True, slots=True)
+class ToolCallHeld:
+    """`hold` held `call` back: it is not run, and the loop stops after the other calls of the turn."""
+
+    turn: int
+    call: FunctionCall
+
+
+ToolLoopEvent = Union[ModelTurn, ToolCallStarted, ToolCallFinished, ToolCallHeld]
 EventCallback = Callable[[ToolLoopEvent], Union[Awaitable[None], None]]
+HoldCallback = Callable[[ToolInvocation], Union[Awaitable[bool], bool]]
 
 
 class ToolLoopConfig(BaseModel):
@@ -117,7 +141,8 @@ class ToolLoop(ToolLoopBase):
     """Runs the tools a model asks for until it answers (see the module docstring).
 
     `tools` are plain `Tool`s and `Workbench`es. A workbench is started on first use and stopped by the
-    pipeline's `close()`. `max_iterations` (default 10) caps the model turns per user call.
+    pipeline's `close()`. `max_iterations` (default 10) caps the model turns per user call. `on_event` receives
+    the loop's events, `hold` decides which calls are held back (see the module docstring).
     """
 
     component_config_schema = ToolLoopConfig
@@ -129,6 +154,7 @@ class ToolLoop(ToolLoopBase):
         *,
         max_iterations: int = 10,
         on_event: EventCallback | None = None,
+        hold: HoldCallback | None = None,
     ) -> None:
         given: object = tools
         if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
@@ -137,6 +163,8 @@ class ToolLoop(ToolLoopBase):
             raise ConfigurationError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
         if on_event is not None and not callable(on_event):
             raise ConfigurationError(f"on_event must be callable, got {type(on_event).__name__}")
+        if hold is not None and not callable(hold):
+            raise ConfigurationError(f"hold must be callable, got {type(hold).__name__}")
         plain: dict[str, Tool] = {}
         workbenches: list[Workbench] = []
         for index, item in enumerate(tools):
@@ -153,6 +181,7 @@ class ToolLoop(ToolLoopBase):
         self._workbenches = workbenches
         self._max_iterations = max_iterations
         self._on_event = on_event
+        self._hold = hold
         self._started: list[Workbench] = []
         self._start_lock: asyncio.Lock | None = None
 
@@ -212,6 +241,9 @@ class ToolLoop(ToolLoopBase):
             runnable = await self._runnable(call)
             messages: list[LLMMessage] = list(call.messages)
             results: list[CreateResult] = []
+            held = await self._resume(call, messages, runnable, run_tool)
+            if held:
+                return _held(None, held, results)
             for turn in range(1, max_iterations + 1):
                 _check(call.cancellation_token)
                 result = await next_create(_turn_call(call, messages, runnable, turn))
@@ -219,13 +251,19 @@ class ToolLoop(ToolLoopBase):
                 await emit(ModelTurn(turn, result))
                 if not _should_run(result, runnable, turn, max_iterations):
                     return _final(result, results)
-                await self._run_turn(call, result, turn, messages, runnable, run_tool)
+                held = await self._run_turn(call, result, turn, messages, runnable, run_tool)
+                if held:
+                    return _held(result, held, results)
             raise AssertionError("unreachable")  # pragma: no cover
 
         async def loop_stream(call: ChatCall) -> AsyncIterator[ChatItem]:
             runnable = await self._runnable(call)
             messages: list[LLMMessage] = list(call.messages)
             results: list[CreateResult] = []
+            held = await self._resume(call, messages, runnable, run_tool)
+            if held:
+                yield _held(None, held, results)
+                return
             for turn in range(1, max_iterations + 1):
                 _check(call.cancellation_token)
                 stream = next_stream(_turn_call(call, messages, runnable, turn))
@@ -247,7 +285,10 @@ class ToolLoop(ToolLoopBase):
                 if not _should_run(result, runnable, turn, max_iterations):
                     yield _final(result, results)
                     return
-                await self._run_turn(call, result, turn, messages, runnable, run_tool)
+                held = await self._run_turn(call, result, turn, messages, runnable, run_tool)
+                if held:
+                    yield _held(result, held, results)
+                    return
 
         return hooks.wrap_loop(loop), hooks.wrap_loop_stream(loop_stream)
 
@@ -259,9 +300,40 @@ class ToolLoop(ToolLoopBase):
         messages: list[LLMMessage],
         runnable: _Runnable,
         run_tool: ToolNext,
-    ) -> None:
+    ) -> list[FunctionCall]:
+        """Run the calls of `result`; append the assistant turn and the results. Returns the held calls."""
         calls = result.content
         assert isinstance(calls, list)
+        outcomes, held = await self._run_calls(call, calls, turn, runnable, run_tool)
+        messages.append(result.to_assistant_message())
+        if outcomes:
+            messages.append(FunctionExecutionResultMessage(content=outcomes))
+        return held
+
+    async def _resume(
+        self, call: ChatCall, messages: list[LLMMessage], runnable: _Runnable, run_tool: ToolNext
+    ) -> list[FunctionCall]:
+        """Run the unanswered calls of an interrupted turn at the end of `messages` (see the module docstring)
+        and complete its results message. Returns the held calls."""
+        unanswered = _unanswered(messages)
+        if unanswered is None:
+            return []
+        calls, done = unanswered
+        answered = {r.call_id for r in done}
+        todo = [fc for fc in calls if fc.id not in answered]
+        outcomes, held = await self._run_calls(call, todo, 0, runnable, run_tool)
+        by_id = {r.call_id: r for r in [*done, *outcomes]}
+        merged = [by_id[fc.id] for fc in calls if fc.id in by_id]
+        if done:
+            messages.pop()
+        if merged:
+            messages.append(FunctionExecutionResultMessage(content=merged))
+        return held
+
+    async def _run_calls(
+        self, call: ChatCall, calls: list[FunctionCall], turn: int, runnable: _Runnable, run_tool: ToolNext
+    ) -> tuple[list[FunctionExecutionResult], list[FunctionCall]]:
+        """Run `calls` concurrently, except those `hold` holds back: (results in call order, held calls)."""
         token = call.cancellation_token
         invocations = [
             ToolInvocation(
@@ -274,6 +346,19 @@ class ToolLoop(ToolLoopBase):
             )
             for fc in calls
         ]
+        held: list[FunctionCall] = []
+        if self._hold is not None:
+            kept = []
+            for invocation in invocations:
+                verdict = self._hold(invocation)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+                if verdict:
+                    held.append(invocation.call)
+                    await self._emit(ToolCallHeld(turn, invocation.call))
+                else:
+                    kept.append(invocation)
+            invocations = kept
 
         async def one(invocation: ToolInvocation) -> FunctionExecutionResult:
             await self._emit(ToolCallStarted(turn, invocation.call))
@@ -282,12 +367,13 @@ class ToolLoop(ToolLoopBase):
             return outcome
 
         with CancelScope(token):
-            if len(invocations) == 1:
+            if not invocations:
+                outcomes = []
+            elif len(invocations) == 1:
                 outcomes = [await one(invocations[0])]
             else:
                 outcomes = await _gather_all_or_none([one(i) for i in invocations])
-        messages.append(result.to_assistant_message())
-        messages.append(FunctionExecutionResultMessage(content=outcomes))
+        return outcomes, held
 
     async def _execute(self, invocation: ToolInvocation) -> FunctionExecutionResult:
         """The end of the `call_tool` chain: run the tool, turning every failure into an error result."""
@@ -376,6 +462,34 @@ def _should_run(result: CreateResult, runnable: _Runnable, turn: int, max_iterat
         )
         return False
     return True
+
+
+def _unanswered(messages: list[LLMMessage]) -> tuple[list[FunctionCall], list[FunctionExecutionResult]] | None:
+    """(the calls, the results already there) of an assistant turn at the end of `messages` whose calls are not
+    all answered; None when the messages do not end that way."""
+    if not messages:
+        return None
+    last = messages[-1]
+    if isinstance(last, AssistantMessage):
+        if isinstance(last.content, list) and last.content:
+            return list(last.content), []
+        return None
+    if isinstance(last, FunctionExecutionResultMessage) and len(messages) >= 2:
+        before = messages[-2]
+        if isinstance(before, AssistantMessage) and isinstance(before.content, list):
+            ids = {fc.id for fc in before.content}
+            answered = {r.call_id for r in last.content}
+            if answered < ids:
+                return list(before.content), list(last.content)
+    return None
+
+
+def _held(result: CreateResult | None, held: list[FunctionCall], results: list[CreateResult]) -> CreateResult:
+    """The loop's answer when calls are held: their calls as the content, usage summed over the turns."""
+    usage = RequestUsage.sum(r.usage for r in results)
+    if result is None:
+        return CreateResult(finish_reason="function_calls", content=held, usage=usage, cached=False)
+    return result.model_copy(update={"content": held, "finish_reason": "function_calls", "usage": usage})
 
 
 def _final(result: CreateResult, results: list[CreateResult]) -> CreateResult:
