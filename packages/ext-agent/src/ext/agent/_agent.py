@@ -8,6 +8,7 @@ loop is placed first with `ChatClientBuilder`), with `MemoryMiddleware` in front
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -249,6 +250,20 @@ class ChatAgent(Generic[OutputT]):
         return f"ChatAgent(name={self._name!r}, tools={len(self._tools)}, output_type={output}, store={self._store!r})"
 
     # --- running ---------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_spec(
+        cls,
+        source: str | os.PathLike[str] | Mapping[str, Any],
+        *,
+        environ: Mapping[str, str] | None = None,
+        store: StateStore | None = None,
+    ) -> ChatAgent[Any]:
+        """The agent an agent spec file (YAML or JSON) declares; see `check_agent_spec` for the format. Errors
+        name the file and the field; secrets come from the environment only (`environ`, default `os.environ`)."""
+        from ._spec import load_agent
+
+        return load_agent(source, environ=environ, store=store)
 
     def session(self, session_id: str) -> AgentSession[OutputT]:
         """The session `session_id` (created by its first run), in this agent's store."""
