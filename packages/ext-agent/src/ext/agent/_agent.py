@@ -331,6 +331,11 @@ class ChatAgent(Generic[OutputT]):
 
     # --- for sessions ------------------------------------------------------------------------------------
 
+    def render_instructions(self, variables: Mapping[str, Variable] | None = None) -> str | None:
+        """The instructions with their placeholders filled from the agent's variables and `variables` (as a run
+        fills them); None when the agent has none."""
+        return self._render_instructions(variables)
+
     def _render_instructions(self, variables: Mapping[str, Variable] | None) -> str | None:
         if self._instructions is None:
             return None
