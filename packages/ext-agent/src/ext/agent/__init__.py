@@ -22,6 +22,7 @@ from ._events import (
 from ._hosting import AgentReply, AgentRequest, ChatAgentHost, PendingCall
 from ._instructions import Variable
 from ._session import AgentInput, AgentSession, SessionSnapshot
+from ._spec import AgentSpecCheck, check_agent_spec, load_agent
 from ._tool import AgentTool, AgentToolArgs
 
 __all__ = [
@@ -33,6 +34,10 @@ __all__ = [
     "RunStatus",
     "SessionSnapshot",
     "Variable",
+    # application code: agent spec files
+    "AgentSpecCheck",
+    "check_agent_spec",
+    "load_agent",
     # application code: approval
     "ApprovalPredicate",
     "PendingApproval",

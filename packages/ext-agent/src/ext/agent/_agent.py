@@ -8,6 +8,7 @@ loop is placed first with `ChatClientBuilder`), with `MemoryMiddleware` in front
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -265,6 +266,20 @@ class ChatAgent(Generic[OutputT]):
 
     # --- running ---------------------------------------------------------------------------------------
 
+    @classmethod
+    def from_spec(
+        cls,
+        source: str | os.PathLike[str] | Mapping[str, Any],
+        *,
+        environ: Mapping[str, str] | None = None,
+        store: StateStore | None = None,
+    ) -> ChatAgent[Any]:
+        """The agent an agent spec file (YAML or JSON) declares; see `check_agent_spec` for the format. Errors
+        name the file and the field; secrets come from the environment only (`environ`, default `os.environ`)."""
+        from ._spec import load_agent
+
+        return load_agent(source, environ=environ, store=store)
+
     def session(self, session_id: str) -> AgentSession[OutputT]:
         """The session `session_id` (created by its first run), in this agent's store."""
         if not isinstance(session_id, str) or not session_id or not session_id.isprintable():
@@ -326,6 +341,11 @@ class ChatAgent(Generic[OutputT]):
         await self.close()
 
     # --- for sessions ------------------------------------------------------------------------------------
+
+    def render_instructions(self, variables: Mapping[str, Variable] | None = None) -> str | None:
+        """The instructions with their placeholders filled from the agent's variables and `variables` (as a run
+        fills them); None when the agent has none."""
+        return self._render_instructions(variables)
 
     def _render_instructions(self, variables: Mapping[str, Variable] | None) -> str | None:
         if self._instructions is None:

@@ -36,6 +36,13 @@ _PIPE_WIDTH = 160
     metavar="PROVIDER:MODEL|FILE",
     help="A configuration: PROVIDER:MODEL or a pipeline file; twice to compare two (default: the embedded model).",
 )
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="FILE",
+    help="A configuration from an agent spec file: its model pipeline, with its instructions (repeatable).",
+)
 @click.option("--json", "json_path", metavar="FILE", help="Also write the full report (every case) as JSON.")
 @click.option(
     "--html",
@@ -58,6 +65,7 @@ def eval_command(
     ctx: click.Context,
     dataset: str,
     models: Sequence[str],
+    agents: Sequence[str],
     json_path: str | None,
     html_path: str | None,
     limit: int | None,
@@ -73,6 +81,7 @@ def eval_command(
             dataset,
             models,
             state.out,
+            agents=agents,
             categories=categories,
             limit=limit,
             concurrency=concurrency,
@@ -96,6 +105,7 @@ async def run_eval_command(
     models: Sequence[str],
     out: Output,
     *,
+    agents: Sequence[str] = (),
     categories: Sequence[str] = (),
     limit: int | None = None,
     concurrency: int = 4,
@@ -116,9 +126,14 @@ async def run_eval_command(
         raise CliError(str(exc)) from None
     targets: list[EvalTarget] = []
     try:
-        specs: Sequence[str | None] = models or [None]
+        specs: Sequence[str | None] = models or ([] if agents else [None])
         for spec in specs:
             targets.append(_target(spec))
+        if agents:
+            from ._agent_cli import agent_eval_target
+
+            for path in agents:
+                targets.append(agent_eval_target(path))
     except BaseException:
         for built in targets:  # run_eval closes them once it runs; not reached here
             await built.client.close()

@@ -60,6 +60,10 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 )
 @click.option("--collection", default="memory", show_default=True, help="The memory's collection (with --memory).")
 @click.option("--embedder", metavar="PROVIDER:MODEL", help="The memory's embedder (default: the embedded model).")
+@click.option(
+    "--agent", "agent_spec", metavar="FILE", help="Chat with the agent an agent spec file declares (ext-agent)."
+)
+@click.option("--session", "session_id", metavar="ID", help="The agent's session (with --agent; default: a new one).")
 @click.pass_context
 def chat(
     ctx: click.Context,
@@ -78,6 +82,8 @@ def chat(
     memory_db: str | None,
     collection: str,
     embedder: str | None,
+    agent_spec: str | None,
+    session_id: str | None,
 ) -> None:
     """Ask QUESTION and stream the answer; with no QUESTION, chat interactively."""
     from ._chat import ChatSettings, parse_options, run_chat
@@ -89,6 +95,30 @@ def chat(
     state: State = ctx.obj
 
     async def go() -> int:
+        if agent_spec is not None:
+            from ._agent_cli import run_agent_chat
+
+            given = [
+                flag
+                for flag, value in _hand_built_flags(
+                    model,
+                    endpoint,
+                    system,
+                    options,
+                    json_mode,
+                    schema,
+                    mcp_servers,
+                    http_tools,
+                    function_tools,
+                    memory_db,
+                )
+                if value
+            ]
+            if given:
+                raise CliError(f"{given[0]} goes without --agent", hint="the agent spec file declares the agent")
+            return await run_agent_chat(agent_spec, question, state.out, session_id=session_id)
+        if session_id is not None:
+            raise CliError("--session names a session of --agent", hint="add --agent FILE")
         if json_mode and schema:
             raise CliError("--json and --schema go separately", hint="--schema already asks for JSON")
         if memory_db is None and (embedder is not None or collection != "memory"):
@@ -113,6 +143,12 @@ def chat(
         return await run_chat(settings, question, state.out)
 
     ctx.exit(run_command(ctx, go))
+
+
+def _hand_built_flags(*values: object) -> list[tuple[str, object]]:
+    """The flags that build a chat by hand, paired with their values (refused beside --agent)."""
+    flags = ("-m", "--endpoint", "-s", "-o", "--json", "--schema", "--mcp", "--http-tool", "--tool", "--memory")
+    return list(zip(flags, values, strict=True))
 
 
 # --- models -----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ configuration (`build_client`)."""
 
 from .__about__ import __version__
 from ._builder import ChatClientBuilder
-from ._building import build_client, provider_class
+from ._building import build_client, check_secrets, provider_class
 from ._cache import DEFAULT_CACHE_TTL, CacheMiddleware, CacheStore, CacheTTL, InMemoryCacheStore, check_ttl
 from ._middleware import LoggingMiddleware, RetryMiddleware
 from ._middleware_kinds import ENTRY_POINT_GROUP, MiddlewareKind, middleware_kinds
@@ -36,6 +36,7 @@ __all__ = [
     "PipelineCheck",
     "build_client",
     "check_pipeline",
+    "check_secrets",
     "load_pipeline",
     "pipeline_from_config",
     "provider_class",
