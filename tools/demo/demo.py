@@ -8,10 +8,10 @@ GGUF) run in this process by llama.cpp, at temperature 0. No network and no key.
 - The `clock` agent has the tools of an MCP server over stdio (`tools/demo/demo_mcp_server.py`, the mcp SDK's
   server), reached through ext's McpWorkbench.
 
-Each agent is a `RoutedAgent` whose model client is wrapped in ext-core's chat pipeline with the tool loop:
-the model asks for the tool (the first turn must call one: a 135M model answers from memory otherwise), the
-loop runs it and sends the result back, and the model writes the answer. Every tool call and result is shown as
-it happens, then the answer and the usage summed over the loop.
+Each agent is a `ChatAgent` (ext-agent) hosted on the runtime, one session per `AgentId` key: the model asks for
+the tool (each turn's first model call must call one: a 135M model answers from memory otherwise), the agent's
+tool loop runs it and sends the result back, and the model writes the answer. Every tool call and result is shown
+as it happens, then the answer and the usage summed over the turn.
 
 By default the agents live on the in-process runtime (ext-runtime-local). With `--grpc`, the demo starts a
 gateway process (`python -m ext.runtime.grpc gateway`), hosts the agents on a worker runtime connected to it,
@@ -38,22 +38,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from pydantic import BaseModel
-
-from ext.core import (
-    AgentId,
-    AgentRuntime,
-    ChatCompletionClient,
-    MessageContext,
-    RoutedAgent,
-    SystemMessage,
-    Tool,
-    UserMessage,
-    Workbench,
-    message_handler,
-)
+from ext.agent import AgentEvent, AgentReply, AgentRequest, ChatAgent, ToolFinished, ToolStarted
+from ext.core import AgentId, AgentRuntime, ChatCompletionClient, Tool, Workbench
 from ext.models.llama_cpp import LlamaCppChatCompletionClient, default_model_path
-from ext.pipeline import ChatClientBuilder, ToolCallFinished, ToolCallStarted, ToolLoopEvent
 from ext.runtime.local import LocalAgentRuntime
 from ext.tools.http import HttpTool
 from ext.tools.mcp import McpWorkbench, StdioServerParams
@@ -64,47 +51,16 @@ QUESTIONS = [("weather", "What is the weather in Tokyo?"), ("clock", "What time 
 SYSTEM = "You are a helpful assistant. Use the tools to answer."
 
 
-class Question(BaseModel):
-    text: str
-
-
-class Answer(BaseModel):
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-
-
 def show(line: str) -> None:
     print(line, flush=True)
 
 
-def show_event(event: ToolLoopEvent) -> None:
-    if isinstance(event, ToolCallStarted):
+def show_event(event: AgentEvent[Any]) -> None:
+    if isinstance(event, ToolStarted):
         show(f"tool call > {event.call.name}({event.call.arguments})")
-    elif isinstance(event, ToolCallFinished):
+    elif isinstance(event, ToolFinished):
         mark = "tool error" if event.result.is_error else "tool     "
         show(f"{mark} > {event.result.content}")
-
-
-class Assistant(RoutedAgent):
-    """Answers a `Question` with its model and tools, through the tool loop."""
-
-    def __init__(self, id: AgentId, runtime: AgentRuntime, model: ChatCompletionClient) -> None:
-        super().__init__(id, runtime)
-        self._model = model
-
-    @message_handler
-    async def on_question(self, message: Question, ctx: MessageContext) -> Answer:
-        result = await self._model.create(
-            [SystemMessage(content=SYSTEM), UserMessage(content=message.text, source="user")],
-            tool_choice="required",  # the first turn only: later turns may answer
-        )
-        text = result.content if isinstance(result.content, str) else "(no answer: the model still asked for tools)"
-        return Answer(
-            text=text.strip(),
-            prompt_tokens=result.usage.prompt_tokens,
-            completion_tokens=result.usage.completion_tokens,
-        )
 
 
 # --- the small HTTP service behind the HttpTool -------------------------------------------------------
@@ -160,24 +116,21 @@ async def host_agents(
     runtime: AgentRuntime, client: ChatCompletionClient, tools: dict[str, list[Tool | Workbench]]
 ) -> None:
     for agent_type, agent_tools in tools.items():
-        pipeline = ChatClientBuilder(client).use_tool_loop(agent_tools, max_iterations=3, on_event=show_event).build()
+        agent = ChatAgent(
+            client, name=agent_type, instructions=SYSTEM, tools=agent_tools, tool_choice="required",
+            max_iterations=3, on_event=show_event,
+        )  # fmt: skip
+        await agent.register(runtime)
 
-        def factory(id: AgentId, rt: AgentRuntime, model: ChatCompletionClient = pipeline) -> Assistant:
-            return Assistant(id, rt, model)
 
-        await runtime.register_agent_factory(agent_type, factory)
-
-
-async def ask_all(ask: Callable[[str, Question], Awaitable[Any]]) -> None:
+async def ask_all(ask: Callable[[str, AgentRequest], Awaitable[Any]]) -> None:
     for agent_type, question in QUESTIONS:
         show("")
         show(f"[{agent_type} agent]")
         show(f"user      > {question}")
-        answer = await ask(agent_type, Question(text=question))
-        if not isinstance(answer, Answer):
-            answer = Answer.model_validate(answer)
-        show(f"assistant > {answer.text}")
-        show(f"usage     > {answer.prompt_tokens} prompt + {answer.completion_tokens} completion tokens")
+        reply = AgentReply.model_validate(await ask(agent_type, AgentRequest(input=question)))
+        show(f"assistant > {reply.text.strip()}")
+        show(f"usage     > {reply.prompt_tokens} prompt + {reply.completion_tokens} completion tokens")
 
 
 @asynccontextmanager
@@ -226,8 +179,8 @@ async def main(use_grpc: bool) -> None:
         sender = GrpcAgentRuntime(address, token_env=None)
         for runtime_ in (worker, sender):
             await stack.enter_async_context(runtime_)
-            runtime_.register_message_type(Question)
-            runtime_.register_message_type(Answer)
+            runtime_.register_message_type(AgentRequest)
+            runtime_.register_message_type(AgentReply)
         await host_agents(worker, client, tools)
         show(f"gateway   > {address}; worker {worker.worker_id} hosts the agents")
         await ask_all(lambda agent, q: sender.send_and_await_response(q, AgentId(agent, "demo"), timeout=300))

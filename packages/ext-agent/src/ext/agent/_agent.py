@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel
@@ -28,6 +28,7 @@ from ext.core import (
     StateStore,
     SystemMessage,
     Tool,
+    ToolChoice,
     Workbench,
     check_tool_name,
 )
@@ -94,6 +95,8 @@ class ChatAgent(Generic[OutputT]):
         output_retries: int = 1,
         context_window: int | None = None,
         reserve_tokens: int | None = None,
+        tool_choice: ToolChoice = "auto",
+        on_event: Callable[[AgentEvent[Any]], None] | None = None,
     ) -> None: ...
 
     @overload
@@ -115,6 +118,8 @@ class ChatAgent(Generic[OutputT]):
         output_retries: int = 1,
         context_window: int | None = None,
         reserve_tokens: int | None = None,
+        tool_choice: ToolChoice = "auto",
+        on_event: Callable[[AgentEvent[Any]], None] | None = None,
     ) -> None: ...
 
     def __init__(
@@ -135,6 +140,8 @@ class ChatAgent(Generic[OutputT]):
         output_retries: int = 1,
         context_window: int | None = None,
         reserve_tokens: int | None = None,
+        tool_choice: ToolChoice = "auto",
+        on_event: Callable[[AgentEvent[Any]], None] | None = None,
     ) -> None:
         if not isinstance(client, ChatCompletionClient):
             raise ConfigurationError(
@@ -197,6 +204,14 @@ class ChatAgent(Generic[OutputT]):
         self._output_retries = output_retries
         self._context_window = context_window
         self._reserve_tokens = reserve_tokens
+        if not (isinstance(tool_choice, str) and tool_choice) and not isinstance(tool_choice, Tool):
+            # A tool's name is checked by the tool loop when the call is made (a workbench's tools are listed then).
+            raise ConfigurationError(
+                f"tool_choice must be auto, required, none or the name of one of the agent's tools, got {tool_choice!r}"
+            )
+        if on_event is not None and not callable(on_event):
+            raise ConfigurationError(f"on_event must be a callable taking an event, got {type(on_event).__name__}")
+        self._tool_choice = tool_choice
         self._parts = AgentParts(
             name=name,
             session_type=self.session_type,
@@ -209,6 +224,8 @@ class ChatAgent(Generic[OutputT]):
             approval=self._approval,
             render_instructions=self._render_instructions,
             trim=self._trim,
+            tool_choice=tool_choice,
+            on_event=on_event,
         )
 
     # --- what it is ------------------------------------------------------------------------------------
@@ -242,6 +259,11 @@ class ChatAgent(Generic[OutputT]):
     def pipeline(self) -> ChatPipeline:
         """The pipeline the agent calls (its tool loop outermost)."""
         return self._pipeline
+
+    @property
+    def tool_choice(self) -> ToolChoice:
+        """The tool choice of each turn's first model call (later calls of the turn are `auto`)."""
+        return self._tool_choice
 
     @property
     def options(self) -> ChatOptions | None:

@@ -59,7 +59,8 @@ class PendingCall(BaseModel):
 
 class AgentReply(BaseModel):
     """A hosted agent's answer: `status`, `text`, `output` (the JSON of a typed answer, else the text), the held
-    calls, and the session (the `AgentId` key) with its record version."""
+    calls, the session (the `AgentId` key) with its record version, and the run's tokens (and cost, when the
+    pipeline prices calls)."""
 
     status: str
     text: str
@@ -67,6 +68,9 @@ class AgentReply(BaseModel):
     pending: list[PendingCall] = Field(default_factory=list)
     session_id: str
     version: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
 
 
 def reply_of(result: RunResult[Any]) -> AgentReply:
@@ -81,6 +85,9 @@ def reply_of(result: RunResult[Any]) -> AgentReply:
         pending=[PendingCall(call_id=p.call_id, name=p.name, arguments=p.arguments) for p in result.pending],
         session_id=result.session_id,
         version=result.version,
+        prompt_tokens=result.usage.prompt_tokens,
+        completion_tokens=result.usage.completion_tokens,
+        cost=result.cost,
     )
 
 

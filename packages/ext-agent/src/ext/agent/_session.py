@@ -264,6 +264,7 @@ class AgentSession(Generic[OutputT]):
             record.turn.held = []
         version = await self._put(record, version)
         run = Run(self._parts, self._put, record, version, emit)
+        run.opens_turn = new is not None
         reset = current_run.set(run)
         try:
             return await self._turn(run, token, stream)
@@ -352,6 +353,9 @@ class AgentSession(Generic[OutputT]):
         messages: list[LLMMessage] = [SystemMessage(content=instructions)] if instructions else []
         messages.extend(record.messages)
         kwargs: dict[str, Any] = {"json_output": agent.output_model, "options": agent.options}
+        if run.opens_turn:
+            run.opens_turn = False
+            kwargs["tool_choice"] = agent.tool_choice
         if not stream:
             return await agent.pipeline.create(messages, token, **kwargs)
         result: CreateResult | None = None

@@ -22,6 +22,7 @@
       properties: {city: {type: string}, celsius: {type: number}}
       required: [city, celsius]
     require_approval: [delete_file]     # tools whose calls wait for a person's approval
+    tool_choice: required               # each turn's first model call (auto, required, none or a tool's name)
     limits: {max_iterations: 10, output_retries: 1, context_window: 8192, reserve_tokens: 1024}
     options: {temperature: 0}           # ChatOptions for every model call
     store: {provider: ext.redis.RedisStateStore, config: {url: "redis://127.0.0.1:6379/0"}}   # sessions
@@ -73,7 +74,7 @@ __all__ = ["AgentSpecCheck", "check_agent_spec", "load_agent"]
 
 _KEYS = (
     "name", "description", "instructions", "variables", "model", "tools", "memory", "output", "require_approval",
-    "limits", "options", "store",
+    "limits", "options", "store", "tool_choice",
 )  # fmt: skip
 _LIMITS = ("max_iterations", "output_retries", "context_window", "reserve_tokens")
 _TOOL_KINDS = ("mcp", "http", "python")
@@ -166,6 +167,7 @@ def load_agent(
             require_approval=_approval(spec) or None,
             options=_options(spec),
             store=store,
+            tool_choice=spec.get("tool_choice") or "auto",
             **limits,
         )
     except (ConfigurationError, ComponentError) as exc:
@@ -191,7 +193,7 @@ def _check_top(spec: Mapping[str, Any]) -> None:
     for key in ("name", "model"):
         if key not in spec:
             raise ConfigurationError(f"{key}: required")
-    for key in ("name", "description", "instructions"):
+    for key in ("name", "description", "instructions", "tool_choice"):
         if key in spec and spec[key] is not None and not isinstance(spec[key], str):
             raise ConfigurationError(f"{key}: expected text, got {type(spec[key]).__name__}")
     variables = spec.get("variables")

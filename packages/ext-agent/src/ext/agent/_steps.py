@@ -26,6 +26,7 @@ from ext.core import (
     LLMMessage,
     RequestUsage,
     StateStore,
+    ToolChoice,
 )
 from ext.pipeline import (
     ChatPipeline,
@@ -77,6 +78,8 @@ class AgentParts:
     approval: ApprovalPolicy
     render_instructions: Callable[[Mapping[str, Variable] | None], str | None]
     trim: Callable[[SessionRecord], None]
+    tool_choice: ToolChoice = "auto"
+    on_event: Callable[[AgentEvent[Any]], None] | None = None
 
 
 class Run:
@@ -92,6 +95,8 @@ class Run:
         self.usages: list[RequestUsage] = []
         self.costs: list[float | None] = []
         self.held: list[FunctionCall] = []
+        # The next model call opens the turn (not a resume, not an output retry): it gets the agent's tool_choice.
+        self.opens_turn = False
 
     @property
     def turn(self) -> TurnRecord:
@@ -106,6 +111,8 @@ class Run:
         self.version = await self.put(self.record, self.version)
 
     def send(self, event: AgentEvent[Any]) -> None:
+        if self.parts.on_event is not None:
+            self.parts.on_event(event)
         if self.emit is not None:
             self.emit(event)
 
