@@ -206,10 +206,13 @@ class Handlers:
 class Connection:
     """A started (or starting) session with one server."""
 
-    def __init__(self, params: ServerParams, label: str, handlers: Handlers) -> None:
+    def __init__(self, params: ServerParams, label: str, handlers: Handlers, auth: Any = None) -> None:
         self.params = params
         self.label = label
         self._handlers = handlers
+        # The HTTP transports' auth (the params' own, or the workbench's OAuthFlow); an OAuthFlow keeps its last
+        # failure in `failure`, which the transport reports to the session only as a closed connection.
+        self._auth = auth if auth is not None else getattr(params, "auth", None)
         self.session: ClientSession | None = None
         # True from the end of the handshake until the connection ends or `close()` starts: a plain
         # attribute, so the per-call check costs one attribute read.
@@ -377,7 +380,7 @@ class Connection:
         if isinstance(params, StdioServerParams):
             return self._stdio(params)
         headers = params.http_headers()
-        auth = params.auth
+        auth = self._auth
         timeout = httpx2.Timeout(params.timeout, read=params.sse_read_timeout)
         if isinstance(params, SseServerParams):
 
@@ -448,12 +451,19 @@ class Connection:
         tail = self._stderr.tail(wait)
         return f"; stderr: {tail}" if tail else ""
 
+    def _auth_failure(self) -> McpError | None:
+        failure = getattr(self._auth, "failure", None)
+        return failure if isinstance(failure, McpError) else None
+
     def _describe(self, exc: BaseException) -> McpError:
         """A start-up or transport failure as an error naming the server and the cause."""
         leaf = _leaf(exc)
         label = self.label
         if isinstance(leaf, McpError):
             return leaf
+        auth_failure = self._auth_failure()
+        if auth_failure is not None:
+            return auth_failure
         if isinstance(leaf, (asyncio.CancelledError, anyio.get_cancelled_exc_class())):
             return McpConnectionError(label, f"MCP server {label!r}: start-up was cancelled")
         if isinstance(self.params, StdioServerParams) and isinstance(leaf, OSError) and self.session is None:
@@ -491,6 +501,9 @@ class Connection:
     def map_error(self, exc: MCPError, what: str) -> McpError:
         """An SDK error as ours, naming the server and the operation."""
         label = self.label
+        auth_failure = self._auth_failure()
+        if auth_failure is not None and exc.code in (mt.CONNECTION_CLOSED, mt.INTERNAL_ERROR):
+            return auth_failure
         if exc.code == mt.CONNECTION_CLOSED:
             cause = self.failure or "the connection was closed"
             if self.closing and self.failure is None:

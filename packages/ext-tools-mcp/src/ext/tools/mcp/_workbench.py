@@ -30,6 +30,8 @@ from ext.core import (
 
 from ._connection import Connection, Handlers, all_pages
 from ._errors import McpTimeoutError
+from ._oauth import OAuthFlow
+from ._oauth_settings import OAuthSettings
 from ._mapping import (
     PromptResult,
     SamplingMappingError,
@@ -56,6 +58,7 @@ ElicitationCallback = Callable[[mt.ElicitRequestParams], Awaitable[mt.ElicitResu
 Roots = Union[Sequence[Union[mt.Root, str]], Callable[[], Awaitable[Sequence[Union[mt.Root, str]]]]]
 """The roots offered to the server: `file://` URIs (or `mcp.types.Root`), or an async function giving them."""
 
+_HTTP = (SseServerParams, StreamableHttpServerParams)
 _PARAMS: TypeAdapter[ServerParams] = TypeAdapter(Annotated[ServerParams, Field(discriminator="type")])
 
 # The explicit per-call timeout of the call in progress, so the SDK's own read timeout is set past it
@@ -118,6 +121,11 @@ class McpWorkbench(Workbench):
         self._elicitation_callback = elicitation_callback
         self._roots = roots
         self._label = self._params.describe()
+        oauth = getattr(self._params, "oauth", None)
+        # One OAuth flow per workbench, kept across reconnects (its tokens and discovered metadata with it).
+        self._auth: OAuthFlow | None = (
+            OAuthFlow(oauth, self._params.url, self._label) if isinstance(self._params, _HTTP) and oauth else None
+        )
         self._read_timeout = self._params.request_timeout  # the params are frozen
         self._plain_names = not self._overrides  # no overrides: a presented name is the tool's own
         self._conn: Connection | None = None
@@ -191,7 +199,7 @@ class McpWorkbench(Workbench):
                 logger.info("MCP server %r: reconnecting (%s)", self._label, conn.failure or "connection ended")
                 await conn.close()
                 self._conn = None
-            conn = Connection(self._params, self._label, self._handlers())
+            conn = Connection(self._params, self._label, self._handlers(), self._auth)
             await conn.open()
             self._conn = conn
             return conn
@@ -415,7 +423,17 @@ class McpWorkbench(Workbench):
             settings["elicitation_callback"] = "a callable"
         if callable(self._roots):
             settings["roots"] = "a callable (a config holds a list of file:// URIs)"
-        if getattr(self._params, "auth", None) is not None:
+        auth = getattr(self._params, "auth", None)
+        if isinstance(auth, OAuthSettings):
+            if auth.client_secret is not None:
+                settings["server_params.auth.client_secret"] = (
+                    "a secret a dump leaves out; name an environment variable in client_secret_env instead"
+                )
+            if auth.token_store is not None:
+                settings["server_params.auth.token_store"] = (
+                    "an object; a config names the default file store's token_dir instead"
+                )
+        elif auth is not None:
             settings["server_params.auth"] = "an httpx2.Auth object"
         env = getattr(self._params, "env", None)
         if env:

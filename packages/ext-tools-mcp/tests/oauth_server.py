@@ -1,0 +1,201 @@
+"""An OAuth-protected MCP server built on the mcp SDK's own server-side auth, for the OAuth tests.
+
+`MCPServer(auth_server_provider=..., auth=AuthSettings(...))` serves both roles on one origin: the authorization
+server (metadata, dynamic registration, /authorize, /token, /revoke from `mcp.server.auth.routes`) and the resource
+server (bearer-token middleware, protected-resource metadata, `WWW-Authenticate` challenges). The provider below
+keeps its state in memory and approves every authorization at once (the person's consent is the test driving the
+authorize URL): `/authorize` answers with a redirect to the client's redirect URI carrying the code.
+
+Run: ``python oauth_server.py http|sse [--port N] [--access-ttl S]``; prints ``PORT <n>`` once listening.
+Test controls (no auth): ``POST /test/expire`` expires every access token server-side, ``POST /test/revoke``
+revokes every access and refresh token, ``POST /test/forget-clients`` drops every registration, ``GET /test/stats``
+counts registrations and token requests by grant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import socket
+import time
+import warnings
+from collections import Counter
+from typing import Any
+
+from mcp.server.auth.provider import (
+    AccessToken,
+    AuthorizationCode,
+    AuthorizationParams,
+    RefreshToken,
+    TokenError,
+    construct_redirect_uri,
+)
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.exceptions import MCPDeprecationWarning
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+warnings.simplefilter("ignore", MCPDeprecationWarning)
+
+
+class MemoryProvider:
+    """An in-memory authorization server that approves every request."""
+
+    def __init__(self, access_ttl: int) -> None:
+        self.access_ttl = access_ttl
+        self.clients: dict[str, OAuthClientInformationFull] = {}
+        self.codes: dict[str, AuthorizationCode] = {}
+        self.access: dict[str, AccessToken] = {}
+        self.refresh: dict[str, RefreshToken] = {}
+        self.stats: Counter[str] = Counter()
+
+    async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
+        return self.clients.get(client_id)
+
+    async def register_client(self, client_info: OAuthClientInformationFull) -> None:
+        self.stats["register"] += 1
+        self.clients[client_info.client_id] = client_info
+
+    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+        self.stats["authorize"] += 1
+        code = secrets.token_urlsafe(32)
+        self.codes[code] = AuthorizationCode(
+            code=code,
+            scopes=params.scopes or ["mcp"],
+            expires_at=time.time() + 300,
+            client_id=client.client_id,
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
+        )
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
+        return self.codes.get(authorization_code)
+
+    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+        access = "at-" + secrets.token_urlsafe(24)
+        refresh = "rt-" + secrets.token_urlsafe(24)
+        self.access[access] = AccessToken(
+            token=access,
+            client_id=client_id,
+            scopes=scopes,
+            expires_at=int(time.time()) + self.access_ttl,
+            resource=resource,
+        )
+        self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
+        return OAuthToken(
+            access_token=access, expires_in=self.access_ttl, refresh_token=refresh, scope=" ".join(scopes)
+        )
+
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
+        self.stats["authorization_code"] += 1
+        self.codes.pop(authorization_code.code, None)
+        return self._issue(client.client_id, authorization_code.scopes, authorization_code.resource)
+
+    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+        token = self.refresh.get(refresh_token)
+        return token if token is not None and token.client_id == client.client_id else None
+
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
+        self.stats["refresh_token"] += 1
+        if self.refresh.pop(refresh_token.token, None) is None:  # rotation: each refresh token works once
+            raise TokenError(error="invalid_grant", error_description="refresh token already used")
+        return self._issue(client.client_id, scopes or refresh_token.scopes, refresh_token.resource)
+
+    async def load_access_token(self, token: str) -> AccessToken | None:
+        found = self.access.get(token)
+        if found is None or (found.expires_at is not None and found.expires_at < time.time()):
+            return None
+        return found
+
+    async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
+        self.access.pop(token.token, None)
+        self.refresh.pop(token.token, None)
+
+
+def build(port: int, access_ttl: int) -> tuple[MCPServer, MemoryProvider]:
+    base = f"http://127.0.0.1:{port}"
+    provider = MemoryProvider(access_ttl)
+    server = MCPServer(
+        "oauth-test",
+        auth_server_provider=provider,
+        auth=AuthSettings(
+            issuer_url=base,
+            resource_server_url=f"{base}/mcp",
+            client_registration_options=ClientRegistrationOptions(
+                enabled=True, valid_scopes=["mcp", "extra"], default_scopes=["mcp"]
+            ),
+            revocation_options=RevocationOptions(enabled=True),
+            required_scopes=["mcp"],
+            validate_token_resource=False,
+        ),
+        log_level="WARNING",
+    )
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Repeat the text."""
+        return text
+
+    @server.custom_route("/test/expire", methods=["POST"])
+    async def expire(request: Request) -> Response:
+        for token in provider.access.values():
+            token.expires_at = int(time.time()) - 10
+        return JSONResponse({"expired": len(provider.access)})
+
+    @server.custom_route("/test/revoke", methods=["POST"])
+    async def revoke(request: Request) -> Response:
+        count = len(provider.access) + len(provider.refresh)
+        provider.access.clear()
+        provider.refresh.clear()
+        return JSONResponse({"revoked": count})
+
+    @server.custom_route("/test/forget-clients", methods=["POST"])
+    async def forget_clients(request: Request) -> Response:
+        provider.clients.clear()
+        return JSONResponse({"ok": True})
+
+    @server.custom_route("/test/stats", methods=["GET"])
+    async def stats(request: Request) -> Response:
+        return JSONResponse(dict(provider.stats))
+
+    return server, provider
+
+
+async def serve(kind: str, port: int, access_ttl: int) -> None:
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    bound = sock.getsockname()[1]
+    server, _ = build(bound, access_ttl)
+    app: Any = server.sse_app() if kind == "sse" else server.streamable_http_app()
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    sock.listen(128)
+    print(f"PORT {bound}", flush=True)
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("transport", choices=["sse", "http"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--access-ttl", type=int, default=3600)
+    args = parser.parse_args()
+    asyncio.run(serve(args.transport, args.port, args.access_ttl))
+
+
+if __name__ == "__main__":
+    main()
