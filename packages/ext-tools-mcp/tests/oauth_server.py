@@ -22,6 +22,7 @@ import time
 import warnings
 from collections import Counter
 from typing import Any
+from urllib.parse import parse_qs
 
 from mcp.server.auth.provider import (
     AccessToken,
@@ -51,6 +52,9 @@ class MemoryProvider:
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
         self.stats: Counter[str] = Counter()
+        self.used_codes: list[str] = []
+        self.verifiers: list[str] = []  # PKCE challenges, and the verifiers and secrets seen at /token
+        self.all_tokens: list[str] = []
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -62,6 +66,8 @@ class MemoryProvider:
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         self.stats["authorize"] += 1
         code = secrets.token_urlsafe(32)
+        self.used_codes.append(code)
+        self.verifiers.append(params.code_challenge)
         self.codes[code] = AuthorizationCode(
             code=code,
             scopes=params.scopes or ["mcp"],
@@ -82,6 +88,7 @@ class MemoryProvider:
     def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
         access = "at-" + secrets.token_urlsafe(24)
         refresh = "rt-" + secrets.token_urlsafe(24)
+        self.all_tokens += [access, refresh]
         self.access[access] = AccessToken(
             token=access,
             client_id=client_id,
@@ -124,15 +131,16 @@ class MemoryProvider:
         self.refresh.pop(token.token, None)
 
 
-def build(port: int, access_ttl: int) -> tuple[MCPServer, MemoryProvider]:
+def build(port: int, access_ttl: int, kind: str = "http") -> tuple[MCPServer, MemoryProvider]:
     base = f"http://127.0.0.1:{port}"
+    endpoint = "/sse" if kind == "sse" else "/mcp"
     provider = MemoryProvider(access_ttl)
     server = MCPServer(
         "oauth-test",
         auth_server_provider=provider,
         auth=AuthSettings(
             issuer_url=base,
-            resource_server_url=f"{base}/mcp",
+            resource_server_url=f"{base}{endpoint}",
             client_registration_options=ClientRegistrationOptions(
                 enabled=True, valid_scopes=["mcp", "extra"], default_scopes=["mcp"]
             ),
@@ -166,11 +174,45 @@ def build(port: int, access_ttl: int) -> tuple[MCPServer, MemoryProvider]:
         provider.clients.clear()
         return JSONResponse({"ok": True})
 
+    @server.custom_route("/test/secrets", methods=["GET"])
+    async def issued(request: Request) -> Response:
+        """Every secret value this server issued or received (for tests that check none leaks)."""
+        values = [*provider.all_tokens, *provider.used_codes, *provider.verifiers]
+        values += [c.client_secret for c in provider.clients.values() if c.client_secret]
+        return JSONResponse(values)
+
     @server.custom_route("/test/stats", methods=["GET"])
     async def stats(request: Request) -> Response:
         return JSONResponse(dict(provider.stats))
 
     return server, provider
+
+
+def record_token_requests(app: Any, provider: MemoryProvider) -> Any:
+    """Keep the secrets of each /token request (PKCE verifier, client secret, assertion) for `/test/secrets`."""
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/token" or scope["method"] != "POST":
+            await app(scope, receive, send)
+            return
+        body = b""
+        messages = []
+        while True:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        for name, values in parse_qs(body.decode("latin-1")).items():
+            if name in ("code_verifier", "client_secret", "client_assertion"):
+                provider.verifiers.extend(values)
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        await app(scope, replay, send)
+
+    return wrapped
 
 
 async def serve(kind: str, port: int, access_ttl: int) -> None:
@@ -180,8 +222,9 @@ async def serve(kind: str, port: int, access_ttl: int) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     bound = sock.getsockname()[1]
-    server, _ = build(bound, access_ttl)
+    server, provider = build(bound, access_ttl, kind)
     app: Any = server.sse_app() if kind == "sse" else server.streamable_http_app()
+    app = record_token_requests(app, provider)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     sock.listen(128)
     print(f"PORT {bound}", flush=True)

@@ -252,6 +252,9 @@ class Connection:
         """Start the owner task and wait for the handshake (bounded by the request timeout)."""
         loop = self.loop = asyncio.get_running_loop()
         ready = self._ready = loop.create_future()
+        listeners = getattr(self._auth, "failure_listeners", None)
+        if isinstance(listeners, list):
+            listeners.append(self._on_auth_failure)
         self._wake = loop.create_future()
         self._task = loop.create_task(self._own(), name=f"mcp-session {self.label}")
         timeout = self.params.startup_timeout
@@ -360,11 +363,25 @@ class Connection:
             if not self._stop.is_set() and self.session is not None:
                 logger.warning("MCP session %r ended: %s", self.label, error)
         finally:
+            listeners = getattr(self._auth, "failure_listeners", None)
+            if isinstance(listeners, list) and self._on_auth_failure in listeners:
+                listeners.remove(self._on_auth_failure)
             self._mark_ended()
             if self._stderr is not None:
                 self._stderr.close_writer()
             if self._ready is not None and not self._ready.done():
                 self._ready.set_exception(McpConnectionError(self.label, f"MCP server {self.label!r} was stopped"))
+
+    def _on_auth_failure(self, error: McpError) -> None:
+        """The OAuth flow failed: end the connection now, so that waiting requests fail with this error."""
+        if self.closing:
+            return
+        if self.failure is None:
+            self.failure = str(error)
+        ready = self._ready
+        if ready is not None and not ready.done():
+            ready.set_exception(error)
+        self._mark_ended()
 
     def _started(self) -> None:
         # The recorded HTTP status only explains a failed start-up (`_describe`); once the session is up,

@@ -98,6 +98,9 @@ class OAuthFlow(httpx2.Auth):
         self.label = label
         self.interaction = interaction
         self.failure: McpAuthError | None = None
+        # Called with each failure: a connection ends itself, because the SSE transport leaves the request
+        # waiting when its POST fails, and the streamable HTTP one reports only a closed connection.
+        self.failure_listeners: list[Callable[[McpAuthError], None]] = []
         self.records = OAuthRecords(settings.store(), resource_url_from_server_url(server_url), None)
         self._provider: OAuthClientProvider | None = None
         self._prepare_lock = asyncio.Lock()
@@ -247,15 +250,15 @@ class OAuthFlow(httpx2.Auth):
         context = provider.context
         if not context.is_token_valid():
             await self._sync_tokens()
-        restarts = 0
+        retried_401 = took_stored = False
         while True:
             restart = refreshed = refresh_failed = False
             flow = provider.async_auth_flow(request)
             try:
                 outgoing = await flow.__anext__()
                 while True:
-                    if outgoing is request and refresh_failed and restarts == 0 and await self._sync_tokens():
-                        restart = True  # another process refreshed first: use its token
+                    if outgoing is request and refresh_failed and not took_stored and await self._sync_tokens():
+                        took_stored = restart = True  # another process refreshed first: use its token
                         break
                     response = yield outgoing
                     if outgoing is request:
@@ -263,13 +266,13 @@ class OAuthFlow(httpx2.Auth):
                             self.failure = None
                         elif (
                             response.status_code == 401
-                            and restarts == 0
+                            and not retried_401
                             and not refreshed
                             and context.can_refresh_token()
                         ):
                             # Expired by the server's word: refresh, then send the request again (once).
                             context.token_expiry_time = 1.0
-                            restart = True
+                            retried_401 = restart = True
                             break
                     else:
                         grant = _form(outgoing).get("grant_type", [None])[0]
@@ -285,18 +288,22 @@ class OAuthFlow(httpx2.Auth):
             except StopAsyncIteration:
                 pass
             except McpAuthError as exc:
-                self.failure = exc
+                self._failed(exc)
                 raise
             except (OAuthFlowError, httpx2.HTTPError, ValueError) as exc:
                 error = self._describe(exc)
-                self.failure = error
+                self._failed(error)
                 raise error from None
             finally:
                 await flow.aclose()
             if not restart:
                 break
-            restarts += 1
         await self._remember_metadata(provider)
+
+    def _failed(self, error: McpAuthError) -> None:
+        self.failure = error
+        for listener in list(self.failure_listeners):
+            listener(error)
 
     async def _sync_tokens(self) -> bool:
         """Take the stored token if it is another than the one held (another process refreshed or logged in)."""
