@@ -101,7 +101,7 @@ class OAuthFlow(httpx2.Auth):
         # Called with each failure: a connection ends itself, because the SSE transport leaves the request
         # waiting when its POST fails, and the streamable HTTP one reports only a closed connection.
         self.failure_listeners: list[Callable[[McpAuthError], None]] = []
-        self.records = OAuthRecords(settings.store(), resource_url_from_server_url(server_url), None)
+        self._records: OAuthRecords | None = None
         self._provider: OAuthClientProvider | None = None
         self._prepare_lock = asyncio.Lock()
         self._callback: CallbackServer | None = None
@@ -115,6 +115,9 @@ class OAuthFlow(httpx2.Auth):
         async with self._prepare_lock:
             if self._provider is not None:
                 return self._provider
+            # The store (and its key) is resolved on first use, before any request: a config can be loaded where
+            # the key's variable is not set, and fails only when it connects.
+            self._records = OAuthRecords(self.settings.store(), resource_url_from_server_url(self.server_url), None)
             stored = await self.records.load()
             settings = self.settings
             redirect_uri = await self._redirect_uri(stored.client)
@@ -190,6 +193,11 @@ class OAuthFlow(httpx2.Auth):
             self._saved_metadata = context.oauth_metadata
             self._provider = provider
             return provider
+
+    @property
+    def records(self) -> OAuthRecords:
+        assert self._records is not None, "used before the flow is prepared"
+        return self._records
 
     async def _redirect_uri(self, stored_client: OAuthClientInformationFull | None) -> str:
         settings = self.settings
