@@ -12,7 +12,7 @@ from mcp.shared.auth_utils import resource_url_from_server_url
 from ext.core import ConfigurationError
 
 from ._errors import McpAuthError
-from ._oauth import Interaction, OAuthFlow
+from ._oauth import Interaction
 from ._oauth_records import OAuthRecords
 from ._oauth_settings import OAuthSettings
 from ._params import SseServerParams, StreamableHttpServerParams
@@ -52,18 +52,14 @@ async def login(
     """
     from ._workbench import McpWorkbench  # the workbench imports this module's neighbours
 
-    params, settings = _oauth_params(server_params, "login")
+    params, _ = _oauth_params(server_params, "login")
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout < float("inf"):
         raise ConfigurationError(f"login: timeout must be a number of seconds > 0, got {timeout!r}")
-    flow = OAuthFlow(settings, params.url, params.describe(), Interaction(open_url or open_in_browser, timeout))
+    bench = McpWorkbench(params, oauth_interaction=Interaction(open_url or open_in_browser, timeout))
     try:
-        bench = McpWorkbench(params.model_copy(update={"auth": flow}))
-        try:
-            await bench.start()
-        finally:
-            await bench.stop()
+        await bench.start()
     finally:
-        await flow.aclose()
+        await bench.stop()
 
 
 async def logout(server_params: SseServerParams | StreamableHttpServerParams) -> bool:

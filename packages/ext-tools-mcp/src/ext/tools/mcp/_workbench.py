@@ -30,7 +30,7 @@ from ext.core import (
 
 from ._connection import Connection, Handlers, all_pages
 from ._errors import McpTimeoutError
-from ._oauth import OAuthFlow
+from ._oauth import Interaction, OAuthFlow
 from ._oauth_settings import OAuthSettings
 from ._mapping import (
     PromptResult,
@@ -88,6 +88,10 @@ class McpWorkbench(Workbench):
 
     `model_client` answers the server's sampling requests; `elicitation_callback` and `roots` answer
     elicitation and roots requests. Without them the capability is not offered to the server.
+
+    With `auth=OAuthSettings(...)` on the HTTP params, the workbench authorizes with OAuth 2.1. It never waits for
+    a person unless given `oauth_interaction` (how to show the authorization URL): without it, a server that needs
+    a login raises `McpNeedsLoginError` naming the command to run (`ext mcp login URL`).
     """
 
     component_config_schema = McpWorkbenchConfig
@@ -101,6 +105,7 @@ class McpWorkbench(Workbench):
         model_client: ChatCompletionClient | None = None,
         elicitation_callback: ElicitationCallback | None = None,
         roots: Roots | None = None,
+        oauth_interaction: Interaction | None = None,
     ) -> None:
         super().__init__(tool_overrides)
         self._params = _check_params(server_params)
@@ -121,10 +126,18 @@ class McpWorkbench(Workbench):
         self._elicitation_callback = elicitation_callback
         self._roots = roots
         self._label = self._params.describe()
+        if oauth_interaction is not None and not isinstance(oauth_interaction, Interaction):
+            raise ConfigurationError(
+                f"McpWorkbench.oauth_interaction must be an ext.tools.mcp.Interaction, got {type(oauth_interaction).__name__}"
+            )
         oauth = getattr(self._params, "oauth", None)
+        if oauth_interaction is not None and oauth is None:
+            raise ConfigurationError("McpWorkbench.oauth_interaction needs server_params with auth=OAuthSettings(...)")
         # One OAuth flow per workbench, kept across reconnects (its tokens and discovered metadata with it).
         self._auth: OAuthFlow | None = (
-            OAuthFlow(oauth, self._params.url, self._label) if isinstance(self._params, _HTTP) and oauth else None
+            OAuthFlow(oauth, self._params.url, self._label, oauth_interaction)
+            if isinstance(self._params, _HTTP) and oauth
+            else None
         )
         self._read_timeout = self._params.request_timeout  # the params are frozen
         self._plain_names = not self._overrides  # no overrides: a presented name is the tool's own
@@ -169,6 +182,8 @@ class McpWorkbench(Workbench):
             conn, self._conn = self._conn, None
             if conn is not None:
                 await conn.close()
+            if self._auth is not None:
+                await self._auth.aclose()
 
     async def _listed(self) -> Connection:
         """The live connection, its tools listed (the SDK checks call results against their output schemas).
