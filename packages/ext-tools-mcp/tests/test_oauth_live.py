@@ -1,4 +1,5 @@
-"""OAuth end to end against a real OAuth-protected MCP server: the mcp SDK's server-side auth (`oauth_server.py`) in
+"""OAuth end to end against a real OAuth-protected MCP server: the mcp SDK's server-side auth (ext-testing's
+`mcp_oauth_server`) in
 a subprocess on 127.0.0.1, over streamable HTTP and SSE.
 
 The person's part of a login (following the authorization URL to the redirect) is driven by `drive_login`, which
@@ -20,8 +21,8 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from ext_mcp_support import read_line, stop_server
 
+from ext.testing.mcp_oauth_server import McpOAuthServer, start_mcp_oauth_server
 from ext.tools.mcp import (
     FileTokenStore,
     McpAuthError,
@@ -34,41 +35,16 @@ from ext.tools.mcp import (
     logout,
 )
 
-OAUTH_SERVER = str(Path(__file__).parent / "oauth_server.py")
-
-
-class OAuthServer:
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.proc = subprocess.Popen(
-            [sys.executable, OAUTH_SERVER, kind], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
-        port = int(read_line(self.proc, r"PORT (\d+)", 30).group(1))
-        self.base = f"http://127.0.0.1:{port}"
-        self.url = self.base + ("/sse" if kind == "sse" else "/mcp")
-
-    def control(self, what: str) -> None:
-        httpx2.post(f"{self.base}/test/{what}", timeout=10).raise_for_status()
-
-    def stats(self) -> dict[str, int]:
-        data: dict[str, int] = httpx2.get(f"{self.base}/test/stats", timeout=10).json()
-        return data
-
-    def secrets(self) -> list[str]:
-        data: list[str] = httpx2.get(f"{self.base}/test/secrets", timeout=10).json()
-        return data
-
-
 @pytest.fixture(params=["http", "sse"])
-def server(request: pytest.FixtureRequest) -> Iterator[OAuthServer]:
-    srv = OAuthServer(request.param)
+def server(request: pytest.FixtureRequest) -> Iterator[McpOAuthServer]:
+    srv = start_mcp_oauth_server(request.param)
     try:
         yield srv
     finally:
-        stop_server(srv.proc)
+        srv.stop()
 
 
-def params_for(server: OAuthServer, store: object = None, **settings: object) -> StreamableHttpServerParams | SseServerParams:
+def params_for(server: McpOAuthServer, store: object = None, **settings: object) -> StreamableHttpServerParams | SseServerParams:
     if store is not None:
         settings["token_store"] = store
     auth = OAuthSettings(**settings)  # type: ignore[arg-type]
@@ -88,7 +64,7 @@ async def drive_login(url: str) -> None:
     assert await asyncio.to_thread(_browse, url) == 200
 
 
-async def test_headless_first_use_needs_login_within_a_second(server: OAuthServer, tmp_path: Path) -> None:
+async def test_headless_first_use_needs_login_within_a_second(server: McpOAuthServer, tmp_path: Path) -> None:
     params = params_for(server, FileTokenStore(tmp_path))
     started = time.monotonic()
     with pytest.raises(McpNeedsLoginError) as caught:
@@ -105,7 +81,7 @@ async def test_headless_first_use_needs_login_within_a_second(server: OAuthServe
 
 
 async def test_login_call_expiry_refresh_and_revocation(
-    server: OAuthServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    server: McpOAuthServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("EXT_TEST_TOKEN_KEY", FileTokenStore.generate_key())
@@ -141,7 +117,7 @@ async def test_login_call_expiry_refresh_and_revocation(
         assert server.stats()["authorize"] == 1  # headless: never sent anyone to log in again
 
     issued = server.secrets()
-    assert len(issued) >= 6  # two access, two refresh tokens, a code, a challenge, a verifier
+    assert len(issued) >= 6  # two access and two refresh tokens, a code, a PKCE verifier
     leaks = {
         "logs": caplog.text,
         "error": f"{caught.value!s} {caught.value!r}",
@@ -158,7 +134,7 @@ async def test_login_call_expiry_refresh_and_revocation(
         assert path.stat().st_mode & 0o777 == 0o600
 
 
-async def test_expired_token_in_store_refreshes_before_the_call(server: OAuthServer, tmp_path: Path) -> None:
+async def test_expired_token_in_store_refreshes_before_the_call(server: McpOAuthServer, tmp_path: Path) -> None:
     """A process started after the access token expired refreshes it (at the token endpoint discovered last time)
     before sending it, then calls the tool."""
     params = params_for(server, FileTokenStore(tmp_path))
@@ -178,7 +154,7 @@ async def test_expired_token_in_store_refreshes_before_the_call(server: OAuthSer
     assert stats["refresh_token"] == 1 and stats["authorize"] == 1
 
 
-async def test_workers_share_a_refresh(server: OAuthServer, tmp_path: Path) -> None:
+async def test_workers_share_a_refresh(server: McpOAuthServer, tmp_path: Path) -> None:
     """Two workbenches on one store (two workers): one refreshes, the other takes the new token from the store
     when its own refresh token was already rotated away."""
     params = params_for(server, FileTokenStore(tmp_path))
@@ -197,7 +173,7 @@ async def test_workers_share_a_refresh(server: OAuthServer, tmp_path: Path) -> N
 
 
 async def test_refresh_failure_keeps_the_registration_and_invalid_client_drops_it(
-    server: OAuthServer, tmp_path: Path
+    server: McpOAuthServer, tmp_path: Path
 ) -> None:
     params = params_for(server, FileTokenStore(tmp_path))
     await login(params, open_url=drive_login, timeout=10)
@@ -221,7 +197,7 @@ async def test_refresh_failure_keeps_the_registration_and_invalid_client_drops_i
     assert server.stats()["register"] == 2
 
 
-async def test_logout_forgets_everything(server: OAuthServer, tmp_path: Path) -> None:
+async def test_logout_forgets_everything(server: McpOAuthServer, tmp_path: Path) -> None:
     params = params_for(server, FileTokenStore(tmp_path))
     assert await logout(params) is False
     await login(params, open_url=drive_login, timeout=10)
@@ -233,7 +209,7 @@ async def test_logout_forgets_everything(server: OAuthServer, tmp_path: Path) ->
             await bench.list_tools()
 
 
-async def test_login_refused_or_abandoned_is_a_clear_error(server: OAuthServer, tmp_path: Path) -> None:
+async def test_login_refused_or_abandoned_is_a_clear_error(server: McpOAuthServer, tmp_path: Path) -> None:
     params = params_for(server, FileTokenStore(tmp_path))
 
     async def nobody(url: str) -> None:
@@ -243,40 +219,3 @@ async def test_login_refused_or_abandoned_is_a_clear_error(server: OAuthServer, 
     with pytest.raises(McpAuthError, match=r"not completed within 0.3 s"):
         await login(params, open_url=nobody, timeout=0.3)
     assert time.monotonic() - started < 5
-
-
-@pytest.mark.parametrize("kind", ["http"])
-async def test_client_credentials_machine_to_machine(kind: str, tmp_path: Path) -> None:
-    """client_credentials against the SDK's server: it registers clients dynamically only, so the test registers
-    one (RFC 7591) to get an id and secret, as an administrator would."""
-    srv = OAuthServer(kind)
-    try:
-        registered = httpx2.post(
-            f"{srv.base}/register",
-            json={
-                "redirect_uris": ["http://127.0.0.1:1/unused"],
-                "grant_types": ["client_credentials"],
-                "token_endpoint_auth_method": "client_secret_post",
-                "scope": "mcp",
-            },
-            timeout=10,
-        )
-        if registered.status_code >= 400:
-            pytest.xfail(f"the SDK's authorization server does not register client_credentials clients: {registered.text}")
-        data = registered.json()
-        os.environ["EXT_TEST_CLIENT_SECRET"] = data["client_secret"]
-        params = params_for(
-            srv,
-            FileTokenStore(tmp_path),
-            grant="client_credentials",
-            client_id=data["client_id"],
-            client_secret_env="EXT_TEST_CLIENT_SECRET",
-            token_endpoint_auth_method="client_secret_post",
-            issuer=srv.base,
-        )
-        async with McpWorkbench(params) as bench:
-            result = await bench.call_tool("echo", {"text": "m2m"})
-        assert result.to_text() == "m2m"
-    finally:
-        os.environ.pop("EXT_TEST_CLIENT_SECRET", None)
-        stop_server(srv.proc)

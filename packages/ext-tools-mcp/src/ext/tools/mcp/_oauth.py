@@ -48,6 +48,17 @@ from ._oauth_settings import OAuthSettings
 
 logger = logging.getLogger("ext.tools.mcp")
 
+
+def _not_ours(record: logging.LogRecord) -> bool:
+    """The SDK logs every exception of its flow with a traceback ("OAuth flow error"), ours included: a login this
+    process does not do, or a refusal, is reported to the caller as a typed error, not as a traceback in the log."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, McpAuthError)
+
+
+# Installed once, on the SDK's auth logger only, and it drops only records carrying ext's own auth errors.
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_not_ours)
+
 _HEADLESS_PORT = 8976  # a redirect URI is required in the client metadata even when no redirect can happen
 
 

@@ -1,4 +1,5 @@
-"""An OAuth-protected MCP server built on the mcp SDK's own server-side auth, for the OAuth tests.
+"""An OAuth-protected MCP server built on the mcp SDK's own server-side auth, for OAuth client tests (the `mcp-oauth`
+extra: ext-tools-mcp's and ext-cli's tests).
 
 `MCPServer(auth_server_provider=..., auth=AuthSettings(...))` serves both roles on one origin: the authorization
 server (metadata, dynamic registration, /authorize, /token, /revoke from `mcp.server.auth.routes`) and the resource
@@ -6,7 +7,8 @@ server (bearer-token middleware, protected-resource metadata, `WWW-Authenticate`
 keeps its state in memory and approves every authorization at once (the person's consent is the test driving the
 authorize URL): `/authorize` answers with a redirect to the client's redirect URI carrying the code.
 
-Run: ``python oauth_server.py http|sse [--port N] [--access-ttl S]``; prints ``PORT <n>`` once listening.
+Run: ``python -m ext.testing.mcp_oauth_server http|sse [--port N] [--access-ttl S]``; prints ``PORT <n>`` once
+listening. `start_mcp_oauth_server(kind)` starts it in a subprocess and returns a handle with the test controls.
 Test controls (no auth): ``POST /test/expire`` expires every access token server-side, ``POST /test/revoke``
 revokes every access and refresh token, ``POST /test/forget-clients`` drops every registration, ``GET /test/stats``
 counts registrations and token requests by grant.
@@ -16,9 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import re
 import secrets
 import socket
+import subprocess
+import sys
 import time
+import urllib.request
 import warnings
 from collections import Counter
 from typing import Any
@@ -53,7 +60,7 @@ class MemoryProvider:
         self.refresh: dict[str, RefreshToken] = {}
         self.stats: Counter[str] = Counter()
         self.used_codes: list[str] = []
-        self.verifiers: list[str] = []  # PKCE challenges, and the verifiers and secrets seen at /token
+        self.verifiers: list[str] = []  # PKCE verifiers and client secrets seen at /token (a challenge is public)
         self.all_tokens: list[str] = []
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
@@ -67,7 +74,6 @@ class MemoryProvider:
         self.stats["authorize"] += 1
         code = secrets.token_urlsafe(32)
         self.used_codes.append(code)
-        self.verifiers.append(params.code_challenge)
         self.codes[code] = AuthorizationCode(
             code=code,
             scopes=params.scopes or ["mcp"],
@@ -242,3 +248,59 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+class McpOAuthServer:
+    """A running `mcp_oauth_server` subprocess: `url` is its MCP endpoint, `base` its origin (also the issuer)."""
+
+    def __init__(self, kind: str, *extra: str) -> None:
+        self.kind = kind
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ext.testing.mcp_oauth_server", kind, *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert self.proc.stdout is not None
+        # The child prints its port once listening (or exits, closing stdout).
+        line = self.proc.stdout.readline()
+        found = re.search(rb"PORT (\d+)", line)
+        if found is None:
+            self.stop()
+            raise RuntimeError(f"mcp_oauth_server did not start (printed {line!r}); is the mcp-oauth extra installed?")
+        self.base = f"http://127.0.0.1:{int(found.group(1))}"
+        self.url = self.base + ("/sse" if kind == "sse" else "/mcp")
+
+    def _call(self, method: str, what: str) -> Any:
+        request = urllib.request.Request(f"{self.base}/test/{what}", method=method, data=b"" if method == "POST" else None)
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read())
+
+    def control(self, what: str) -> None:
+        """`expire` (every access token, server-side), `revoke` (every token), `forget-clients`."""
+        self._call("POST", what)
+
+    def stats(self) -> dict[str, int]:
+        """Registrations, authorizations and token requests by grant."""
+        stats: dict[str, int] = self._call("GET", "stats")
+        return stats
+
+    def secrets(self) -> list[str]:
+        """Every token, code, PKCE verifier and client secret this server issued or received."""
+        values: list[str] = self._call("GET", "secrets")
+        return values
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def start_mcp_oauth_server(kind: str = "http", *extra: str) -> McpOAuthServer:
+    """Start the server (`http`: streamable HTTP at /mcp; `sse`: /sse) on 127.0.0.1 and an ephemeral port."""
+    return McpOAuthServer(kind, *extra)
