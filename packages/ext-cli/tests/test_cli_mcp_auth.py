@@ -24,6 +24,10 @@ def server() -> Iterator[McpOAuthServer]:
         srv.stop()
 
 
+def stored_modes(directory: Path) -> set[int]:
+    return {p.stat().st_mode & 0o777 for p in directory.iterdir()}
+
+
 def _browse(url: str) -> int:
     with urllib.request.urlopen(url, timeout=10) as answer:  # follows the redirect to the loopback callback
         return int(answer.status)
@@ -45,7 +49,7 @@ async def _login(url: str, env: dict[str, str]) -> tuple[int, str]:
         if line.startswith("http://127.0.0.1") and "/authorize?" in line:
             assert await asyncio.to_thread(_browse, line.strip()) == 200
             break
-    rest, err = await asyncio.wait_for(proc.communicate(), 30)
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
     return int(proc.returncode or 0), seen + err.decode()
 
 
@@ -61,7 +65,7 @@ async def test_tools_needs_login_then_login_then_logout(server: McpOAuthServer, 
     assert code == 0, err
     assert f"logged in to {server.url}" in err
     assert server.stats()["authorization_code"] == 1
-    assert all(p.stat().st_mode & 0o777 == 0o600 for p in tmp_path.iterdir())
+    assert stored_modes(tmp_path) == {0o600}
 
     after = await run_ext("mcp", "call", server.url, "echo", "text=hello", env=env, timeout=30)
     assert (after.code, after.out.strip()) == (0, "hello"), after.err
@@ -70,7 +74,7 @@ async def test_tools_needs_login_then_login_then_logout(server: McpOAuthServer, 
 
     out = await run_ext("mcp", "logout", server.url, env=env, timeout=30)
     assert out.code == 0 and "logged out" in out.err
-    assert list(tmp_path.iterdir()) == []
+    assert stored_modes(tmp_path) == set()
     again = await run_ext("mcp", "logout", server.url, env=env, timeout=30)
     assert "nothing was stored" in again.err
 

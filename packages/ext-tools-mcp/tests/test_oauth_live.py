@@ -11,15 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import pytest
 
 from ext.testing.mcp_oauth_server import McpOAuthServer, start_mcp_oauth_server
@@ -35,6 +31,32 @@ from ext.tools.mcp import (
     logout,
 )
 
+
+def files_in(directory: Path) -> list[Path]:
+    """The directory's entries (a plain function: the async tests call it between awaits)."""
+    return sorted(directory.iterdir())
+
+
+def read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def mode_of(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def expire_stored_tokens(directory: Path) -> int:
+    """Rewrite the absolute expiry of each stored (plain) token record to the past: as if time went by."""
+    count = 0
+    for path in directory.iterdir():
+        record = json.loads(path.read_bytes())
+        if "expires_at" in record:
+            record["expires_at"] = time.time() - 5
+            path.write_text(json.dumps(record))
+            count += 1
+    return count
+
+
 @pytest.fixture(params=["http", "sse"])
 def server(request: pytest.FixtureRequest) -> Iterator[McpOAuthServer]:
     srv = start_mcp_oauth_server(request.param)
@@ -44,7 +66,9 @@ def server(request: pytest.FixtureRequest) -> Iterator[McpOAuthServer]:
         srv.stop()
 
 
-def params_for(server: McpOAuthServer, store: object = None, **settings: object) -> StreamableHttpServerParams | SseServerParams:
+def params_for(
+    server: McpOAuthServer, store: object = None, **settings: object
+) -> StreamableHttpServerParams | SseServerParams:
     if store is not None:
         settings["token_store"] = store
     auth = OAuthSettings(**settings)  # type: ignore[arg-type]
@@ -128,10 +152,10 @@ async def test_login_call_expiry_refresh_and_revocation(
         for value in issued:
             assert value not in text, f"a secret appeared in the {where}"
     # At rest: the store's files hold ciphertext only.
-    for path in tmp_path.iterdir():
-        raw = path.read_bytes()
+    for path in files_in(tmp_path):
+        raw = read(path)
         assert all(value.encode() not in raw for value in issued), path
-        assert path.stat().st_mode & 0o777 == 0o600
+        assert mode_of(path) == 0o600
 
 
 async def test_expired_token_in_store_refreshes_before_the_call(server: McpOAuthServer, tmp_path: Path) -> None:
@@ -140,13 +164,7 @@ async def test_expired_token_in_store_refreshes_before_the_call(server: McpOAuth
     params = params_for(server, FileTokenStore(tmp_path))
     await login(params, open_url=drive_login, timeout=10)
     # Let the stored token expire: rewrite its absolute expiry to the past (the store's own format).
-    store = FileTokenStore(tmp_path)
-    for path in tmp_path.iterdir():
-        record = json.loads(path.read_bytes())
-        if "expires_at" in record:
-            record["expires_at"] = time.time() - 5
-            path.write_text(json.dumps(record))
-    assert store.encrypted is False
+    assert expire_stored_tokens(tmp_path) == 1
     async with McpWorkbench(params) as bench:
         result = await bench.call_tool("echo", {"text": "fresh"})
     assert result.to_text() == "fresh"
@@ -177,12 +195,12 @@ async def test_refresh_failure_keeps_the_registration_and_invalid_client_drops_i
 ) -> None:
     params = params_for(server, FileTokenStore(tmp_path))
     await login(params, open_url=drive_login, timeout=10)
-    files = {p.name for p in tmp_path.iterdir()}
+    files = {p.name for p in files_in(tmp_path)}
     server.control("revoke")  # refresh -> invalid_grant
     with pytest.raises(McpNeedsLoginError):
         async with McpWorkbench(params) as bench:
             await bench.call_tool("echo", {"text": "x"})
-    left = {p.name for p in tmp_path.iterdir()}
+    left = {p.name for p in files_in(tmp_path)}
     assert len(files - left) == 1  # the dead token record only; the registration and the metadata stay
     # Log in again: no new registration is needed.
     await login(params, open_url=drive_login, timeout=10)
@@ -201,9 +219,9 @@ async def test_logout_forgets_everything(server: McpOAuthServer, tmp_path: Path)
     params = params_for(server, FileTokenStore(tmp_path))
     assert await logout(params) is False
     await login(params, open_url=drive_login, timeout=10)
-    assert any(tmp_path.iterdir())
+    assert any(files_in(tmp_path))
     assert await logout(params) is True
-    assert not any(tmp_path.iterdir())
+    assert not any(files_in(tmp_path))
     with pytest.raises(McpNeedsLoginError):
         async with McpWorkbench(params) as bench:
             await bench.list_tools()

@@ -42,7 +42,10 @@ SECRET = "s3cr3t-client-value"
         ({"token_store": object()}, "token_store must be a TokenStore"),
         ({"token_store": FileTokenStore("/tmp/x"), "token_dir": "/tmp/y"}, "give them or token_store, not both"),
         ({"grant": "client_credentials", "client_id": "c", "client_secret": "x", "callback_port": 3030}, "apply to"),
-        ({"private_key_file": "/nonexistent/key.pem", "client_id": "c", "grant": "client_credentials"}, "does not exist"),
+        (
+            {"private_key_file": "/nonexistent/key.pem", "client_id": "c", "grant": "client_credentials"},
+            "does not exist",
+        ),
         ({"grant": "password"}, "grant"),
         ({"unknown": 1}, "Extra inputs are not permitted"),
     ],
@@ -55,10 +58,12 @@ def test_bad_settings_are_refused_naming_the_field(kwargs: dict[str, object], me
 
 
 def test_bad_auth_on_params_is_refused() -> None:
-    with pytest.raises(ValidationError, match="auth must be OAuthSettings, an httpx2.Auth"):
+    with pytest.raises(ValidationError, match=r"auth must be OAuthSettings, an httpx2\.Auth"):
         StreamableHttpServerParams(url="http://127.0.0.1:1/mcp", auth=42)
     with pytest.raises(ValidationError, match="grant='client_credentials' needs client_id"):
-        StreamableHttpServerParams(url="http://127.0.0.1:1/mcp", auth={"type": "OAuthSettings", "grant": "client_credentials"})
+        StreamableHttpServerParams(
+            url="http://127.0.0.1:1/mcp", auth={"type": "OAuthSettings", "grant": "client_credentials"}
+        )
 
 
 def test_secret_from_environment_is_resolved_when_used(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,6 +22,19 @@ from ext.tools.mcp._oauth_records import OAuthRecords
 TOKEN = "access-token-value-that-must-not-leak"
 
 
+def files_in(directory: Path) -> list[Path]:
+    """The directory's entries (a plain function: the async tests call it between awaits)."""
+    return sorted(directory.iterdir())
+
+
+def mode_of(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def read(path: Path) -> bytes:
+    return path.read_bytes()
+
+
 @pytest.fixture(scope="module")
 def redis_server() -> Iterator[RedisServer]:
     server = start_redis_server()
@@ -36,9 +49,9 @@ async def test_file_store_permissions_and_plain_round_trip(tmp_path: Path) -> No
     assert await store.get("k") is None
     await store.put("k", {"a": 1})
     assert await store.get("k") == {"a": 1}
-    (path,) = (tmp_path / "tokens").iterdir()
-    assert path.stat().st_mode & 0o777 == 0o600
-    assert (tmp_path / "tokens").stat().st_mode & 0o777 == 0o700
+    (path,) = files_in(tmp_path / "tokens")
+    assert mode_of(path) == 0o600
+    assert mode_of(tmp_path / "tokens") == 0o700
     await store.delete("k")
     await store.delete("k")
     assert await store.get("k") is None
@@ -48,8 +61,8 @@ async def test_file_store_encrypts_at_rest(tmp_path: Path) -> None:
     key = FileTokenStore.generate_key()
     store = FileTokenStore(tmp_path, encryption_key=key)
     await store.put("k", {"token": TOKEN})
-    (path,) = tmp_path.iterdir()
-    assert TOKEN.encode() not in path.read_bytes()
+    (path,) = files_in(tmp_path)
+    assert TOKEN.encode() not in read(path)
     assert await store.get("k") == {"token": TOKEN}
     with pytest.raises(ConfigurationError, match="cannot be decrypted with the configured key"):
         await FileTokenStore(tmp_path, encryption_key=FileTokenStore.generate_key()).get("k")
@@ -64,7 +77,7 @@ def test_bad_keys_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EXT_TEST_NO_KEY", raising=False)
     with pytest.raises(ConfigurationError, match="'EXT_TEST_NO_KEY' is not set"):
         FileTokenStore("/tmp/x", encryption_key_env="EXT_TEST_NO_KEY")
-    with pytest.raises(ConfigurationError, match="must be an ext.redis.RedisConnection"):
+    with pytest.raises(ConfigurationError, match=r"must be an ext\.redis\.RedisConnection"):
         RedisTokenStore("redis://127.0.0.1")  # type: ignore[arg-type]
 
 
@@ -129,13 +142,15 @@ async def test_two_writers_in_two_processes(kind: str, tmp_path: Path, redis_ser
     outs = _two_writers(kind, where, key)
     # Every read saw a whole record from one writer; each writer saw its own records at least.
     assert all(set(seen) <= {"a", "b"} and seen for seen in outs)
-    store = FileTokenStore(where, encryption_key=key) if kind == "file" else RedisTokenStore(
-        RedisConnection(where), encryption_key=key
+    store = (
+        FileTokenStore(where, encryption_key=key)
+        if kind == "file"
+        else RedisTokenStore(RedisConnection(where), encryption_key=key)
     )
     final = await store.get("shared")
     assert final is not None and final["i"] == 299 and final["check"] == f"{final['writer']}-299" * 50
     if kind == "file":
-        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []  # no leftovers
+        assert [p.name for p in files_in(tmp_path) if p.name.startswith(".tmp-")] == []  # no leftovers
     else:
         assert isinstance(store, RedisTokenStore)
         await store.aclose()
@@ -169,5 +184,5 @@ async def test_records_are_keyed_by_authorization_server_and_resource(tmp_path: 
     token, expires_at = await back.token_record()
     assert token is not None and token.access_token == "t1" and expires_at is not None
     assert await back.forget_all() is True
-    assert [p for p in tmp_path.iterdir() if not p.name.startswith(".")] == []
+    assert [p for p in files_in(tmp_path) if not p.name.startswith(".")] == []
     assert os.listdir(tmp_path) == []

@@ -35,6 +35,7 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    IdentityAssertionParams,
     RefreshToken,
     TokenError,
     construct_redirect_uri,
@@ -43,6 +44,7 @@ from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, Re
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import AnyHttpUrl
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -132,6 +134,11 @@ class MemoryProvider:
             return None
         return found
 
+    async def exchange_identity_assertion(
+        self, client: OAuthClientInformationFull, params: IdentityAssertionParams
+    ) -> OAuthToken:
+        raise TokenError(error="unsupported_grant_type", error_description="not offered by this test server")
+
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
@@ -145,8 +152,8 @@ def build(port: int, access_ttl: int, kind: str = "http") -> tuple[MCPServer, Me
         "oauth-test",
         auth_server_provider=provider,
         auth=AuthSettings(
-            issuer_url=base,
-            resource_server_url=f"{base}{endpoint}",
+            issuer_url=AnyHttpUrl(base),
+            resource_server_url=AnyHttpUrl(f"{base}{endpoint}"),
             client_registration_options=ClientRegistrationOptions(
                 enabled=True, valid_scopes=["mcp", "extra"], default_scopes=["mcp"]
             ),
@@ -162,35 +169,35 @@ def build(port: int, access_ttl: int, kind: str = "http") -> tuple[MCPServer, Me
         """Repeat the text."""
         return text
 
-    @server.custom_route("/test/expire", methods=["POST"])
     async def expire(request: Request) -> Response:
         for token in provider.access.values():
             token.expires_at = int(time.time()) - 10
         return JSONResponse({"expired": len(provider.access)})
 
-    @server.custom_route("/test/revoke", methods=["POST"])
     async def revoke(request: Request) -> Response:
         count = len(provider.access) + len(provider.refresh)
         provider.access.clear()
         provider.refresh.clear()
         return JSONResponse({"revoked": count})
 
-    @server.custom_route("/test/forget-clients", methods=["POST"])
     async def forget_clients(request: Request) -> Response:
         provider.clients.clear()
         return JSONResponse({"ok": True})
 
-    @server.custom_route("/test/secrets", methods=["GET"])
     async def issued(request: Request) -> Response:
         """Every secret value this server issued or received (for tests that check none leaks)."""
         values = [*provider.all_tokens, *provider.used_codes, *provider.verifiers]
         values += [c.client_secret for c in provider.clients.values() if c.client_secret]
         return JSONResponse(values)
 
-    @server.custom_route("/test/stats", methods=["GET"])
     async def stats(request: Request) -> Response:
         return JSONResponse(dict(provider.stats))
 
+    server.custom_route("/test/expire", methods=["POST"])(expire)
+    server.custom_route("/test/revoke", methods=["POST"])(revoke)
+    server.custom_route("/test/forget-clients", methods=["POST"])(forget_clients)
+    server.custom_route("/test/secrets", methods=["GET"])(issued)
+    server.custom_route("/test/stats", methods=["GET"])(stats)
     return server, provider
 
 
@@ -271,7 +278,9 @@ class McpOAuthServer:
         self.url = self.base + ("/sse" if kind == "sse" else "/mcp")
 
     def _call(self, method: str, what: str) -> Any:
-        request = urllib.request.Request(f"{self.base}/test/{what}", method=method, data=b"" if method == "POST" else None)
+        request = urllib.request.Request(
+            f"{self.base}/test/{what}", method=method, data=b"" if method == "POST" else None
+        )
         with urllib.request.urlopen(request, timeout=10) as answer:
             return json.loads(answer.read())
 

@@ -154,7 +154,10 @@ class OAuthFlow(httpx2.Auth):
                         self.records,
                         settings.client_id,
                         settings.secret() or "",
-                        token_endpoint_auth_method=settings.token_endpoint_auth_method or "client_secret_basic",
+                        # The settings refuse "none" for this grant.
+                        token_endpoint_auth_method="client_secret_post"
+                        if settings.token_endpoint_auth_method == "client_secret_post"
+                        else "client_secret_basic",
                         scope=scope,
                         issuer=issuer,
                     )
@@ -198,8 +201,9 @@ class OAuthFlow(httpx2.Auth):
                 context.current_tokens = stored.token
                 context.token_expiry_time = stored.expires_at
                 self._had_token = True
-            self.records.issuer_now = lambda: context.auth_server_url or (
-                str(context.oauth_metadata.issuer) if context.oauth_metadata is not None else None
+            self.records.issuer_now = lambda: (
+                context.auth_server_url
+                or (str(context.oauth_metadata.issuer) if context.oauth_metadata is not None else None)
             )
             self._saved_metadata = context.oauth_metadata
             self._provider = provider
@@ -246,6 +250,8 @@ class OAuthFlow(httpx2.Auth):
                 f"browser): run `{command}`, then try again",
                 command=command,
             )
+        assert self._callback is not None
+        self._callback.arm()
         await self.interaction.open_url(url)
 
     async def _wait_for_callback(self) -> AuthorizationCodeResult:

@@ -41,8 +41,12 @@ class CallbackServer:
     def redirect_uri(self) -> str:
         return f"http://127.0.0.1:{self._port}{self._path}"
 
-    async def start(self) -> None:
+    def arm(self) -> None:
+        """Wait for a new redirect (each authorization, a scope step-up included, gets its own)."""
         self._result = asyncio.get_running_loop().create_future()
+
+    async def start(self) -> None:
+        self.arm()
         try:
             self._server = await asyncio.start_server(self._serve, "127.0.0.1", self._port)
         except OSError as exc:

@@ -147,7 +147,9 @@ class OAuthRecords:
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         fixed = self.fixed_client
-        if fixed is not None and (fixed.issuer is None or self.issuer is None or issuers_match(fixed.issuer, self.issuer)):
+        if fixed is not None and (
+            fixed.issuer is None or self.issuer is None or issuers_match(fixed.issuer, self.issuer)
+        ):
             return fixed
         record = await self.store.get(self._key("client", self.issuer))
         if not record:

@@ -130,7 +130,9 @@ class OAuthSettings(BaseModel):
         if value is not None:
             for scope in value:
                 if not scope or any(c.isspace() or c in '"\\' for c in scope):
-                    raise ValueError(f"each scope must be a non-empty token without spaces, quotes or backslashes, got {scope!r}")
+                    raise ValueError(
+                        f"each scope must be a non-empty token without spaces, quotes or backslashes, got {scope!r}"
+                    )
         return value
 
     @field_validator("issuer")
@@ -174,8 +176,10 @@ class OAuthSettings(BaseModel):
         if self.private_key_file is not None and self.private_key_env is not None:
             raise ValueError("give private_key_file or private_key_env, not both")
         if self.token_store is not None and (self.token_dir is not None or self.token_encryption_key_env is not None):
-            raise ValueError("token_dir and token_encryption_key_env configure the default file store: "
-                             "give them or token_store, not both")
+            raise ValueError(
+                "token_dir and token_encryption_key_env configure the default file store: "
+                "give them or token_store, not both"
+            )
         if secret_given and self.client_id is None:
             raise ValueError("a client secret needs the client_id it belongs to")
         if self.grant == "client_credentials":

@@ -46,9 +46,7 @@ class RedisTokenStore:
             raise ConfigurationError("RedisTokenStore.prefix must be a non-empty string")
         self._connection = connection
         self._prefix = prefix
-        self._codec = RecordCodec(
-            resolve_key(encryption_key, encryption_key_env, "RedisTokenStore"), "RedisTokenStore"
-        )
+        self._codec = RecordCodec(resolve_key(encryption_key, encryption_key_env, "RedisTokenStore"), "RedisTokenStore")
         self._client: Any = None
 
     @property

@@ -30,8 +30,6 @@ from ext.core import (
 
 from ._connection import Connection, Handlers, all_pages
 from ._errors import McpTimeoutError
-from ._oauth import Interaction, OAuthFlow
-from ._oauth_settings import OAuthSettings
 from ._mapping import (
     PromptResult,
     SamplingMappingError,
@@ -48,6 +46,8 @@ from ._mapping import (
     tool_result,
     tool_schema,
 )
+from ._oauth import Interaction, OAuthFlow
+from ._oauth_settings import OAuthSettings
 from ._params import ServerParams, SseServerParams, StdioServerParams, StreamableHttpServerParams
 
 logger = logging.getLogger("ext.tools.mcp")
@@ -128,7 +128,8 @@ class McpWorkbench(Workbench):
         self._label = self._params.describe()
         if oauth_interaction is not None and not isinstance(oauth_interaction, Interaction):
             raise ConfigurationError(
-                f"McpWorkbench.oauth_interaction must be an ext.tools.mcp.Interaction, got {type(oauth_interaction).__name__}"
+                "McpWorkbench.oauth_interaction must be an ext.tools.mcp.Interaction, "
+                f"got {type(oauth_interaction).__name__}"
             )
         oauth = getattr(self._params, "oauth", None)
         if oauth_interaction is not None and oauth is None:
