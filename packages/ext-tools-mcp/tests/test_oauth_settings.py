@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from ext.core import ConfigurationError
+from ext.testing.readme import python_example
 from ext.tools.mcp import (
     FileTokenStore,
     McpWorkbench,
@@ -101,3 +102,14 @@ def test_settings_by_name_dump_and_load_back(tmp_path: Path) -> None:
     loaded = McpWorkbench.load_component(dumped)
     assert isinstance(loaded.server_params, SseServerParams)
     assert loaded.server_params.auth == settings
+
+
+def test_readme_oauth_example_runs_as_written() -> None:
+    """The README's OAuth example builds its settings (what it does before any network call) as written."""
+    code = python_example(Path(__file__).parent.parent / "README.md", "OAuthSettings(scopes")
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    params = namespace["m2m"]
+    assert isinstance(params, StreamableHttpServerParams)
+    assert params.oauth is not None and params.oauth.grant == "client_credentials"
+    assert callable(namespace["first_use"])
