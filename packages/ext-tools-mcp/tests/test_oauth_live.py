@@ -90,10 +90,15 @@ async def drive_login(url: str) -> None:
 
 async def test_headless_first_use_needs_login_within_a_second(server: McpOAuthServer, tmp_path: Path) -> None:
     params = params_for(server, FileTokenStore(tmp_path))
+    # The process's first connection pays one-time costs (imports, the TLS trust store every httpx client loads)
+    # that a busy shared machine stretches; the bound below is about not waiting for a redirect (which would take
+    # the 300 s login timeout), so it is measured on a second workbench.
+    with pytest.raises(McpNeedsLoginError):
+        await McpWorkbench(params).start()
+    bench = McpWorkbench(params)
     started = time.monotonic()
     with pytest.raises(McpNeedsLoginError) as caught:
-        async with McpWorkbench(params) as bench:
-            await bench.list_tools()
+        await bench.list_tools()
     elapsed = time.monotonic() - started
     assert elapsed < 1.0, f"needs-login took {elapsed:.2f} s"  # generous guard: no redirect is waited for
     error = caught.value
@@ -102,6 +107,13 @@ async def test_headless_first_use_needs_login_within_a_second(server: McpOAuthSe
     assert f"run `ext mcp login {server.url}`" in str(error)
     assert "no authorization is stored" in str(error)
     assert server.stats().get("authorize", 0) == 0  # nobody was sent to the authorization endpoint
+    # Someone logs in elsewhere (another process, same store): the same workbench now works, without a restart.
+    await login(params, open_url=drive_login, timeout=10)
+    try:
+        assert (await bench.call_tool("echo", {"text": "later"})).to_text() == "later"
+    finally:
+        await bench.stop()
+    assert server.stats()["authorize"] == 1
 
 
 async def test_login_call_expiry_refresh_and_revocation(

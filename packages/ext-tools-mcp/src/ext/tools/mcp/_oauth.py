@@ -236,20 +236,23 @@ class OAuthFlow(httpx2.Auth):
 
     # --- the person's part of a login -----------------------------------------------------------------
 
+    def _needs_login(self) -> McpNeedsLoginError:
+        command = login_command(self.settings, self.label)
+        why = (
+            "its stored authorization was refused (expired or revoked)"
+            if self._had_token
+            else "no authorization is stored for it"
+        )
+        return McpNeedsLoginError(
+            self.label,
+            f"MCP server {self.label!r} needs an OAuth login ({why}, and this process does not open a "
+            f"browser): run `{command}`, then try again",
+            command=command,
+        )
+
     async def _redirect(self, url: str) -> None:
         if self.interaction is None:
-            command = login_command(self.settings, self.label)
-            why = (
-                "its stored authorization was refused (expired or revoked)"
-                if self._had_token
-                else "no authorization is stored for it"
-            )
-            raise McpNeedsLoginError(
-                self.label,
-                f"MCP server {self.label!r} needs an OAuth login ({why}, and this process does not open a "
-                f"browser): run `{command}`, then try again",
-                command=command,
-            )
+            raise self._needs_login()  # a scope step-up: only a person can grant more
         assert self._callback is not None
         self._callback.arm()
         await self.interaction.open_url(url)
@@ -273,8 +276,8 @@ class OAuthFlow(httpx2.Auth):
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         provider = self._provider or await self._prepare()
         context = provider.context
-        if not context.is_token_valid():
-            await self._sync_tokens()
+        if context.current_tokens is not None and not context.is_token_valid():
+            await self._sync_tokens()  # expired here: another process may have refreshed it already
         retried_401 = took_stored = False
         while True:
             restart = refreshed = refresh_failed = False
@@ -299,6 +302,22 @@ class OAuthFlow(httpx2.Auth):
                             context.token_expiry_time = 1.0
                             retried_401 = restart = True
                             break
+                        elif (
+                            response.status_code == 401
+                            and context.current_tokens is None
+                            and not took_stored
+                            and await self._sync_tokens()
+                        ):
+                            took_stored = restart = True  # logged in elsewhere since this process started
+                            break
+                        elif (
+                            response.status_code == 401
+                            and self.interaction is None
+                            and self.settings.grant == "authorization_code"
+                            and not context.can_refresh_token()
+                        ):
+                            # Only a person can go on from here: say so now, before discovery and registration.
+                            raise self._needs_login()
                     else:
                         grant = _form(outgoing).get("grant_type", [None])[0]
                         if grant is not None and response.status_code >= 400:

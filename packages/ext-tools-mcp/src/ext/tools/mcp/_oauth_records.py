@@ -58,10 +58,13 @@ class OAuthRecords:
 
     # --- whole-resource operations -------------------------------------------------------------------
 
-    async def load(self) -> Stored:
+    async def _read_pointer(self) -> None:
         pointer = await self.store.get(self._pointer())
         issuer = pointer.get("issuer") if pointer else None
         self.issuer = issuer if isinstance(issuer, str) else None
+
+    async def load(self) -> Stored:
+        await self._read_pointer()
         token, expires_at = await self.token_record()
         meta = await self.store.get(self._key("meta", self.issuer))
         metadata = resource_metadata = None
@@ -76,6 +79,8 @@ class OAuthRecords:
         return Stored(self.issuer, token, expires_at, await self.get_client_info(), metadata, resource_metadata)
 
     async def token_record(self) -> tuple[OAuthToken | None, float | None]:
+        if self.issuer is None:
+            await self._read_pointer()  # nothing was stored at start: another process may have logged in since
         record = await self.store.get(self._key("tokens", self.issuer))
         if not record:
             return None, None
