@@ -83,7 +83,7 @@ def test_auth_hook_accepts_httpx2_auth_and_callables() -> None:
     basic = httpx2.BasicAuth("u", "p")
     assert StreamableHttpServerParams(url="http://h/mcp", auth=basic).auth is basic
     assert SseServerParams(url="http://h/sse", auth=lambda request: request).auth is not None
-    with pytest.raises(ValidationError, match=r"auth must be an httpx2\.Auth"):
+    with pytest.raises(ValidationError, match=r"auth must be OAuthSettings, an httpx2\.Auth"):
         StreamableHttpServerParams(url="http://h/mcp", auth="token")
 
 

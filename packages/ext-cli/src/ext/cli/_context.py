@@ -74,6 +74,9 @@ def _escape(text: str) -> str:
 def _hint_for(exc: BaseException) -> str | None:
     name = type(exc).__name__
     text = str(exc).lower()
+    command = getattr(exc, "command", None)
+    if isinstance(command, str) and name == "McpNeedsLoginError":
+        return f"run `{command}` where a browser can be opened, then try again"
     if isinstance(exc, ConnectionError) or "connect" in text:
         return "is the server running and the address right?"
     if "api key" in text or "api_key" in text or name in {"AuthenticationError", "PermissionDeniedError"}:

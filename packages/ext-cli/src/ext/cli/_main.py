@@ -13,6 +13,7 @@ from .__about__ import __version__
 from ._context import State, run_command
 from ._errors import CliError
 from ._eval import eval_command
+from ._mcp_auth import add_commands as add_mcp_auth_commands
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -262,6 +263,10 @@ def mcp_prompts(ctx: click.Context, server: str, get: str | None, arguments: Seq
         return 0
 
     ctx.exit(run_command(ctx, go))
+
+
+# `ext mcp login` / `ext mcp logout` (OAuth), declared in their own module.
+add_mcp_auth_commands(mcp)
 
 
 # --- gateway ----------------------------------------------------------------------------------------

@@ -37,10 +37,12 @@ def mcp_workbench(spec: str) -> Workbench:
             "--mcp needs a command or a URL", hint="for example --mcp 'npx -y @modelcontextprotocol/server-memory'"
         )
     if spec.startswith(("http://", "https://")):
+        # OAuth with the default settings: used only if the server asks for it, with what `ext mcp login` stored.
+        auth = mcp.OAuthSettings()
         if spec.rstrip("/").endswith("/sse"):
-            params = mcp.SseServerParams(url=spec)
+            params = mcp.SseServerParams(url=spec, auth=auth)
         else:
-            params = mcp.StreamableHttpServerParams(url=spec)
+            params = mcp.StreamableHttpServerParams(url=spec, auth=auth)
     else:
         try:
             argv = shlex.split(spec)

@@ -206,10 +206,13 @@ class Handlers:
 class Connection:
     """A started (or starting) session with one server."""
 
-    def __init__(self, params: ServerParams, label: str, handlers: Handlers) -> None:
+    def __init__(self, params: ServerParams, label: str, handlers: Handlers, auth: Any = None) -> None:
         self.params = params
         self.label = label
         self._handlers = handlers
+        # The HTTP transports' auth (the params' own, or the workbench's OAuthFlow); an OAuthFlow keeps its last
+        # failure in `failure`, which the transport reports to the session only as a closed connection.
+        self._auth = auth if auth is not None else getattr(params, "auth", None)
         self.session: ClientSession | None = None
         # True from the end of the handshake until the connection ends or `close()` starts: a plain
         # attribute, so the per-call check costs one attribute read.
@@ -249,6 +252,9 @@ class Connection:
         """Start the owner task and wait for the handshake (bounded by the request timeout)."""
         loop = self.loop = asyncio.get_running_loop()
         ready = self._ready = loop.create_future()
+        listeners = getattr(self._auth, "failure_listeners", None)
+        if isinstance(listeners, list):
+            listeners.append(self._on_auth_failure)
         self._wake = loop.create_future()
         self._task = loop.create_task(self._own(), name=f"mcp-session {self.label}")
         timeout = self.params.startup_timeout
@@ -357,11 +363,25 @@ class Connection:
             if not self._stop.is_set() and self.session is not None:
                 logger.warning("MCP session %r ended: %s", self.label, error)
         finally:
+            listeners = getattr(self._auth, "failure_listeners", None)
+            if isinstance(listeners, list) and self._on_auth_failure in listeners:
+                listeners.remove(self._on_auth_failure)
             self._mark_ended()
             if self._stderr is not None:
                 self._stderr.close_writer()
             if self._ready is not None and not self._ready.done():
                 self._ready.set_exception(McpConnectionError(self.label, f"MCP server {self.label!r} was stopped"))
+
+    def _on_auth_failure(self, error: McpError) -> None:
+        """The OAuth flow failed: end the connection now, so that waiting requests fail with this error."""
+        if self.closing:
+            return
+        if self.failure is None:
+            self.failure = str(error)
+        ready = self._ready
+        if ready is not None and not ready.done():
+            ready.set_exception(error)
+        self._mark_ended()
 
     def _started(self) -> None:
         # The recorded HTTP status only explains a failed start-up (`_describe`); once the session is up,
@@ -377,7 +397,7 @@ class Connection:
         if isinstance(params, StdioServerParams):
             return self._stdio(params)
         headers = params.http_headers()
-        auth = params.auth
+        auth = self._auth
         timeout = httpx2.Timeout(params.timeout, read=params.sse_read_timeout)
         if isinstance(params, SseServerParams):
 
@@ -448,12 +468,19 @@ class Connection:
         tail = self._stderr.tail(wait)
         return f"; stderr: {tail}" if tail else ""
 
+    def _auth_failure(self) -> McpError | None:
+        failure = getattr(self._auth, "failure", None)
+        return failure if isinstance(failure, McpError) else None
+
     def _describe(self, exc: BaseException) -> McpError:
         """A start-up or transport failure as an error naming the server and the cause."""
         leaf = _leaf(exc)
         label = self.label
         if isinstance(leaf, McpError):
             return leaf
+        auth_failure = self._auth_failure()
+        if auth_failure is not None:
+            return auth_failure
         if isinstance(leaf, (asyncio.CancelledError, anyio.get_cancelled_exc_class())):
             return McpConnectionError(label, f"MCP server {label!r}: start-up was cancelled")
         if isinstance(self.params, StdioServerParams) and isinstance(leaf, OSError) and self.session is None:
@@ -491,6 +518,9 @@ class Connection:
     def map_error(self, exc: MCPError, what: str) -> McpError:
         """An SDK error as ours, naming the server and the operation."""
         label = self.label
+        auth_failure = self._auth_failure()
+        if auth_failure is not None and exc.code in (mt.CONNECTION_CLOSED, mt.INTERNAL_ERROR):
+            return auth_failure
         if exc.code == mt.CONNECTION_CLOSED:
             cause = self.failure or "the connection was closed"
             if self.closing and self.failure is None:

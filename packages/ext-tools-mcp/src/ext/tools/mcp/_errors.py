@@ -46,3 +46,25 @@ class McpTimeoutError(McpError, TimeoutError):
 
     def __init__(self, server: str, message: str) -> None:
         super().__init__(server, message, code=REQUEST_TIMEOUT)
+
+
+class McpAuthError(McpConnectionError):
+    """Authorization with the server's OAuth authorization server failed (refused, revoked, misconfigured).
+
+    The message names the server and the cause, never a token, code, verifier or client secret."""
+
+
+class McpNeedsLoginError(McpAuthError):
+    """The server needs an interactive OAuth login that this process cannot do (no browser, no terminal, or not
+    asked to): run `command` (e.g. `ext mcp login URL`) where a person can complete it, then retry."""
+
+    def __init__(self, server: str, message: str, *, command: str) -> None:
+        super().__init__(server, message)
+        self.command = command
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_login, (self.server, self.message, self.command))
+
+
+def _rebuild_login(server: str, message: str, command: str) -> McpNeedsLoginError:
+    return McpNeedsLoginError(server, message, command=command)

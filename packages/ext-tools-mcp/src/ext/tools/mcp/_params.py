@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_serializer, field_validator
 
 from ext.core import ConfigurationError, resolve_secret
+
+from ._oauth_settings import OAuthSettings, check_oauth
 
 _HTTP_SCHEMES = ("http", "https")
 
@@ -36,10 +38,11 @@ def _safe_url(url: str) -> str:
 
 
 def _check_auth(value: Any) -> Any:
-    if value is None or isinstance(value, httpx2.Auth) or callable(value):
+    value = check_oauth(value)
+    if value is None or isinstance(value, (OAuthSettings, httpx2.Auth)) or callable(value):
         return value
     raise ValueError(
-        "auth must be an httpx2.Auth (for example mcp.client.auth.OAuthClientProvider) "
+        "auth must be OAuthSettings, an httpx2.Auth (for example mcp.client.auth.OAuthClientProvider) "
         f"or a callable(request) -> request, got {type(value).__name__}"
     )
 
@@ -159,7 +162,9 @@ class _HttpParams(_Params):
         default=300.0, gt=0, description="Seconds an event stream may stay silent before it is dropped."
     )
     auth: Any = Field(
-        default=None, exclude=True, description="An httpx2.Auth (e.g. OAuth) or callable(request) -> request."
+        default=None,
+        description="OAuthSettings (OAuth 2.1, dumped without secrets), or an httpx2.Auth or callable(request) -> "
+        "request (code: left out of dumps).",
     )
 
     @field_validator("url")
@@ -167,10 +172,19 @@ class _HttpParams(_Params):
     def _valid_url(cls, value: str) -> str:
         return _check_url(value, f"{cls.__name__}.url")
 
-    @field_validator("auth")
+    @field_validator("auth", mode="before")
     @classmethod
     def _valid_auth(cls, value: Any) -> Any:
         return _check_auth(value)
+
+    @field_serializer("auth")
+    def _dump_auth(self, value: Any) -> Any:
+        return value.model_dump(mode="json") if isinstance(value, OAuthSettings) else None
+
+    @property
+    def oauth(self) -> OAuthSettings | None:
+        """The OAuth settings, when `auth` holds them."""
+        return self.auth if isinstance(self.auth, OAuthSettings) else None
 
     @property
     def request_timeout(self) -> float | None:
@@ -184,7 +198,10 @@ class _HttpParams(_Params):
         return _resolve_headers(self.headers, self.headers_env, type(self).__name__)
 
     def secret_values(self) -> list[str]:
-        return [v.get_secret_value() for v in self.headers.values() if v.get_secret_value()]
+        values = [v.get_secret_value() for v in self.headers.values() if v.get_secret_value()]
+        if isinstance(self.auth, OAuthSettings):
+            values.extend(self.auth.secret_values())
+        return values
 
 
 class SseServerParams(_HttpParams):
@@ -209,7 +226,7 @@ class SseServerParams(_HttpParams):
             headers_env: Mapping[str, str] = ...,
             timeout: float = 30.0,
             sse_read_timeout: float = 300.0,
-            auth: Any = None,
+            auth: OAuthSettings | Any = None,
             startup_timeout_seconds: float | None = None,
         ) -> None: ...
 
@@ -251,7 +268,7 @@ class StreamableHttpServerParams(_HttpParams):
             timeout: float = 30.0,
             sse_read_timeout: float = 300.0,
             terminate_on_close: bool = True,
-            auth: Any = None,
+            auth: OAuthSettings | Any = None,
             startup_timeout_seconds: float | None = None,
         ) -> None: ...
 

@@ -46,6 +46,8 @@ from ._mapping import (
     tool_result,
     tool_schema,
 )
+from ._oauth import Interaction, OAuthFlow
+from ._oauth_settings import OAuthSettings
 from ._params import ServerParams, SseServerParams, StdioServerParams, StreamableHttpServerParams
 
 logger = logging.getLogger("ext.tools.mcp")
@@ -56,6 +58,7 @@ ElicitationCallback = Callable[[mt.ElicitRequestParams], Awaitable[mt.ElicitResu
 Roots = Union[Sequence[Union[mt.Root, str]], Callable[[], Awaitable[Sequence[Union[mt.Root, str]]]]]
 """The roots offered to the server: `file://` URIs (or `mcp.types.Root`), or an async function giving them."""
 
+_HTTP = (SseServerParams, StreamableHttpServerParams)
 _PARAMS: TypeAdapter[ServerParams] = TypeAdapter(Annotated[ServerParams, Field(discriminator="type")])
 
 # The explicit per-call timeout of the call in progress, so the SDK's own read timeout is set past it
@@ -85,6 +88,10 @@ class McpWorkbench(Workbench):
 
     `model_client` answers the server's sampling requests; `elicitation_callback` and `roots` answer
     elicitation and roots requests. Without them the capability is not offered to the server.
+
+    With `auth=OAuthSettings(...)` on the HTTP params, the workbench authorizes with OAuth 2.1. It never waits for
+    a person unless given `oauth_interaction` (how to show the authorization URL): without it, a server that needs
+    a login raises `McpNeedsLoginError` naming the command to run (`ext mcp login URL`).
     """
 
     component_config_schema = McpWorkbenchConfig
@@ -98,6 +105,7 @@ class McpWorkbench(Workbench):
         model_client: ChatCompletionClient | None = None,
         elicitation_callback: ElicitationCallback | None = None,
         roots: Roots | None = None,
+        oauth_interaction: Interaction | None = None,
     ) -> None:
         super().__init__(tool_overrides)
         self._params = _check_params(server_params)
@@ -118,6 +126,20 @@ class McpWorkbench(Workbench):
         self._elicitation_callback = elicitation_callback
         self._roots = roots
         self._label = self._params.describe()
+        if oauth_interaction is not None and not isinstance(oauth_interaction, Interaction):
+            raise ConfigurationError(
+                "McpWorkbench.oauth_interaction must be an ext.tools.mcp.Interaction, "
+                f"got {type(oauth_interaction).__name__}"
+            )
+        oauth = getattr(self._params, "oauth", None)
+        if oauth_interaction is not None and oauth is None:
+            raise ConfigurationError("McpWorkbench.oauth_interaction needs server_params with auth=OAuthSettings(...)")
+        # One OAuth flow per workbench, kept across reconnects (its tokens and discovered metadata with it).
+        self._auth: OAuthFlow | None = (
+            OAuthFlow(oauth, self._params.url, self._label, oauth_interaction)
+            if isinstance(self._params, _HTTP) and oauth
+            else None
+        )
         self._read_timeout = self._params.request_timeout  # the params are frozen
         self._plain_names = not self._overrides  # no overrides: a presented name is the tool's own
         self._conn: Connection | None = None
@@ -161,6 +183,8 @@ class McpWorkbench(Workbench):
             conn, self._conn = self._conn, None
             if conn is not None:
                 await conn.close()
+            if self._auth is not None:
+                await self._auth.aclose()
 
     async def _listed(self) -> Connection:
         """The live connection, its tools listed (the SDK checks call results against their output schemas).
@@ -191,7 +215,7 @@ class McpWorkbench(Workbench):
                 logger.info("MCP server %r: reconnecting (%s)", self._label, conn.failure or "connection ended")
                 await conn.close()
                 self._conn = None
-            conn = Connection(self._params, self._label, self._handlers())
+            conn = Connection(self._params, self._label, self._handlers(), self._auth)
             await conn.open()
             self._conn = conn
             return conn
@@ -415,7 +439,17 @@ class McpWorkbench(Workbench):
             settings["elicitation_callback"] = "a callable"
         if callable(self._roots):
             settings["roots"] = "a callable (a config holds a list of file:// URIs)"
-        if getattr(self._params, "auth", None) is not None:
+        auth = getattr(self._params, "auth", None)
+        if isinstance(auth, OAuthSettings):
+            if auth.client_secret is not None:
+                settings["server_params.auth.client_secret"] = (
+                    "a secret a dump leaves out; name an environment variable in client_secret_env instead"
+                )
+            if auth.token_store is not None:
+                settings["server_params.auth.token_store"] = (
+                    "an object; a config names the default file store's token_dir instead"
+                )
+        elif auth is not None:
             settings["server_params.auth"] = "an httpx2.Auth object"
         env = getattr(self._params, "env", None)
         if env:
