@@ -124,4 +124,4 @@ async def test_a_killed_process_gives_its_concurrency_slot_back_within_the_lease
     later = sorted(r.received_at for r in server.requests if r is not first)
     assert len(later) == 15
     # the slot came back once the dead holder's lease ran out, and not a lease later
-    assert later[0] - killed_at <= lease + 0.5
+    assert later[0] - killed_at <= lease + 1.0  # + a scheduler allowance on a loaded machine
