@@ -5,13 +5,13 @@ and the Redis store with two writers in two processes."""
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 from decimal import Decimal
 
 import genai_prices
 import pytest
+from ext_resilience_limits_support import KEY, openai_client
 
 from ext.core import ConfigurationError, CreateResult, FunctionTool, RequestUsage, UserMessage
 from ext.models.openai import OpenAIEmbeddingClient
@@ -23,7 +23,6 @@ from ext.resilience import (
     BudgetExceededError,
     BudgetLimit,
     BudgetMiddleware,
-    InMemoryBudgetStore,
     PriceTable,
     RedisBudgetStore,
     UnpricedModelError,
@@ -32,8 +31,6 @@ from ext.resilience import (
 )
 from ext.testing.redis import RedisServer
 from ext.testing.servers import OpenAIServer, Reply, ToolCallSpec
-
-from .conftest import KEY, openai_client
 
 HELLO = [UserMessage(content="Hi")]
 NANO = Decimal("0.000000001")
@@ -45,17 +42,23 @@ def table_price(model: str, prompt: int, completion: int) -> Decimal:
     return genai_prices.calc_price(usage, model, provider_id="openai").total_price.quantize(NANO)
 
 
+def embedding_client(server: OpenAIServer) -> OpenAIEmbeddingClient:
+    return OpenAIEmbeddingClient("text-embedding-3-small", base_url=server.base_url + "/v1", api_key=KEY, max_retries=0)
+
+
 def add(a: int, b: int) -> int:
     """Adds two numbers."""
     return a + b
 
 
-async def test_a_tool_loop_stops_at_the_call_that_would_cross_the_cost_limit(server: OpenAIServer) -> None:
+async def test_a_tool_loop_stops_at_the_call_that_would_cross_the_cost_limit(limits_server: OpenAIServer) -> None:
     per_call = table_price("gpt-4o-mini", 1000, 500)
-    server.default = Reply(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})], prompt_tokens=1000, completion_tokens=500)
+    limits_server.default = Reply(
+        tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})], prompt_tokens=1000, completion_tokens=500
+    )
     budget = Budget([BudgetLimit(cost=per_call * Decimal("2.5"))])
     pipeline = (
-        ChatClientBuilder(openai_client(server))
+        ChatClientBuilder(openai_client(limits_server))
         .use_tool_loop([FunctionTool(add)], max_iterations=10)
         .use(BudgetMiddleware(budget, close_budget=False))
         .build()
@@ -64,7 +67,7 @@ async def test_a_tool_loop_stops_at_the_call_that_would_cross_the_cost_limit(ser
         with pytest.raises(BudgetExceededError) as caught:
             await pipeline.create(HELLO, options={"max_tokens": 500})
     # two turns went out; the third, whose 500 output tokens alone would cross, was refused before the network
-    assert len(server.requests) == 2
+    assert len(limits_server.requests) == 2
     error = caught.value
     assert (error.limit, error.key, error.currency) == ("cost in total", "global", "USD")
     assert error.spent == 2 * per_call and error.maximum == per_call * Decimal("2.5")
@@ -72,33 +75,44 @@ async def test_a_tool_loop_stops_at_the_call_that_would_cross_the_cost_limit(ser
     assert await budget.spent("global") == 2 * per_call
 
 
-async def test_the_limit_is_checked_before_and_usage_recorded_after(server: OpenAIServer) -> None:
-    server.enqueue(
+async def test_the_limit_is_checked_before_and_usage_recorded_after(limits_server: OpenAIServer) -> None:
+    limits_server.enqueue(
         Reply(text="a", prompt_tokens=120, completion_tokens=30, cached_tokens=100),
         Reply(text="b", prompt_tokens=7, completion_tokens=3),
     )
     budget = Budget([BudgetLimit(tokens=150), BudgetLimit(requests=5, window=3600)])
-    async with ChatClientBuilder(openai_client(server)).use(BudgetMiddleware(budget, close_budget=False)).build() as client:
+    async with (
+        ChatClientBuilder(openai_client(limits_server))
+        .use(BudgetMiddleware(budget, close_budget=False))
+        .build() as client
+    ):
         await client.create(HELLO)
         assert await budget.spent("global", 0, "tokens") == 150  # the estimate replaced by the usage
         with pytest.raises(BudgetExceededError, match="'tokens in total'") as caught:
             await client.create(HELLO)
     assert caught.value.spent == 150 and caught.value.maximum == 150
     assert await budget.spent("global", 1, "requests") == 1
-    assert len(server.requests) == 1
+    assert len(limits_server.requests) == 1
 
 
 async def test_cache_and_reasoning_tokens_are_priced_apart() -> None:
     usage = RequestUsage(prompt_tokens=1000, completion_tokens=500, cached_tokens=800, reasoning_tokens=300)
     got = price_usage("gpt-4o-mini", usage, provider="openai")
     expected = genai_prices.calc_price(
-        genai_prices.Usage(input_tokens=1000, output_tokens=500, cache_read_tokens=800), "gpt-4o-mini", provider_id="openai"
+        genai_prices.Usage(input_tokens=1000, output_tokens=500, cache_read_tokens=800),
+        "gpt-4o-mini",
+        provider_id="openai",
     ).total_price
     assert got == expected
-    assert got < price_usage("gpt-4o-mini", RequestUsage(prompt_tokens=1000, completion_tokens=500))  # type: ignore[operator]
-    table = PriceTable({"my-model": {"input_mtok": 1, "output_mtok": 4, "cache_read_mtok": "0.5", "output_reasoning_mtok": 8}})
+    uncached = price_usage("gpt-4o-mini", RequestUsage(prompt_tokens=1000, completion_tokens=500))
+    assert got is not None and uncached is not None and got < uncached
+    table = PriceTable(
+        {"my-model": {"input_mtok": 1, "output_mtok": 4, "cache_read_mtok": "0.5", "output_reasoning_mtok": 8}}
+    )
     # 200 fresh input at 1, 800 cached at 0.5, 200 plain output at 4, 300 reasoning at 8 (per million)
-    assert table.price("my-model", usage) == Decimal("0.0002") + Decimal("0.0004") + Decimal("0.0008") + Decimal("0.0024")
+    assert table.price("my-model", usage) == Decimal("0.0002") + Decimal("0.0004") + Decimal("0.0008") + Decimal(
+        "0.0024"
+    )
     assert table.price("unknown-model-xyz", usage) is None
 
 
@@ -120,39 +134,54 @@ print(PriceTable().knows("claude-sonnet-4-5"), PriceTable().knows("no-such-model
     assert (Decimal(price), known, unknown) == (Decimal("0.15"), "True", "False")
 
 
-async def test_an_unpriced_model_is_refused_under_a_cost_limit_unless_allowed(server: OpenAIServer) -> None:
-    server.default = Reply(text="ok")
+async def test_an_unpriced_model_is_refused_under_a_cost_limit_unless_allowed(limits_server: OpenAIServer) -> None:
+    limits_server.default = Reply(text="ok")
     strict = Budget([BudgetLimit(cost=Decimal(1))])
-    async with ChatClientBuilder(openai_client(server, "my-local-model")).use(BudgetMiddleware(strict)).build() as client:
-        with pytest.raises(UnpricedModelError, match="'my-local-model'.*has no price"):
+    async with (
+        ChatClientBuilder(openai_client(limits_server, "my-local-model"))
+        .use(BudgetMiddleware(strict))
+        .build() as client
+    ):
+        with pytest.raises(UnpricedModelError, match=r"'my-local-model'.*has no price"):
             await client.create(HELLO)
-    assert server.requests == []
+    assert limits_server.requests == []
     lenient = Budget([BudgetLimit(cost=Decimal(1))], allow_unpriced=True)
-    async with ChatClientBuilder(openai_client(server, "my-local-model")).use(BudgetMiddleware(lenient, close_budget=False)).build() as client:
+    async with (
+        ChatClientBuilder(openai_client(limits_server, "my-local-model"))
+        .use(BudgetMiddleware(lenient, close_budget=False))
+        .build() as client
+    ):
         assert (await client.create(HELLO)).content == "ok"
     assert await lenient.spent("global") == 0
 
 
-async def test_streams_are_recorded(server: OpenAIServer) -> None:
-    server.default = Reply(text="one two", prompt_tokens=1000, completion_tokens=2000)
+async def test_streams_are_recorded(limits_server: OpenAIServer) -> None:
+    limits_server.default = Reply(text="one two", prompt_tokens=1000, completion_tokens=2000)
     budget = Budget([BudgetLimit(cost=Decimal(1))])
-    async with ChatClientBuilder(openai_client(server)).use(BudgetMiddleware(budget, close_budget=False)).build() as client:
+    async with (
+        ChatClientBuilder(openai_client(limits_server))
+        .use(BudgetMiddleware(budget, close_budget=False))
+        .build() as client
+    ):
         items = [item async for item in client.create_stream(HELLO)]
     assert isinstance(items[-1], CreateResult)
     assert await budget.spent("global") == table_price("gpt-4o-mini", 1000, 2000)
 
 
-async def test_per_run_limits_count_one_user_call(server: OpenAIServer) -> None:
-    server.default = Reply(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})])
+async def test_per_run_limits_count_one_user_call(limits_server: OpenAIServer) -> None:
+    limits_server.default = Reply(tool_calls=[ToolCallSpec("add", {"a": 1, "b": 2})])
     budget = Budget([BudgetLimit(requests=3, per_run=True)])
     pipeline = (
-        ChatClientBuilder(openai_client(server)).use_tool_loop([FunctionTool(add)]).use(BudgetMiddleware(budget)).build()
+        ChatClientBuilder(openai_client(limits_server))
+        .use_tool_loop([FunctionTool(add)])
+        .use(BudgetMiddleware(budget))
+        .build()
     )
     async with pipeline:
         for expected in (3, 6):
             with pytest.raises(BudgetExceededError, match="'requests per run'"):
                 await pipeline.create(HELLO)
-            assert len(server.requests) == expected  # each user call gets its own three
+            assert len(limits_server.requests) == expected  # each user call gets its own three
 
 
 async def test_windows_and_caller_keys() -> None:
@@ -166,10 +195,12 @@ async def test_windows_and_caller_keys() -> None:
     await budget.hold(key="a", model="m", provider="p", prompt_tokens=1)
 
 
-async def test_caller_key_in_a_pipeline(server: OpenAIServer) -> None:
-    server.default = Reply(text="ok")
+async def test_caller_key_in_a_pipeline(limits_server: OpenAIServer) -> None:
+    limits_server.default = Reply(text="ok")
     budget = Budget([BudgetLimit(requests=1)])
-    async with ChatClientBuilder(openai_client(server)).use(BudgetMiddleware(budget, key="caller")).build() as client:
+    async with (
+        ChatClientBuilder(openai_client(limits_server)).use(BudgetMiddleware(budget, key="caller")).build() as client
+    ):
         with limit_key("tenant-a"):
             await client.create(HELLO)
             with pytest.raises(BudgetExceededError, match="'tenant-a'"):
@@ -178,21 +209,27 @@ async def test_caller_key_in_a_pipeline(server: OpenAIServer) -> None:
             await client.create(HELLO)
 
 
-async def test_embeddings_go_through_the_same_budget(server: OpenAIServer) -> None:
+async def test_embeddings_go_through_the_same_budget(limits_server: OpenAIServer) -> None:
     budget = Budget([BudgetLimit(tokens=40)])
-    embedder = OpenAIEmbeddingClient("text-embedding-3-small", base_url=server.base_url + "/v1", api_key=KEY, max_retries=0)
+    embedder = OpenAIEmbeddingClient(
+        "text-embedding-3-small", base_url=limits_server.base_url + "/v1", api_key=KEY, max_retries=0
+    )
     async with BudgetedEmbeddingClient(embedder, budget) as client:
         result = await client.embed(["hello world", "a second text"])
         assert await budget.spent("global", 0, "tokens") == result.usage.prompt_tokens > 0
         with pytest.raises(BudgetExceededError, match="'tokens in total'"):
             await client.embed(["a much longer text " * 10])
-    embed_requests = [r for r in server.requests if r.path.endswith("/embeddings")]
+    embed_requests = [r for r in limits_server.requests if r.path.endswith("/embeddings")]
     assert len(embed_requests) == 1
     priced = Budget([BudgetLimit(cost=Decimal(1))])
-    embedder = OpenAIEmbeddingClient("text-embedding-3-small", base_url=server.base_url + "/v1", api_key=KEY, max_retries=0)
+    embedder = OpenAIEmbeddingClient(
+        "text-embedding-3-small", base_url=limits_server.base_url + "/v1", api_key=KEY, max_retries=0
+    )
     async with BudgetedEmbeddingClient(embedder, priced) as client:
         result = await client.embed(["hello world"])
-    assert await priced.spent("global") == price_usage("text-embedding-3-small", result.usage, provider="openai") > 0
+    price = price_usage("text-embedding-3-small", result.usage, provider="openai")
+    assert price is not None and price > 0
+    assert await priced.spent("global") == price
 
 
 _CHARGER = """
@@ -213,38 +250,40 @@ asyncio.run(main())
 """
 
 
-async def test_two_processes_never_overspend_a_redis_budget(redis_server: RedisServer) -> None:
+async def test_two_processes_never_overspend_a_redis_budget(limits_redis: RedisServer) -> None:
     prefix = "test-two-writers:"
     runs = [
         await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _CHARGER, redis_server.url, prefix, stdout=asyncio.subprocess.PIPE
+            sys.executable, "-c", _CHARGER, limits_redis.url, prefix, stdout=asyncio.subprocess.PIPE
         )
         for _ in range(2)
     ]
     taken = [int((await asyncio.wait_for(run.communicate(), 120))[0]) for run in runs]
     assert sum(taken) == 60 and all(t > 0 for t in taken)
-    store = RedisBudgetStore(RedisConnection(redis_server.url), prefix=prefix)
+    store = RedisBudgetStore(RedisConnection(limits_redis.url), prefix=prefix)
     try:
         assert await store.spent("c") == 60
     finally:
         await store.close()
 
 
-async def test_a_redis_budget_is_shared_by_two_pipelines(server: OpenAIServer, redis_server: RedisServer) -> None:
-    server.default = Reply(text="ok", prompt_tokens=1000, completion_tokens=500)
+async def test_a_redis_budget_is_shared_by_two_pipelines(
+    limits_server: OpenAIServer, limits_redis: RedisServer
+) -> None:
+    limits_server.default = Reply(text="ok", prompt_tokens=1000, completion_tokens=500)
     per_call = table_price("gpt-4o-mini", 1000, 500)
 
     def pipeline() -> object:
-        store = RedisBudgetStore(RedisConnection(redis_server.url), prefix="test-shared:")
+        store = RedisBudgetStore(RedisConnection(limits_redis.url), prefix="test-shared:")
         budget = Budget([BudgetLimit(cost=per_call * 3)], store=store, close_store=True)
-        return ChatClientBuilder(openai_client(server)).use(BudgetMiddleware(budget)).build()
+        return ChatClientBuilder(openai_client(limits_server)).use(BudgetMiddleware(budget)).build()
 
     async with pipeline() as first, pipeline() as second:  # type: ignore[attr-defined]
         for client in (first, second, first):
             await client.create(HELLO)
         with pytest.raises(BudgetExceededError):
             await second.create(HELLO)
-    assert len(server.requests) == 3
+    assert len(limits_server.requests) == 3
 
 
 @pytest.mark.parametrize(
@@ -259,7 +298,7 @@ async def test_a_redis_budget_is_shared_by_two_pipelines(server: OpenAIServer, r
 )
 def test_bad_limits_name_the_field(limits: list[dict[str, object]], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
-        Budget(limits)  # type: ignore[arg-type]
+        Budget(limits)
 
 
 def test_bad_overrides_name_the_model_and_key() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from ext_resilience_limits_support import openai_client
 
 from ext.core import CancellationToken, ConfigurationError, CreateResult, UserMessage
 from ext.pipeline import ChatClientBuilder
@@ -18,8 +19,6 @@ from ext.resilience import (
     limit_key,
 )
 from ext.testing.servers import OpenAIServer, Reply
-
-from .conftest import openai_client
 
 HELLO = [UserMessage(content="Hi")]
 
@@ -70,59 +69,59 @@ async def test_a_lease_that_is_not_renewed_runs_out() -> None:
     assert await backend.acquire("k", "b", limit=1, lease=5) == 0.0
 
 
-async def test_requests_per_window_over_the_wire(server: OpenAIServer) -> None:
-    server.default = Reply(text="ok")
+async def test_requests_per_window_over_the_wire(limits_server: OpenAIServer) -> None:
+    limits_server.default = Reply(text="ok")
     limit = RateLimitMiddleware(requests=5, window=0.5, key="global")
-    bare = openai_client(server)
+    bare = openai_client(limits_server)
     # the SDK's first calls (connections, lazy imports) would delay the first limited ones: done past the limit
     await asyncio.gather(*(bare.create(HELLO) for _ in range(5)))
     async with ChatClientBuilder(bare).use(limit).build() as client:
         await asyncio.gather(*(client.create(HELLO) for _ in range(12)))
-    times = sorted(r.received_at for r in server.requests[5:])
+    times = sorted(r.received_at for r in limits_server.requests[5:])
     assert len(times) == 12
     # the 6th and 11th requests waited for the first and the sixth to leave the window
     assert times[5] - times[0] >= 0.5 - 0.05
     assert times[10] - times[5] >= 0.5 - 0.05
 
 
-async def test_tokens_per_window_use_the_reported_usage(server: OpenAIServer) -> None:
-    server.enqueue(Reply(text="a", prompt_tokens=30, completion_tokens=10), Reply(text="b"))
+async def test_tokens_per_window_use_the_reported_usage(limits_server: OpenAIServer) -> None:
+    limits_server.enqueue(Reply(text="a", prompt_tokens=30, completion_tokens=10), Reply(text="b"))
     backend = InMemoryRateLimitBackend()
     limit = RateLimitMiddleware(tokens=100, window=60, key="global", backend=backend)
-    async with ChatClientBuilder(openai_client(server)).use(limit).build() as client:
+    async with ChatClientBuilder(openai_client(limits_server)).use(limit).build() as client:
         await client.create(HELLO)
         # 40 tokens are in the window now, whatever was estimated: 60 more fit, 61 do not
         assert (await backend.admit("rl:global", window=60, requests=None, tokens=100, cost=61)).entry is None
         assert (await backend.admit("rl:global", window=60, requests=None, tokens=100, cost=60)).entry is not None
 
 
-async def test_a_call_larger_than_the_window_is_refused_before_the_network(server: OpenAIServer) -> None:
+async def test_a_call_larger_than_the_window_is_refused_before_the_network(limits_server: OpenAIServer) -> None:
     limit = RateLimitMiddleware(tokens=10, key="global")
-    async with ChatClientBuilder(openai_client(server)).use(limit).build() as client:
+    async with ChatClientBuilder(openai_client(limits_server)).use(limit).build() as client:
         with pytest.raises(RateLimitTooLargeError, match="more than the limit of 10 tokens") as caught:
             await client.create([UserMessage(content="a long prompt " * 20)])
     assert caught.value.key == "rl:global" and caught.value.limit == 10
-    assert server.requests == []
+    assert limits_server.requests == []
 
 
-async def test_concurrency_queue_refuses_when_full_and_frees_on_cancel(server: OpenAIServer) -> None:
+async def test_concurrency_queue_refuses_when_full_and_frees_on_cancel(limits_server: OpenAIServer) -> None:
     gate = asyncio.Event()
-    server.enqueue(Reply(text="slow", delay=30))
-    server.default = Reply(text="ok")
+    limits_server.enqueue(Reply(text="slow", delay=30))
+    limits_server.default = Reply(text="ok")
     limit = RateLimitMiddleware(concurrency=1, max_queue=1, key="global")
-    async with ChatClientBuilder(openai_client(server)).use(limit).build() as client:
+    async with ChatClientBuilder(openai_client(limits_server)).use(limit).build() as client:
         holder = asyncio.ensure_future(client.create(HELLO))
-        await server.wait_for_requests(1)
+        await limits_server.wait_for_requests(1)
         token = CancellationToken()
         queued = asyncio.ensure_future(client.create(HELLO, token))
-        while limit._waiting.get("rl:global", 0) == 0:  # noqa: SLF001 - the queue's length, observed
+        while limit.queued("rl:global") == 0:  # noqa: ASYNC110 - a scheduler turn until the call is queued
             await asyncio.sleep(0)
         with pytest.raises(RateLimitQueueFullError, match="max_queue=1"):
             await client.create(HELLO)
         token.cancel()
         with pytest.raises(asyncio.CancelledError):
             await queued
-        assert limit._waiting.get("rl:global") == 0  # noqa: SLF001
+        assert limit.queued("rl:global") == 0
         holder.cancel()
         with pytest.raises(asyncio.CancelledError):
             await holder
@@ -130,24 +129,24 @@ async def test_concurrency_queue_refuses_when_full_and_frees_on_cancel(server: O
         result = await asyncio.wait_for(client.create(HELLO), 10)
         assert result.content == "ok"
         gate.set()
-    assert len(server.requests) == 2
+    assert len(limits_server.requests) == 2
 
 
-async def test_max_wait_gives_a_typed_error(server: OpenAIServer) -> None:
-    server.default = Reply(text="ok")
+async def test_max_wait_gives_a_typed_error(limits_server: OpenAIServer) -> None:
+    limits_server.default = Reply(text="ok")
     limit = RateLimitMiddleware(requests=1, window=60, max_wait=0.05, key="global")
-    async with ChatClientBuilder(openai_client(server)).use(limit).build() as client:
+    async with ChatClientBuilder(openai_client(limits_server)).use(limit).build() as client:
         await client.create(HELLO)
-        with pytest.raises(RateLimitWaitError, match="max_wait=0.05"):
+        with pytest.raises(RateLimitWaitError, match=r"max_wait=0\.05"):
             await client.create(HELLO)
-    assert len(server.requests) == 1
+    assert len(limits_server.requests) == 1
 
 
-async def test_a_stream_holds_its_slot_until_it_ends(server: OpenAIServer) -> None:
-    server.default = Reply(text="one two three")
+async def test_a_stream_holds_its_slot_until_it_ends(limits_server: OpenAIServer) -> None:
+    limits_server.default = Reply(text="one two three")
     backend = InMemoryRateLimitBackend()
     limit = RateLimitMiddleware(concurrency=1, max_queue=0, key="global", backend=backend)
-    async with ChatClientBuilder(openai_client(server)).use(limit).build() as client:
+    async with ChatClientBuilder(openai_client(limits_server)).use(limit).build() as client:
         stream = client.create_stream(HELLO)
         first = await stream.__anext__()
         assert not isinstance(first, CreateResult)
@@ -158,10 +157,10 @@ async def test_a_stream_holds_its_slot_until_it_ends(server: OpenAIServer) -> No
         assert (await client.create(HELLO)).content == "one two three"
 
 
-async def test_keys_per_model_and_per_caller(server: OpenAIServer) -> None:
-    server.default = Reply(text="ok")
+async def test_keys_per_model_and_per_caller(limits_server: OpenAIServer) -> None:
+    limits_server.default = Reply(text="ok")
     limit = RateLimitMiddleware(requests=1, window=60, max_queue=0, key="caller")
-    async with ChatClientBuilder(openai_client(server)).use(limit).build() as client:
+    async with ChatClientBuilder(openai_client(limits_server)).use(limit).build() as client:
         with limit_key("tenant-a"):
             await client.create(HELLO)
             with pytest.raises(RateLimitQueueFullError, match="tenant-a"):
@@ -169,12 +168,12 @@ async def test_keys_per_model_and_per_caller(server: OpenAIServer) -> None:
         with limit_key("tenant-b"):
             await client.create(HELLO)
     per_model = RateLimitMiddleware(requests=1, window=60, max_queue=0, key="model")
-    async with ChatClientBuilder(openai_client(server)).use(per_model).build() as client:
+    async with ChatClientBuilder(openai_client(limits_server)).use(per_model).build() as client:
         await client.create(HELLO)
         await client.create(HELLO, options={"model_id": "gpt-4o"})
         with pytest.raises(RateLimitQueueFullError, match="openai/gpt-4o-mini"):
             await client.create(HELLO)
-    assert len(server.requests) == 4
+    assert len(limits_server.requests) == 4
 
 
 @pytest.mark.parametrize(

@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
+from ext_resilience_limits_support import KEY
 
 from ext.testing.redis import RedisServer
 from ext.testing.servers import OpenAIServer, Reply
-
-from .conftest import KEY
 
 WORKER = Path(__file__).with_name("limits_worker.py")
 # What separates the limiter's decision from the request's arrival at the server (a connection, a scheduler turn on
@@ -47,6 +46,12 @@ async def finish(process: asyncio.subprocess.Process) -> str:
     return out.decode()
 
 
+async def only_holder(slots: aioredis.Redis) -> bytes:
+    (holder,) = await slots.zrange("ext:rl:shared-slots:global:slots", 0, -1)
+    assert isinstance(holder, bytes)
+    return holder
+
+
 def most_in_any_window(times: list[float], window: float) -> int:
     """The most arrivals in any interval [t, t + window) starting at an arrival (linear, two pointers)."""
     times = sorted(times)
@@ -58,13 +63,13 @@ def most_in_any_window(times: list[float], window: float) -> int:
     return most
 
 
-async def test_four_processes_share_one_requests_limit(server: OpenAIServer, redis_server: RedisServer) -> None:
-    server.default = Reply(text="ok")
+async def test_four_processes_share_one_requests_limit(limits_server: OpenAIServer, limits_redis: RedisServer) -> None:
+    limits_server.default = Reply(text="ok")
     window = 1.5
     settings = {
-        "base_url": server.base_url + "/v1",
+        "base_url": limits_server.base_url + "/v1",
         "api_key": KEY,
-        "redis_url": redis_server.url,
+        "redis_url": limits_redis.url,
         "limit": {"requests": 60, "window": window, "key": "global", "name": "shared-rpm"},
         "count": 50,
         "parallel": 8,
@@ -73,7 +78,7 @@ async def test_four_processes_share_one_requests_limit(server: OpenAIServer, red
     workers = [await start_worker(settings) for _ in range(4)]
     for worker in workers:
         await ready(worker)
-    warmups = len(server.requests)
+    warmups = len(limits_server.requests)
     assert warmups == 4 * 8
     for worker in workers:
         assert worker.stdin is not None
@@ -81,7 +86,7 @@ async def test_four_processes_share_one_requests_limit(server: OpenAIServer, red
         await worker.stdin.drain()
     outputs = [await finish(w) for w in workers]
     assert all(o.strip().endswith("done 50") for o in outputs)
-    times = [r.received_at for r in server.requests[warmups:]]
+    times = [r.received_at for r in limits_server.requests[warmups:]]
     assert len(times) == 200
     assert most_in_any_window(times, window - JITTER) <= 60
     # 200 requests at 60 per window need at least three full windows after the first
@@ -89,31 +94,34 @@ async def test_four_processes_share_one_requests_limit(server: OpenAIServer, red
 
 
 async def test_a_killed_process_gives_its_concurrency_slot_back_within_the_lease(
-    server: OpenAIServer, redis_server: RedisServer
+    limits_server: OpenAIServer, limits_redis: RedisServer
 ) -> None:
     lease = 1.0
     limit = {"concurrency": 1, "lease": lease, "key": "global", "name": "shared-slots"}
-    base = {"base_url": server.base_url + "/v1", "api_key": KEY, "redis_url": redis_server.url, "limit": limit}
-    server.enqueue(Reply(text="never", delay=120))  # the first request to arrive hangs: its sender holds the slot
-    server.default = Reply(text="ok")
+    base = {"base_url": limits_server.base_url + "/v1", "api_key": KEY, "redis_url": limits_redis.url, "limit": limit}
+    limits_server.enqueue(
+        Reply(text="never", delay=120)
+    )  # the first request to arrive hangs: its sender holds the slot
+    limits_server.default = Reply(text="ok")
     holder = await start_worker({**base, "count": 1, "parallel": 1})
-    (first,) = await server.wait_for_requests(1, timeout=30)
+    (first,) = await limits_server.wait_for_requests(1, timeout=30)
     others = [await start_worker({**base, "count": 5, "parallel": 2}) for _ in range(3)]
     for other in others:
         await ready(other)
 
     # Wait until the holder has renewed its lease beyond the first one: it keeps the slot while it lives.
-    slots = aioredis.Redis.from_url(redis_server.url)
+    slots = aioredis.Redis.from_url(limits_redis.url)
     try:
-        (_, taken_until), = await slots.zrange("ext:rl:shared-slots:global:slots", 0, -1, withscores=True)
+        taken_until = await slots.zscore("ext:rl:shared-slots:global:slots", await only_holder(slots))
         while True:
-            (_, renewed_until), = await slots.zrange("ext:rl:shared-slots:global:slots", 0, -1, withscores=True)
+            renewed_until = await slots.zscore("ext:rl:shared-slots:global:slots", await only_holder(slots))
+            assert taken_until is not None and renewed_until is not None
             if renewed_until - taken_until > lease * 1_000_000:
                 break
             await asyncio.sleep(0.05)
     finally:
         await slots.aclose()
-    assert len(server.requests) == 1, "another process got past the limit while the slot was held"
+    assert len(limits_server.requests) == 1, "another process got past the limit while the slot was held"
 
     os.kill(holder.pid, signal.SIGKILL)
     killed_at = asyncio.get_running_loop().time()
@@ -121,7 +129,7 @@ async def test_a_killed_process_gives_its_concurrency_slot_back_within_the_lease
     assert holder.returncode == -signal.SIGKILL
     for other in others:
         assert (await finish(other)).strip().endswith("done 5")
-    later = sorted(r.received_at for r in server.requests if r is not first)
+    later = sorted(r.received_at for r in limits_server.requests if r is not first)
     assert len(later) == 15
     # the slot came back once the dead holder's lease ran out, and not a lease later
     assert later[0] - killed_at <= lease + 1.0  # + a scheduler allowance on a loaded machine

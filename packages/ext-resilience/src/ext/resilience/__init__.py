@@ -6,25 +6,25 @@ from .__about__ import __version__
 __all__ = ["__version__"]
 
 # --- rate limits and budgets (issue 36, branch limits) -------------------------------------------------------
-from ._budget import Budget, BudgetLimit  # noqa: E402
-from ._budget_embeddings import BudgetedEmbeddingClient  # noqa: E402
-from ._budget_errors import BudgetError, BudgetExceededError, UnpricedModelError  # noqa: E402
-from ._budget_file import budget_entry  # noqa: E402
-from ._budget_middleware import BudgetMiddleware  # noqa: E402
-from ._budget_redis import RedisBudgetStore  # noqa: E402
-from ._budget_store import BudgetStore, Charge, InMemoryBudgetStore  # noqa: E402
-from ._prices import PRICE_KEYS, PriceTable, price_usage  # noqa: E402
-from ._ratelimit import RateLimitMiddleware  # noqa: E402
-from ._ratelimit_backend import InMemoryRateLimitBackend, RateDecision, RateLimitBackend  # noqa: E402
-from ._ratelimit_errors import (  # noqa: E402
+from ._budget import Budget, BudgetLimit
+from ._budget_embeddings import BudgetedEmbeddingClient
+from ._budget_errors import BudgetError, BudgetExceededError, UnpricedModelError
+from ._budget_file import budget_entry
+from ._budget_middleware import BudgetMiddleware
+from ._budget_redis import RedisBudgetStore
+from ._budget_store import BudgetStore, Charge, InMemoryBudgetStore
+from ._prices import PRICE_KEYS, PriceTable, price_usage
+from ._ratelimit import RateLimitMiddleware
+from ._ratelimit_backend import InMemoryRateLimitBackend, RateDecision, RateLimitBackend
+from ._ratelimit_errors import (
     RateLimitQueueFullError,
     RateLimitRefusedError,
     RateLimitTooLargeError,
     RateLimitWaitError,
 )
-from ._ratelimit_file import rate_limit_entry  # noqa: E402
-from ._ratelimit_keys import KeySpec, limit_key  # noqa: E402
-from ._ratelimit_redis import RedisRateLimitBackend  # noqa: E402
+from ._ratelimit_file import rate_limit_entry
+from ._ratelimit_keys import KeySpec, limit_key
+from ._ratelimit_redis import RedisRateLimitBackend
 
 __all__ += [
     # application code: rate limits

@@ -116,7 +116,8 @@ class Budget:
         close_store: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if isinstance(limits, (str, bytes)) or not isinstance(limits, Sequence) or not limits:
+        given: object = limits
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence) or not given:
             raise ConfigurationError("limits must be a non-empty list of BudgetLimit (or dicts of its fields)")
         built: list[BudgetLimit] = []
         for index, limit in enumerate(limits):
@@ -162,7 +163,9 @@ class Budget:
         price = self.prices.price(model, usage, provider=provider)
         return None if price is None else price * self._rate
 
-    def _counter(self, limit_index: int, limit: BudgetLimit, metric: str, key: str, now: float) -> tuple[str, float | None]:
+    def _counter(
+        self, limit_index: int, limit: BudgetLimit, metric: str, key: str, now: float
+    ) -> tuple[str, float | None]:
         counter = f"{self.name}:{key}:{limit_index}:{metric}"
         if limit.window:
             return f"{counter}:{int(now // limit.window)}", limit.window
@@ -187,7 +190,9 @@ class Budget:
         """Charge a call's estimate (or raise `BudgetExceededError` / `UnpricedModelError`, charging nothing)."""
         cost = 0
         if self._priced:
-            price = self.price(model, RequestUsage(prompt_tokens=prompt_tokens, completion_tokens=output_tokens), provider=provider)
+            price = self.price(
+                model, RequestUsage(prompt_tokens=prompt_tokens, completion_tokens=output_tokens), provider=provider
+            )
             if price is None and not self.allow_unpriced:
                 raise UnpricedModelError(budget=self.name, model=model, provider=provider)
             cost = 0 if price is None else _nano(price)
@@ -211,9 +216,9 @@ class Budget:
                 hold.store_charges.append(Charge(counter, amount, maximum, ttl))
                 hold.metrics.append(metric)
                 where.append(limit.describe(metric))
+        if run is None:
+            run = hold.run_counters = {}
         if run_checks:
-            if run is None:
-                run = hold.run_counters = {}
             for counter, amount, maximum, described in run_checks:
                 spent = run.get(counter, 0)
                 if spent + max(amount, 1) > maximum:
@@ -225,7 +230,7 @@ class Budget:
                 assert charge.limit is not None
                 raise self._exceeded(where[index], key, spent, charge.limit, charge.amount)
         for counter, amount, _, _ in run_checks:
-            run[counter] = run.get(counter, 0) + amount  # type: ignore[index]
+            run[counter] = run.get(counter, 0) + amount
         return hold
 
     def _exceeded(self, limit: str, key: str, spent: int, maximum: int, amount: int) -> BudgetExceededError:

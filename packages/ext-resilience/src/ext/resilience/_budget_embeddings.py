@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import TracebackType
 
-from ext.core import CancellationToken, ConfigurationError, EmbeddingClient, EmbeddingResult, RequestUsage, text_token_bound
+from ext.core import (
+    CancellationToken,
+    ConfigurationError,
+    EmbeddingClient,
+    EmbeddingResult,
+    RequestUsage,
+    text_token_bound,
+)
 
 from ._budget import Budget
 from ._ratelimit_keys import current_caller_key
@@ -56,7 +63,9 @@ class BudgetedEmbeddingClient:
 
     async def embed(self, texts: Sequence[str], cancellation_token: CancellationToken | None = None) -> EmbeddingResult:
         tokens = sum(text_token_bound(text) for text in texts if isinstance(text, str))
-        hold = await self._budget.hold(key=self._call_key(), model=self._model, provider=self._provider, prompt_tokens=tokens)
+        hold = await self._budget.hold(
+            key=self._call_key(), model=self._model, provider=self._provider, prompt_tokens=tokens
+        )
         try:
             result = await self._client.embed(texts, cancellation_token)
         except BaseException:

@@ -60,11 +60,19 @@ def _middleware(settings: Mapping[str, Any], where: str, *, offline: bool) -> Bu
         raise ConfigurationError(f"{where}.limits must be a list of limits, got {type(limits).__name__}")
     try:
         budget = Budget(
-            limits, store=store, prices=prices, close_store=True, **{k: settings[k] for k in _BUDGET_KEYS[1:] if k in settings}
+            limits,
+            store=store,
+            prices=prices,
+            close_store=True,
+            **{k: settings[k] for k in _BUDGET_KEYS[1:] if k in settings},
         )
         return BudgetMiddleware(budget, key=settings.get("key", "global"))
     except ConfigurationError as exc:
-        raise ConfigurationError(f"{where}.{exc}" if str(exc).startswith(("limits", "key ", "currency", "usd_rate", "name")) else f"{where}: {exc}") from None
+        raise ConfigurationError(
+            f"{where}.{exc}"
+            if str(exc).startswith(("limits", "key ", "currency", "usd_rate", "name"))
+            else f"{where}: {exc}"
+        ) from None
 
 
 class BudgetEntry:

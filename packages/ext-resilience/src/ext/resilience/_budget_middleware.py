@@ -4,7 +4,6 @@ loop placed before it), and `call_cost`, the cost the budget recorded for a resu
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from decimal import Decimal
 from typing import Any
 
 from ext.core import ComponentError, ConfigurationError, CreateResult, RequestUsage
@@ -102,5 +101,3 @@ class BudgetMiddleware(ChatMiddleware):
     async def close(self) -> None:
         if self._close_budget:
             await self._budget.close()
-
-

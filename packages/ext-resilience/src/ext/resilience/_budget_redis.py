@@ -55,9 +55,13 @@ class RedisBudgetStore:
         try:
             from ext.redis import RedisConnection
         except ImportError:  # pragma: no cover - depends on the install
-            raise ConfigurationError("the Redis budget store needs ext-redis: pip install 'ext-resilience[redis]'") from None
+            raise ConfigurationError(
+                "the Redis budget store needs ext-redis: pip install 'ext-resilience[redis]'"
+            ) from None
         if not isinstance(connection, RedisConnection):
-            raise ConfigurationError(f"connection must be an ext.redis.RedisConnection, got {type(connection).__name__}")
+            raise ConfigurationError(
+                f"connection must be an ext.redis.RedisConnection, got {type(connection).__name__}"
+            )
         if not isinstance(prefix, str):
             raise ConfigurationError(f"prefix must be a str, got {type(prefix).__name__}")
         self._connection = connection

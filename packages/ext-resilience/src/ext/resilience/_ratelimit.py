@@ -120,6 +120,10 @@ class RateLimitMiddleware(ChatMiddleware):
     def backend(self) -> RateLimitBackend:
         return self._backend
 
+    def queued(self, key: str) -> int:
+        """Calls of this process waiting under `key` (the limit's `name`, a colon, the call's key: `rl:global`)."""
+        return self._waiting.get(key, 0)
+
     def __repr__(self) -> str:
         return (
             f"RateLimitMiddleware(requests={self._requests}, tokens={self._tokens}, window={self._window}, "

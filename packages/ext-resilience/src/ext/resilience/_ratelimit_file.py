@@ -51,14 +51,18 @@ def redis_connection(settings: Mapping[str, Any], where: str) -> Any:
         raise ConfigurationError(f"{where}.redis_url_env must name an environment variable, got {variable!r}")
     url = os.environ.get(variable)
     if not url:
-        raise ConfigurationError(f"{where}.redis_url_env: the environment variable {variable} is not set (a redis:// URL)")
+        raise ConfigurationError(
+            f"{where}.redis_url_env: the environment variable {variable} is not set (a redis:// URL)"
+        )
     prefix = settings.get("prefix")
     if prefix is not None and not isinstance(prefix, str):
         raise ConfigurationError(f"{where}.prefix must be a str, got {type(prefix).__name__}")
     try:
         from ext.redis import RedisConnection
     except ImportError:
-        raise ConfigurationError(f"{where}.backend: redis needs ext-redis: pip install 'ext-resilience[redis]'") from None
+        raise ConfigurationError(
+            f"{where}.backend: redis needs ext-redis: pip install 'ext-resilience[redis]'"
+        ) from None
     try:
         return RedisConnection(url)
     except ConfigurationError as exc:

@@ -42,9 +42,11 @@ def current_caller_key() -> str:
 
 def check_key_spec(key: object, where: str = "key") -> KeySpec:
     if callable(key):
-        return key  # type: ignore[return-value]
+        return key
     if key not in KEY_KINDS:
-        raise ConfigurationError(f"{where} must be one of {', '.join(KEY_KINDS)} or a function of the call, got {key!r}")
+        raise ConfigurationError(
+            f"{where} must be one of {', '.join(KEY_KINDS)} or a function of the call, got {key!r}"
+        )
     return key  # type: ignore[return-value]
 
 

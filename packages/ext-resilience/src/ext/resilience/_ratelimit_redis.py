@@ -137,7 +137,9 @@ class RedisRateLimitBackend:
                 "the Redis rate-limit backend needs ext-redis: pip install 'ext-resilience[redis]'"
             ) from None
         if not isinstance(connection, RedisConnection):
-            raise ConfigurationError(f"connection must be an ext.redis.RedisConnection, got {type(connection).__name__}")
+            raise ConfigurationError(
+                f"connection must be an ext.redis.RedisConnection, got {type(connection).__name__}"
+            )
         if not isinstance(prefix, str):
             raise ConfigurationError(f"prefix must be a str, got {type(prefix).__name__}")
         if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll <= 10:
