@@ -20,7 +20,7 @@ from ext.testing.servers import OpenAIServer, Reply
 WORKER = Path(__file__).with_name("limits_worker.py")
 # What separates the limiter's decision from the request's arrival at the server (a connection, a scheduler turn on
 # a loaded machine): the log is checked over windows this much shorter than the limiter's.
-JITTER = 0.2
+JITTER = 0.3
 
 
 async def start_worker(settings: dict[str, Any]) -> asyncio.subprocess.Process:
@@ -65,7 +65,7 @@ def most_in_any_window(times: list[float], window: float) -> int:
 
 async def test_four_processes_share_one_requests_limit(limits_server: OpenAIServer, limits_redis: RedisServer) -> None:
     limits_server.default = Reply(text="ok")
-    window = 1.5
+    window = 2.0
     settings = {
         "base_url": limits_server.base_url + "/v1",
         "api_key": KEY,
