@@ -4,6 +4,7 @@ its decisions on an injected clock), queues, cancellation, streams and the token
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from ext_resilience_limits_support import openai_client
@@ -12,6 +13,7 @@ from ext.core import CancellationToken, ConfigurationError, CreateResult, UserMe
 from ext.pipeline import ChatClientBuilder
 from ext.resilience import (
     InMemoryRateLimitBackend,
+    RateDecision,
     RateLimitMiddleware,
     RateLimitQueueFullError,
     RateLimitTooLargeError,
@@ -31,42 +33,56 @@ class Clock:
         return self.now
 
 
+async def admit(backend: InMemoryRateLimitBackend, key: str = "k", **limits: Any) -> RateDecision:
+    settings: dict[str, Any] = {"window": 60, "requests": None, "tokens": None, "cost": 0, **limits}
+    return await backend.admit(key, **settings)
+
+
 async def test_the_window_slides_on_an_injected_clock() -> None:
     clock = Clock()
     backend = InMemoryRateLimitBackend(clock=clock)
-    admitted = [await backend.admit("k", window=60, requests=3, tokens=None, cost=0) for _ in range(4)]
-    assert [d.entry is not None for d in admitted] == [True, True, True, False]
-    assert admitted[3].retry_after == pytest.approx(60.0)
+    admitted = [await admit(backend, requests=3) for _ in range(4)]
+    assert [d.admitted for d in admitted] == [True, True, True, False]
+    assert admitted[3].retry_after == pytest.approx(60.0) and not admitted[3].slot
     clock.now += 30
-    assert (await backend.admit("k", window=60, requests=3, tokens=None, cost=0)).retry_after == pytest.approx(30.0)
+    assert (await admit(backend, requests=3)).retry_after == pytest.approx(30.0)
     clock.now += 30  # the first three leave the window together
-    assert (await backend.admit("k", window=60, requests=3, tokens=None, cost=0)).entry is not None
-    assert (await backend.admit("other", window=60, requests=3, tokens=None, cost=0)).entry is not None
+    assert (await admit(backend, requests=3)).admitted
+    assert (await admit(backend, "other", requests=3)).admitted
 
 
 async def test_tokens_are_charged_before_and_corrected_after() -> None:
-    clock = Clock()
-    backend = InMemoryRateLimitBackend(clock=clock)
-    first = await backend.admit("k", window=60, requests=None, tokens=100, cost=80)
-    assert first.entry is not None
-    assert (await backend.admit("k", window=60, requests=None, tokens=100, cost=30)).entry is None
-    await backend.correct("k", first.entry, 20, window=60)  # the call used less than its estimate
-    assert (await backend.admit("k", window=60, requests=None, tokens=100, cost=30)).entry is not None
-    assert (await backend.admit("k", window=60, requests=None, tokens=100, cost=60)).entry is None
+    backend = InMemoryRateLimitBackend(clock=Clock())
+    first = await admit(backend, tokens=100, cost=80)
+    assert first.admitted and first.entry is not None
+    assert not (await admit(backend, tokens=100, cost=30)).admitted
+    await backend.finish("k", window=60, entry=first.entry, tokens=20)  # the call used less than its estimate
+    assert (await admit(backend, tokens=100, cost=30)).admitted
+    assert not (await admit(backend, tokens=100, cost=60)).admitted
 
 
 async def test_a_lease_that_is_not_renewed_runs_out() -> None:
     clock = Clock()
     backend = InMemoryRateLimitBackend(clock=clock)
-    assert await backend.acquire("k", "a", limit=1, lease=5) == 0.0
-    assert await backend.acquire("k", "b", limit=1, lease=5) == pytest.approx(5.0)
+    assert (await admit(backend, holder="a", concurrency=1, lease=5)).admitted
+    refused = await admit(backend, holder="b", concurrency=1, lease=5)
+    assert not refused.admitted and refused.slot and refused.retry_after == pytest.approx(5.0)
     clock.now += 4
     assert await backend.renew("k", "a", lease=5)
     clock.now += 4
-    assert await backend.acquire("k", "b", limit=1, lease=5) == pytest.approx(1.0)
+    assert (await admit(backend, holder="b", concurrency=1, lease=5)).retry_after == pytest.approx(1.0)
     clock.now += 1.5  # a stopped renewing: its lease ran out
     assert not await backend.renew("k", "a", lease=5)
-    assert await backend.acquire("k", "b", limit=1, lease=5) == 0.0
+    assert (await admit(backend, holder="b", concurrency=1, lease=5)).admitted
+
+
+async def test_a_call_without_room_in_the_window_takes_no_slot() -> None:
+    backend = InMemoryRateLimitBackend(clock=Clock())
+    assert (await admit(backend, requests=1, holder="a", concurrency=2)).admitted
+    assert not (await admit(backend, requests=1, holder="b", concurrency=2)).admitted
+    # b holds nothing: c gets the second slot once the window has room (here: a bigger limit)
+    assert (await admit(backend, requests=2, holder="c", concurrency=2)).admitted
+    assert (await admit(backend, requests=3, holder="b", concurrency=2)).slot
 
 
 async def test_requests_per_window_over_the_wire(limits_server: OpenAIServer) -> None:
@@ -91,8 +107,8 @@ async def test_tokens_per_window_use_the_reported_usage(limits_server: OpenAISer
     async with ChatClientBuilder(openai_client(limits_server)).use(limit).build() as client:
         await client.create(HELLO)
         # 40 tokens are in the window now, whatever was estimated: 60 more fit, 61 do not
-        assert (await backend.admit("rl:global", window=60, requests=None, tokens=100, cost=61)).entry is None
-        assert (await backend.admit("rl:global", window=60, requests=None, tokens=100, cost=60)).entry is not None
+        assert not (await admit(backend, "rl:global", tokens=100, cost=61)).admitted
+        assert (await admit(backend, "rl:global", tokens=100, cost=60)).admitted
 
 
 async def test_a_call_larger_than_the_window_is_refused_before_the_network(limits_server: OpenAIServer) -> None:

@@ -15,9 +15,12 @@ and its slot comes back after at most `lease` seconds (with `RedisRateLimitBacke
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import math
+import os
+import secrets
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +28,7 @@ from typing import Any
 from ext.core import CancelScope, ComponentError, ConfigurationError, CreateResult, RequestUsage
 from ext.pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext
 
-from ._ratelimit_backend import InMemoryRateLimitBackend, RateLimitBackend
+from ._ratelimit_backend import InMemoryRateLimitBackend, RateDecision, RateLimitBackend
 from ._ratelimit_errors import RateLimitQueueFullError, RateLimitTooLargeError, RateLimitWaitError
 from ._ratelimit_keys import KeySpec, check_key_spec, estimate_call_tokens, key_function
 
@@ -115,6 +118,9 @@ class RateLimitMiddleware(ChatMiddleware):
         self._owns_backend = backend is None or close_backend
         self._name = name
         self._waiting: dict[str, int] = {}
+        # holders of slots: unique across processes sharing a backend, cheap to make
+        self._holder_prefix = f"{os.getpid()}-{secrets.token_hex(4)}-"
+        self._holders = itertools.count(1)
 
     @property
     def backend(self) -> RateLimitBackend:
@@ -174,55 +180,61 @@ class RateLimitMiddleware(ChatMiddleware):
             ticket.charged = estimate_call_tokens(call)
             if ticket.charged > self._tokens:
                 raise RateLimitTooLargeError(key=ticket.key, tokens=ticket.charged, limit=self._tokens)
-        queued = False
-        try:
-            with CancelScope(call.cancellation_token):
-                deadline = None if self._max_wait is None else time.monotonic() + self._max_wait
-                if self._concurrency is not None:
-                    holder = uuid.uuid4().hex
-                    while wait := await self._backend.acquire(
-                        ticket.key, holder, limit=self._concurrency, lease=self._lease
-                    ):
-                        queued = queued or self._queue(ticket.key)
-                        await self._wait(ticket.key, wait, deadline, slot=True)
-                    ticket.holder = holder
-                    ticket.renewer = asyncio.create_task(self._renew(ticket.key, holder))
-                if self._requests is not None or self._tokens is not None:
-                    while True:
-                        decision = await self._backend.admit(
-                            ticket.key,
-                            window=self._window,
-                            requests=self._requests,
-                            tokens=self._tokens,
-                            cost=ticket.charged,
-                        )
-                        if decision.entry is not None:
-                            ticket.entry = decision.entry
-                            break
-                        queued = queued or self._queue(ticket.key)
-                        await self._wait(ticket.key, decision.retry_after, deadline)
-        except BaseException:
-            await self._leave(ticket, None, admitted=False)
-            raise
-        finally:
-            if queued:
-                self._waiting[ticket.key] -= 1
+        backend = self._backend
+        holder = f"{self._holder_prefix}{next(self._holders)}" if self._concurrency is not None else None
+        # A backend of this process alone needs no lease: its slots go when the process does.
+        lease = self._lease if backend.shared else math.inf
+        decision = await backend.admit(
+            ticket.key,
+            window=self._window,
+            requests=self._requests,
+            tokens=self._tokens,
+            cost=ticket.charged,
+            holder=holder,
+            concurrency=self._concurrency,
+            lease=lease,
+        )
+        if not decision.admitted:
+            decision = await self._queued(call, ticket, holder, lease, decision)
+        ticket.entry = decision.entry
+        ticket.holder = holder
+        if holder is not None and backend.shared:
+            ticket.renewer = asyncio.create_task(self._renew(ticket.key, holder))
         return ticket
 
-    def _queue(self, key: str) -> bool:
+    async def _queued(
+        self, call: ChatCall, ticket: _Ticket, holder: str | None, lease: float, decision: RateDecision
+    ) -> RateDecision:
+        """Wait in the queue until the backend admits the call (or raise: queue full, `max_wait`, cancelled)."""
+        key = ticket.key
         waiting = self._waiting.get(key, 0)
         if waiting >= self._max_queue:
             raise RateLimitQueueFullError(key=key, max_queue=self._max_queue)
         self._waiting[key] = waiting + 1
-        return True
-
-    async def _wait(self, key: str, wait: float, deadline: float | None, *, slot: bool = False) -> None:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RateLimitWaitError(key=key, max_wait=self._max_wait or 0.0)
-            wait = min(wait, left)
-        await self._backend.wait(key, wait, slot=slot)
+        try:
+            with CancelScope(call.cancellation_token):
+                deadline = None if self._max_wait is None else time.monotonic() + self._max_wait
+                while not decision.admitted:
+                    wait = decision.retry_after
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise RateLimitWaitError(key=key, max_wait=self._max_wait or 0.0)
+                        wait = min(wait, left)
+                    await self._backend.wait(key, wait, slot=decision.slot)
+                    decision = await self._backend.admit(
+                        key,
+                        window=self._window,
+                        requests=self._requests,
+                        tokens=self._tokens,
+                        cost=ticket.charged,
+                        holder=holder,
+                        concurrency=self._concurrency,
+                        lease=lease,
+                    )
+        finally:
+            self._waiting[key] -= 1
+        return decision
 
     async def _renew(self, key: str, holder: str) -> None:
         while True:
@@ -234,14 +246,15 @@ class RateLimitMiddleware(ChatMiddleware):
             except Exception as exc:  # the backend is away: the lease may run out, the call goes on
                 logger.warning("rate limit %r: renewing a concurrency slot failed: %s", key, type(exc).__name__)
 
-    async def _leave(self, ticket: _Ticket, usage: RequestUsage | None, *, admitted: bool = True) -> None:
-        try:
-            if ticket.entry is not None and admitted and self._tokens is not None:
-                used = 0 if usage is None else usage.prompt_tokens + usage.completion_tokens
-                if used != ticket.charged:
-                    await self._backend.correct(ticket.key, ticket.entry, used, window=self._window)
-        finally:
-            if ticket.renewer is not None:
-                ticket.renewer.cancel()
-            if ticket.holder is not None:
-                await self._backend.release(ticket.key, ticket.holder)
+    async def _leave(self, ticket: _Ticket, usage: RequestUsage | None) -> None:
+        if ticket.renewer is not None:
+            ticket.renewer.cancel()
+        used: int | None = None
+        if ticket.entry is not None and self._tokens is not None:
+            used = 0 if usage is None else usage.prompt_tokens + usage.completion_tokens
+            if used == ticket.charged:
+                used = None
+        if used is not None or ticket.holder is not None:
+            await self._backend.finish(
+                ticket.key, window=self._window, entry=ticket.entry, tokens=used, holder=ticket.holder
+            )

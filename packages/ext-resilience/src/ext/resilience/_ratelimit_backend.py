@@ -22,43 +22,55 @@ __all__ = ["InMemoryRateLimitBackend", "RateDecision", "RateLimitBackend"]
 
 @dataclass(frozen=True, slots=True)
 class RateDecision:
-    """The answer of `RateLimitBackend.admit`: `entry` (for `correct`) when admitted, else the seconds to wait."""
+    """The answer of `RateLimitBackend.admit`: `admitted`, with the window's `entry` (for `finish`; None when no
+    window is limited); else the seconds to wait, and whether the call waits for a concurrency slot (`slot`: a
+    release may come sooner)."""
 
-    entry: str | None
+    admitted: bool
+    entry: str | None = None
     retry_after: float = 0.0
+    slot: bool = False
 
 
 @runtime_checkable
 class RateLimitBackend(Protocol):
     """The state of rate limits, per key. Each method is one atomic decision."""
 
+    @property
+    def shared(self) -> bool:
+        """True when processes share the state: a held slot is then a lease the holder renews while its call runs."""
+        ...
+
     async def admit(
-        self, key: str, *, window: float, requests: int | None, tokens: int | None, cost: int
+        self,
+        key: str,
+        *,
+        window: float,
+        requests: int | None,
+        tokens: int | None,
+        cost: int,
+        holder: str | None = None,
+        concurrency: int | None = None,
+        lease: float = 30.0,
     ) -> RateDecision:
-        """Admit a call costing `cost` tokens if the window's log leaves room for one more request and `cost`
-        more tokens (a limit of None is not checked)."""
+        """Admit a call, or nothing: one of `concurrency` slots for `holder` for `lease` seconds (when both are
+        given), and room in the window's log for one more request and `cost` more tokens (a limit of None is not
+        checked)."""
         ...
 
-    async def correct(self, key: str, entry: str, tokens: int, *, window: float) -> None:
-        """Set the tokens of an admitted entry to what the call really used (nothing if it left the window)."""
-        ...
-
-    async def acquire(self, key: str, holder: str, *, limit: int, lease: float) -> float:
-        """Take one of `limit` slots for `holder` for `lease` seconds: 0.0 when taken, else the seconds until the
-        earliest lease runs out (a release may come sooner)."""
+    async def finish(
+        self, key: str, *, window: float, entry: str | None = None, tokens: int | None = None, holder: str | None = None
+    ) -> None:
+        """After the call: set the tokens of `entry` to what the call used (unless None; nothing if it left the
+        window) and give `holder`'s slot back."""
         ...
 
     async def renew(self, key: str, holder: str, *, lease: float) -> bool:
         """Extend `holder`'s lease; False when it had already run out (the slot may be someone else's)."""
         ...
 
-    async def release(self, key: str, holder: str) -> None:
-        """Give the slot back (nothing if it is not held)."""
-        ...
-
     async def wait(self, key: str, timeout: float, *, slot: bool = False) -> None:
-        """Wait until something under `key` may have changed, at most `timeout` seconds (the time `admit` or
-        `acquire` said). `slot`: the call waits for a concurrency slot, which a release may free sooner."""
+        """Wait until something under `key` may have changed, at most `timeout` seconds (what `admit` said)."""
         ...
 
     async def close(self) -> None: ...
@@ -73,6 +85,8 @@ class _Log:
 
 class InMemoryRateLimitBackend:
     """Rate limits held by this process (one event loop). `clock` (seconds, monotonic) can be injected."""
+
+    shared = False
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -92,54 +106,73 @@ class InMemoryRateLimitBackend:
             del log.by_id[int(entry[2])]
 
     async def admit(
-        self, key: str, *, window: float, requests: int | None, tokens: int | None, cost: int
+        self,
+        key: str,
+        *,
+        window: float,
+        requests: int | None,
+        tokens: int | None,
+        cost: int,
+        holder: str | None = None,
+        concurrency: int | None = None,
+        lease: float = 30.0,
     ) -> RateDecision:
         now = self._clock()
-        log = self._logs.get(key)
-        if log is None:
-            log = self._logs[key] = _Log()
-        self._purge(log, now, window)
-        entries = log.entries
-        wait = 0.0
-        if requests is not None and len(entries) + 1 > requests:
-            # the entry whose leaving makes room for one more
-            wait = entries[len(entries) - requests][0] + window - now
-        if tokens is not None and log.tokens + cost > tokens:
-            excess = log.tokens + cost - tokens
-            for entry in entries:
-                excess -= entry[1]
-                if excess <= 0:
-                    wait = max(wait, entry[0] + window - now)
-                    break
-        if wait > 0:
-            return RateDecision(None, wait)
-        number = next(self._ids)
-        entry = [now, float(cost), float(number)]
-        entries.append(entry)
-        log.by_id[number] = entry
-        log.tokens += cost
-        return RateDecision(str(number))
-
-    async def correct(self, key: str, entry: str, tokens: int, *, window: float) -> None:
-        log = self._logs.get(key)
-        found = log.by_id.get(int(entry)) if log is not None else None
-        if log is None or found is None:
-            return
-        freed = found[1] - tokens
-        log.tokens -= freed
-        found[1] = float(tokens)
-        if freed > 0:  # a waiting call may fit now
-            self._notify(key)
-
-    async def acquire(self, key: str, holder: str, *, limit: int, lease: float) -> float:
-        now = self._clock()
-        held = self._slots.setdefault(key, {})
-        for name in [name for name, until in held.items() if until <= now]:
-            del held[name]
-        if len(held) < limit:
+        held: dict[str, float] | None = None
+        if holder is not None and concurrency is not None:
+            held = self._slots.get(key)
+            if held is None:
+                held = self._slots[key] = {}
+            for name in [name for name, until in held.items() if until <= now]:
+                del held[name]
+            if len(held) >= concurrency and holder not in held:
+                return RateDecision(False, retry_after=max(min(held.values()) - now, 1e-3), slot=True)
+        number: int | None = None
+        if requests is not None or tokens is not None:
+            log = self._logs.get(key)
+            if log is None:
+                log = self._logs[key] = _Log()
+            self._purge(log, now, window)
+            entries = log.entries
+            wait = 0.0
+            if requests is not None and len(entries) + 1 > requests:
+                wait = entries[len(entries) - requests][0] + window - now  # the entry whose leaving makes room
+            if tokens is not None and log.tokens + cost > tokens:
+                excess = log.tokens + cost - tokens
+                for entry in entries:
+                    excess -= entry[1]
+                    if excess <= 0:
+                        wait = max(wait, entry[0] + window - now)
+                        break
+            if wait > 0:
+                return RateDecision(False, retry_after=wait)
+            number = next(self._ids)
+            entry = [now, float(cost), float(number)]
+            entries.append(entry)
+            log.by_id[number] = entry
+            log.tokens += cost
+        if held is not None and holder is not None:
             held[holder] = now + lease
-            return 0.0
-        return max(min(held.values()) - now, 1e-3)
+        return RateDecision(True, None if number is None else str(number))
+
+    async def finish(
+        self, key: str, *, window: float, entry: str | None = None, tokens: int | None = None, holder: str | None = None
+    ) -> None:
+        notify = False
+        if entry is not None and tokens is not None:
+            log = self._logs.get(key)
+            found = log.by_id.get(int(entry)) if log is not None else None
+            if log is not None and found is not None:
+                freed = found[1] - tokens
+                log.tokens -= freed
+                found[1] = float(tokens)
+                notify = freed > 0  # a waiting call may fit now
+        if holder is not None and self._slots.get(key, {}).pop(holder, None) is not None:
+            notify = True
+        if notify:
+            event = self._changed.pop(key, None)
+            if event is not None:
+                event.set()
 
     async def renew(self, key: str, holder: str, *, lease: float) -> bool:
         held = self._slots.get(key, {})
@@ -149,15 +182,6 @@ class InMemoryRateLimitBackend:
             return False
         held[holder] = now + lease
         return True
-
-    async def release(self, key: str, holder: str) -> None:
-        if self._slots.get(key, {}).pop(holder, None) is not None:
-            self._notify(key)
-
-    def _notify(self, key: str) -> None:
-        event = self._changed.pop(key, None)
-        if event is not None:
-            event.set()
 
     async def wait(self, key: str, timeout: float, *, slot: bool = False) -> None:
         event = self._changed.get(key)

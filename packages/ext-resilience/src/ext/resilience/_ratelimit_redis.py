@@ -1,8 +1,9 @@
 """`RedisRateLimitBackend`: rate limits shared by every process using one Redis (`pip install 'ext-resilience[redis]'`).
 
-Each decision is one Lua script, run atomically by Redis on Redis's own clock (`TIME`), so processes on machines
-whose clocks disagree still share one window. Keys (under `prefix`, `ext:rl:` by default; `{key}` is the limit's
-key):
+Each decision is one Lua script, run atomically by Redis on Redis's own clock (`TIME`): a call takes its slot and its
+room in the window in one script (or nothing), and gives both back in one, so a call costs two round trips, and
+processes on machines whose clocks disagree still share one window. Keys (under `prefix`, `ext:rl:` by default;
+`{key}` is the limit's key):
 
 - `{key}:log` a sorted set of admitted entries scored by their time in microseconds, `{key}:tok` a hash of each
   entry's tokens and `{key}:sum` their total: the sliding window (entries older than the window are dropped by the
@@ -36,70 +37,77 @@ local window = tonumber(ARGV[1])
 local max_requests = tonumber(ARGV[2])
 local max_tokens = tonumber(ARGV[3])
 local cost = tonumber(ARGV[4])
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - window)
-if #expired > 0 then
-  local freed = 0
-  for i = 1, #expired do
-    freed = freed + tonumber(redis.call('HGET', KEYS[2], expired[i]) or '0')
-    redis.call('HDEL', KEYS[2], expired[i])
+local holder = ARGV[5]
+local concurrency = tonumber(ARGV[6])
+local lease = tonumber(ARGV[7])
+if holder ~= '' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+  if not redis.call('ZSCORE', KEYS[5], holder) and redis.call('ZCARD', KEYS[5]) >= concurrency then
+    local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+    return {0, math.max(tonumber(first[2]) - now, 1000), 1}
   end
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-  redis.call('DECRBY', KEYS[3], freed)
 end
-local count = redis.call('ZCARD', KEYS[1])
-local wait = 0
-if max_requests >= 0 and count + 1 > max_requests then
-  local e = redis.call('ZRANGE', KEYS[1], count - max_requests, count - max_requests, 'WITHSCORES')
-  wait = tonumber(e[2]) + window - now
-end
-local total = tonumber(redis.call('GET', KEYS[3]) or '0')
-if max_tokens >= 0 and total + cost > max_tokens then
-  local excess = total + cost - max_tokens
-  local entries = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-  for i = 1, #entries, 2 do
-    excess = excess - tonumber(redis.call('HGET', KEYS[2], entries[i]) or '0')
-    if excess <= 0 then
-      wait = math.max(wait, tonumber(entries[i + 1]) + window - now)
-      break
+local id = ''
+if max_requests >= 0 or max_tokens >= 0 then
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - window)
+  if #expired > 0 then
+    local freed = 0
+    for i = 1, #expired do
+      freed = freed + tonumber(redis.call('HGET', KEYS[2], expired[i]) or '0')
+      redis.call('HDEL', KEYS[2], expired[i])
+    end
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+    redis.call('DECRBY', KEYS[3], freed)
+  end
+  local count = redis.call('ZCARD', KEYS[1])
+  local wait = 0
+  if max_requests >= 0 and count + 1 > max_requests then
+    local e = redis.call('ZRANGE', KEYS[1], count - max_requests, count - max_requests, 'WITHSCORES')
+    wait = tonumber(e[2]) + window - now
+  end
+  local total = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if max_tokens >= 0 and total + cost > max_tokens then
+    local excess = total + cost - max_tokens
+    local entries = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+    for i = 1, #entries, 2 do
+      excess = excess - tonumber(redis.call('HGET', KEYS[2], entries[i]) or '0')
+      if excess <= 0 then
+        wait = math.max(wait, tonumber(entries[i + 1]) + window - now)
+        break
+      end
     end
   end
+  if wait > 0 then
+    return {0, wait, 0}
+  end
+  id = tostring(redis.call('INCR', KEYS[4]))
+  redis.call('ZADD', KEYS[1], now, id)
+  redis.call('HSET', KEYS[2], id, cost)
+  redis.call('INCRBY', KEYS[3], cost)
+  local ttl = math.ceil(2 * window / 1000)
+  for i = 1, 4 do
+    redis.call('PEXPIRE', KEYS[i], ttl)
+  end
 end
-if wait > 0 then
-  return {0, wait}
+if holder ~= '' then
+  redis.call('ZADD', KEYS[5], now + lease, holder)
+  redis.call('PEXPIRE', KEYS[5], math.ceil(2 * lease / 1000))
 end
-local id = tostring(redis.call('INCR', KEYS[4]))
-redis.call('ZADD', KEYS[1], now, id)
-redis.call('HSET', KEYS[2], id, cost)
-redis.call('INCRBY', KEYS[3], cost)
-local ttl = math.ceil(2 * window / 1000)
-for i = 1, 4 do
-  redis.call('PEXPIRE', KEYS[i], ttl)
-end
-return {1, id}
+return {1, id, 0}
 """
 
-_CORRECT = """
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-if not old then
-  return 0
+_FINISH = """
+if ARGV[1] ~= '' and tonumber(ARGV[2]) >= 0 then
+  local old = redis.call('HGET', KEYS[1], ARGV[1])
+  if old then
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+    redis.call('INCRBY', KEYS[2], tonumber(ARGV[2]) - tonumber(old))
+  end
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('INCRBY', KEYS[2], tonumber(ARGV[2]) - tonumber(old))
+if ARGV[3] ~= '' then
+  redis.call('ZREM', KEYS[3], ARGV[3])
+end
 return 1
-"""
-
-_ACQUIRE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local lease = tonumber(ARGV[3])
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
-  redis.call('PEXPIRE', KEYS[1], math.ceil(2 * lease / 1000))
-  return 0
-end
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return math.max(tonumber(first[2]) - now, 1000)
 """
 
 _RENEW = """
@@ -129,6 +137,8 @@ class RedisRateLimitBackend:
         poll: the longest a waiting call sleeps between two tries, in seconds (0.05).
     """
 
+    shared = True
+
     def __init__(self, connection: RedisConnection, *, prefix: str = "ext:rl:", poll: float = 0.05) -> None:
         try:
             from ext.redis import RedisConnection
@@ -149,37 +159,51 @@ class RedisRateLimitBackend:
         self._poll = float(poll)
         self._redis: Any = connection.client()
         self._admit = self._redis.register_script(_ADMIT)
-        self._correct = self._redis.register_script(_CORRECT)
-        self._acquire = self._redis.register_script(_ACQUIRE)
+        self._finish = self._redis.register_script(_FINISH)
         self._renew = self._redis.register_script(_RENEW)
 
     def __repr__(self) -> str:
         return f"RedisRateLimitBackend({self._connection.where}, prefix={self._prefix!r})"
 
     async def admit(
-        self, key: str, *, window: float, requests: int | None, tokens: int | None, cost: int
+        self,
+        key: str,
+        *,
+        window: float,
+        requests: int | None,
+        tokens: int | None,
+        cost: int,
+        holder: str | None = None,
+        concurrency: int | None = None,
+        lease: float = 30.0,
     ) -> RateDecision:
         base = self._prefix + key
-        keys = [base + ":log", base + ":tok", base + ":sum", base + ":seq"]
-        args = [_micros(window), -1 if requests is None else requests, -1 if tokens is None else tokens, cost]
-        admitted, value = await self._admit(keys=keys, args=args)
+        keys = [base + ":log", base + ":tok", base + ":sum", base + ":seq", base + ":slots"]
+        slot = holder is not None and concurrency is not None
+        args: list[str | int] = [
+            _micros(window),
+            -1 if requests is None else requests,
+            -1 if tokens is None else tokens,
+            cost,
+            holder if holder is not None and slot else "",
+            concurrency if concurrency is not None and slot else 0,
+            _micros(lease),
+        ]
+        admitted, value, waits_for_slot = await self._admit(keys=keys, args=args)
         if int(admitted):
-            return RateDecision(value.decode() if isinstance(value, bytes) else str(value))
-        return RateDecision(None, int(value) / 1_000_000)
+            entry = value.decode() if isinstance(value, bytes) else str(value)
+            return RateDecision(True, entry or None)
+        return RateDecision(False, retry_after=int(value) / 1_000_000, slot=bool(int(waits_for_slot)))
 
-    async def correct(self, key: str, entry: str, tokens: int, *, window: float) -> None:
+    async def finish(
+        self, key: str, *, window: float, entry: str | None = None, tokens: int | None = None, holder: str | None = None
+    ) -> None:
         base = self._prefix + key
-        await self._correct(keys=[base + ":tok", base + ":sum"], args=[entry, tokens])
-
-    async def acquire(self, key: str, holder: str, *, limit: int, lease: float) -> float:
-        wait = await self._acquire(keys=[self._prefix + key + ":slots"], args=[holder, limit, _micros(lease)])
-        return int(wait) / 1_000_000
+        args: list[str | int] = [entry or "", -1 if tokens is None else tokens, holder or ""]
+        await self._finish(keys=[base + ":tok", base + ":sum", base + ":slots"], args=args)
 
     async def renew(self, key: str, holder: str, *, lease: float) -> bool:
         return bool(await self._renew(keys=[self._prefix + key + ":slots"], args=[holder, _micros(lease)]))
-
-    async def release(self, key: str, holder: str) -> None:
-        await self._redis.zrem(self._prefix + key + ":slots", holder)
 
     async def wait(self, key: str, timeout: float, *, slot: bool = False) -> None:
         await asyncio.sleep(min(timeout, self._poll) if slot else timeout)
