@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import warnings
 from decimal import Decimal
 
 import genai_prices
@@ -306,3 +307,35 @@ def test_bad_overrides_name_the_model_and_key() -> None:
         PriceTable({"m": {"input": 1}})
     with pytest.raises(ConfigurationError, match=r"overrides\['m'\].output_mtok must be a price"):
         PriceTable({"m": {"output_mtok": -2}})
+
+
+def test_prices_equal_genai_prices_for_every_model_of_its_table() -> None:
+    """`PriceTable` prices most models without calling genai-prices (the linear fast path): the result must be the
+    same Decimal as genai-prices' own `calc_price`, for every model its table holds."""
+    from genai_prices.data import providers
+
+    table = PriceTable()
+    usages = [
+        RequestUsage(prompt_tokens=1234, completion_tokens=567, cached_tokens=200, reasoning_tokens=100),
+        RequestUsage(prompt_tokens=10, completion_tokens=0),
+    ]
+    compared = 0
+    for provider in providers:
+        for model in provider.models:
+            for usage in usages:
+                values = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+                if usage.cached_tokens:
+                    values["cache_read_tokens"] = usage.cached_tokens
+                if usage.reasoning_tokens:
+                    values["output_reasoning_tokens"] = usage.reasoning_tokens
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", UserWarning)
+                        expected = genai_prices.calc_price(
+                            genai_prices.Usage(**values), model.id, provider_id=provider.id
+                        ).total_price
+                except LookupError:
+                    continue  # listed under a provider whose lookup finds another model: not a price to compare
+                assert table.price(model.id, usage, provider=provider.id) == expected, (provider.id, model.id)
+                compared += 1
+    assert compared > 2000

@@ -17,6 +17,7 @@ An override file is JSON or YAML: `{"models": {"my-model": {"input_mtok": 1.5, "
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -74,7 +75,8 @@ class PriceTable:
             unknown = sorted(set(map(str, prices)) - set(PRICE_KEYS))
             if unknown:
                 raise ConfigurationError(f"{where}: unknown price keys {unknown}; expected {', '.join(PRICE_KEYS)}")
-            self._overrides[model.lower()] = ModelPrice(**{k: _price(v, f"{where}.{k}") for k, v in prices.items()})
+            model_price = ModelPrice(**{k: _price(v, f"{where}.{k}") for k, v in prices.items()})
+            self._overrides[model.lower()] = _Override(model_price)
         self._use_table = bool(use_table)
         self._known: dict[tuple[str, str | None], Any] = {}
 
@@ -123,6 +125,9 @@ class PriceTable:
         pricer = self._find(model, provider)
         if pricer is None:
             return None
+        linear = getattr(pricer, "linear", None)
+        if linear is not None:
+            return linear.price(usage)  # type: ignore[no-any-return]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             result = pricer.calc_price(_usage(usage))
@@ -130,20 +135,97 @@ class PriceTable:
 
 
 class _TablePrice:
-    """A model of the `genai-prices` table, priced through its public `calc_price` (which picks the price in force
-    at the time of the call, and tiered prices, itself)."""
+    """A model of the `genai-prices` table. Priced through its public `calc_price` (which picks the price in force
+    at the time of the call, and tiered prices, itself), or, when the model's price is linear (a plain price per
+    token kind, no tiers), by `_Linear` from the price `calc_price` found first: the same Decimal result, about 50
+    times faster. A test holds the two to the same result over the whole table."""
 
-    __slots__ = ("model", "provider")
+    __slots__ = ("linear", "model", "provider")
 
     def __init__(self, model: str, provider: str | None) -> None:
+        from genai_prices import Usage, calc_price
+
         self.model = model
         self.provider = provider
+        found = calc_price(Usage(input_tokens=0, output_tokens=0), model, provider_id=provider)
+        self.linear = _Linear.of(found.model_price)
 
     def calc_price(self, usage: Any) -> Mapping[str, Any]:
         from genai_prices import calc_price
 
         result = calc_price(usage, self.model, provider_id=self.provider)
         return {"total_price": result.total_price}
+
+
+class _Override:
+    """A price given in the overrides: genai-prices' `ModelPrice`, and its linear form."""
+
+    __slots__ = ("linear", "model_price")
+
+    def __init__(self, model_price: Any) -> None:
+        self.model_price = model_price
+        self.linear = _Linear.of(model_price)
+
+    def calc_price(self, usage: Any) -> Mapping[str, Any]:
+        return self.model_price.calc_price(usage)  # type: ignore[no-any-return]
+
+
+_MILLION = Decimal(1_000_000)
+_THOUSAND = Decimal(1000)
+
+
+class _Linear:
+    """A price that is a plain sum over token kinds: cached input and reasoning output at their own prices where
+    given (else at the input and output prices, as genai-prices counts them), plus a price per request."""
+
+    __slots__ = ("cache_read", "input", "output", "reasoning", "request")
+
+    def __init__(self, prices: Mapping[str, Decimal]) -> None:
+        self.input = prices.get("input_mtok")
+        self.output = prices.get("output_mtok")
+        self.cache_read = prices.get("cache_read_mtok")
+        self.reasoning = prices.get("output_reasoning_mtok")
+        self.request = prices.get("requests_kcount")
+
+    @classmethod
+    def of(cls, model_price: Any) -> _Linear | None:
+        """The linear form of a genai-prices `ModelPrice`, or None when it has tiers or prices a unit this mapping
+        does not know (it then goes through `calc_price`)."""
+        prices: dict[str, Decimal] = {}
+        for name, value in vars(model_price).items():
+            if value is None or name.startswith("_"):
+                continue
+            if not isinstance(value, Decimal):
+                return None  # tiered
+            if name in _LINEAR_KEYS:
+                prices[name] = value
+            elif not _UNREPORTED.match(name):
+                return None  # a unit genai-prices may infer from what ext reports (audio, image, text-only...)
+        return cls(prices)
+
+    def price(self, usage: RequestUsage) -> Decimal:
+        total = Decimal(0)
+        prompt, completion = usage.prompt_tokens, usage.completion_tokens
+        cached = min(usage.cached_tokens or 0, prompt)
+        reasoning = min(usage.reasoning_tokens or 0, completion)
+        if self.input is not None:
+            total += (prompt - cached if self.cache_read is not None else prompt) * self.input
+        if self.cache_read is not None:
+            total += cached * self.cache_read
+        if self.output is not None:
+            total += (completion - reasoning if self.reasoning is not None else completion) * self.output
+        if self.reasoning is not None:
+            total += reasoning * self.reasoning
+        total /= _MILLION
+        if self.request is not None:
+            total += self.request / _THOUSAND
+        return total
+
+
+# Units ext never reports, which genai-prices then counts as 0: cache writes, and counts of things other than tokens
+# (web searches...) except requests.
+_UNREPORTED = re.compile(r"cache_write(_\w+)?_mtok|(?!requests_)\w+_kcount")
+_LINEAR_KEYS = frozenset(("input_mtok", "output_mtok", "cache_read_mtok", "output_reasoning_mtok", "requests_kcount"))
 
 
 def _table_knows(model: str, provider: str | None) -> bool:
