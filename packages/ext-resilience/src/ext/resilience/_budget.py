@@ -83,6 +83,17 @@ class Hold:
     run_counters: dict[str, int] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One checked counter of a limit, worked out once: `counter` is `<limit index>:<metric>`."""
+
+    counter: str
+    metric: str
+    maximum: int
+    described: str
+    window: float | None
+
+
 def _nano(amount: Decimal) -> int:
     return int((amount * NANO).to_integral_value())
 
@@ -154,6 +165,15 @@ class Budget:
         self.name = name
         self._clock = clock
         self._priced = any(limit.cost is not None for limit in self.limits)
+        # What each call checks, worked out once: per-run counters (in the call's context) and store counters.
+        self._run_steps: list[_Step] = []
+        self._store_steps: list[_Step] = []
+        for index, limit in enumerate(self.limits):
+            cost_limit = None if limit.cost is None else _nano(limit.cost)
+            for metric, maximum in ((_REQUESTS, limit.requests), (_TOKENS, limit.tokens), (_COST, cost_limit)):
+                if maximum is not None:
+                    step = _Step(f"{index}:{metric}", metric, maximum, limit.describe(metric), limit.window)
+                    (self._run_steps if limit.per_run else self._store_steps).append(step)
 
     def __repr__(self) -> str:
         return f"Budget({self.name!r}, limits={len(self.limits)}, currency={self.currency!r}, store={self.store!r})"
@@ -190,47 +210,37 @@ class Budget:
         """Charge a call's estimate (or raise `BudgetExceededError` / `UnpricedModelError`, charging nothing)."""
         cost = 0
         if self._priced:
-            price = self.price(
-                model, RequestUsage(prompt_tokens=prompt_tokens, completion_tokens=output_tokens), provider=provider
-            )
+            price = self.prices.price_tokens(model, prompt_tokens, output_tokens, provider=provider)
+            if price is not None:
+                price *= self._rate
             if price is None and not self.allow_unpriced:
                 raise UnpricedModelError(budget=self.name, model=model, provider=provider)
             cost = 0 if price is None else _nano(price)
         tokens = prompt_tokens + output_tokens
-        hold = Hold(key, model, provider, tokens, cost, run_counters=run)
+        amounts = {_REQUESTS: 1, _TOKENS: tokens, _COST: cost}
+        hold = Hold(key, model, provider, tokens, cost, run_counters={} if run is None else run)
+        run = hold.run_counters
+        assert run is not None
         now = self._clock()
-        run_checks: list[tuple[str, int, int, str]] = []
-        where: list[str] = []
-        for index, limit in enumerate(self.limits):
-            for metric, maximum, amount in (
-                (_REQUESTS, limit.requests, 1),
-                (_TOKENS, limit.tokens, tokens),
-                (_COST, None if limit.cost is None else _nano(limit.cost), cost),
-            ):
-                if maximum is None:
-                    continue
-                if limit.per_run:
-                    run_checks.append((f"{index}:{metric}", amount, maximum, limit.describe(metric)))
-                    continue
-                counter, ttl = self._counter(index, limit, metric, key, now)
-                hold.store_charges.append(Charge(counter, amount, maximum, ttl))
-                hold.metrics.append(metric)
-                where.append(limit.describe(metric))
-        if run is None:
-            run = hold.run_counters = {}
-        if run_checks:
-            for counter, amount, maximum, described in run_checks:
-                spent = run.get(counter, 0)
-                if spent + max(amount, 1) > maximum:
-                    raise self._exceeded(described, "run", spent, maximum, amount)
-        if hold.store_charges:
-            index, spent = await self.store.charge(hold.store_charges)
+        for step in self._run_steps:
+            spent = run.get(step.counter, 0)
+            amount = amounts[step.metric]
+            if spent + max(amount, 1) > step.maximum:
+                raise self._exceeded(step.described, "run", spent, step.maximum, amount)
+        if self._store_steps:
+            charges = hold.store_charges
+            for step in self._store_steps:
+                counter = f"{self.name}:{key}:{step.counter}"
+                if step.window:
+                    counter = f"{counter}:{int(now // step.window)}"
+                charges.append(Charge(counter, amounts[step.metric], step.maximum, step.window))
+            hold.metrics = [step.metric for step in self._store_steps]
+            index, spent = await self.store.charge(charges)
             if index >= 0:
-                charge = hold.store_charges[index]
-                assert charge.limit is not None
-                raise self._exceeded(where[index], key, spent, charge.limit, charge.amount)
-        for counter, amount, _, _ in run_checks:
-            run[counter] = run.get(counter, 0) + amount
+                step = self._store_steps[index]
+                raise self._exceeded(step.described, key, spent, step.maximum, charges[index].amount)
+        for step in self._run_steps:
+            run[step.counter] = run.get(step.counter, 0) + amounts[step.metric]
         return hold
 
     def _exceeded(self, limit: str, key: str, spent: int, maximum: int, amount: int) -> BudgetExceededError:
@@ -256,20 +266,17 @@ class Budget:
             priced = self.price(hold.model, usage, provider=hold.provider)
             cost = 0 if priced is None else _nano(priced)
         changes: list[Charge] = []
+        deltas = {_REQUESTS: 0, _TOKENS: tokens - hold.tokens, _COST: cost - hold.cost}
         for charge, metric in zip(hold.store_charges, hold.metrics, strict=True):
-            delta = tokens - hold.tokens if metric == _TOKENS else cost - hold.cost if metric == _COST else 0
+            delta = deltas[metric]
             if delta:
                 changes.append(Charge(charge.counter, delta, None, charge.ttl))
         if changes:
             await self.store.add(changes)
-        if hold.run_counters is not None:
-            run = hold.run_counters
-            for counter in list(run):
-                metric = counter.split(":")[1]
-                if metric == _TOKENS:
-                    run[counter] += tokens - hold.tokens
-                elif metric == _COST:
-                    run[counter] += cost - hold.cost
+        run = hold.run_counters
+        if run is not None:
+            for step in self._run_steps:
+                run[step.counter] += deltas[step.metric]
         return priced
 
     async def close(self) -> None:

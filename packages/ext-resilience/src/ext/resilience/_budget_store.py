@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 __all__ = ["BudgetStore", "Charge", "InMemoryBudgetStore"]
 
 
-@dataclass(frozen=True, slots=True)
-class Charge:
+class Charge(NamedTuple):
     """`amount` to add to `counter`, refused when the counter would pass `limit` (None: not checked). `ttl`: the
     counter is dropped this many seconds after its last change (None: kept)."""
 
@@ -57,7 +55,7 @@ class InMemoryBudgetStore:
         found = self._counters.get(counter)
         if found is None:
             return 0
-        if found[1] <= now:
+        if found[1] <= now:  # a window that ended
             del self._counters[counter]
             return 0
         return int(found[0])

@@ -120,6 +120,18 @@ class PriceTable:
         """Whether this table has a price for `model`."""
         return self._find(model, provider) is not None
 
+    def price_tokens(
+        self, model: str, prompt_tokens: int, completion_tokens: int, *, provider: str | None = None
+    ) -> Decimal | None:
+        """`price` of plain token counts (no cached or reasoning tokens), without building a `RequestUsage`."""
+        pricer = self._find(model, provider)
+        if pricer is None:
+            return None
+        linear = getattr(pricer, "linear", None)
+        if linear is not None:
+            return linear.price_counts(prompt_tokens, completion_tokens, None, None)  # type: ignore[no-any-return]
+        return self.price(model, RequestUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens))
+
     def price(self, model: str, usage: RequestUsage, *, provider: str | None = None) -> Decimal | None:
         """The cost of `usage` on `model` in dollars, or None when no price is known."""
         pricer = self._find(model, provider)
@@ -204,10 +216,14 @@ class _Linear:
         return cls(prices)
 
     def price(self, usage: RequestUsage) -> Decimal:
+        return self.price_counts(
+            usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens, usage.reasoning_tokens
+        )
+
+    def price_counts(self, prompt: int, completion: int, cached: int | None, reasoning: int | None) -> Decimal:
         total = Decimal(0)
-        prompt, completion = usage.prompt_tokens, usage.completion_tokens
-        cached = min(usage.cached_tokens or 0, prompt)
-        reasoning = min(usage.reasoning_tokens or 0, completion)
+        cached = min(cached or 0, prompt)
+        reasoning = min(reasoning or 0, completion)
         if self.input is not None:
             total += (prompt - cached if self.cache_read is not None else prompt) * self.input
         if self.cache_read is not None:
