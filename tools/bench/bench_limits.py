@@ -27,6 +27,7 @@ import asyncio
 import importlib
 import itertools
 import os
+import statistics
 import time
 from decimal import Decimal
 from typing import Any
@@ -135,10 +136,52 @@ async def run(blocks: int, block: int, with_litellm: bool) -> None:
 
             results, _ = await measure_interleaved(sides, blocks=blocks, block=block, warmup=block)
             report(results, own, blocks, block, warmup=block)
+            print()
+            await alone(client(), rate_limit(), budget())
+            await redis_round_trip(connection)
     finally:
         for item in reversed(closers):
             await item.close()
         redis_server.stop()
+
+
+async def alone(client: Any, *limits: Any) -> None:
+    """Each in-memory middleware with nothing behind it (its `next` returns a ready result): its CPU per call,
+    the median of 20 runs of 2000 calls."""
+    from ext.core import CreateResult, RequestUsage
+    from ext.pipeline import ChatCall
+
+    result = CreateResult(finish_reason="stop", content="hi", usage=RequestUsage(prompt_tokens=9, completion_tokens=9))
+
+    async def answer(call: Any) -> CreateResult:
+        return result
+
+    for middleware in limits:
+        runs = []
+        for run in range(21):
+            calls = [ChatCall([UserMessage(content=f"Say hi #{run}-{i}")], client=client) for i in range(2000)]
+            start = time.perf_counter_ns()
+            for call in calls:
+                await middleware.create(call, answer)
+            if run:  # the first run warms up
+                runs.append((time.perf_counter_ns() - start) / len(calls) / 1000)
+        print(f"{type(middleware).__name__} (memory) alone: {statistics.median(runs):.1f} µs per call (CPU only)")
+
+
+async def redis_round_trip(connection: Any) -> None:
+    """One Redis round trip (PING) on this machine now: what a Redis decision cannot go below."""
+    redis = connection.client()
+    try:
+        for _ in range(200):
+            await redis.ping()
+        times = []
+        for _ in range(2000):
+            start = time.perf_counter_ns()
+            await redis.ping()
+            times.append((time.perf_counter_ns() - start) / 1000)
+        print(f"Redis round trip (PING): p50 {statistics.median(times):.1f} µs")
+    finally:
+        await redis.aclose()
 
 
 def litellm_sides(base_url: str, fresh: Any) -> list[tuple[str, Any]]:
