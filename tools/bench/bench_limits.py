@@ -138,16 +138,24 @@ async def run(blocks: int, block: int, with_litellm: bool) -> None:
             report(results, own, blocks, block, warmup=block)
             print()
             await alone(client(), rate_limit(), budget())
-            await redis_round_trip(connection)
+            await alone(
+                client(),
+                rate_limit(RedisRateLimitBackend(connection, prefix="bench:alone:rl:")),
+                budget(RedisBudgetStore(connection, prefix="bench:alone:budget:")),
+                label="redis",
+                runs=6,
+                calls=300,
+            )
+            await redis_round_trip(connection, client())
     finally:
         for item in reversed(closers):
             await item.close()
         redis_server.stop()
 
 
-async def alone(client: Any, *limits: Any) -> None:
-    """Each in-memory middleware with nothing behind it (its `next` returns a ready result): its CPU per call,
-    the median of 20 runs of 2000 calls."""
+async def alone(client: Any, *limits: Any, label: str = "memory", runs: int = 21, calls: int = 2000) -> None:
+    """Each middleware with nothing behind it (its `next` returns a ready result): its time per call, the median of
+    `runs - 1` runs of `calls` calls (the first run warms up)."""
     from ext.core import CreateResult, RequestUsage
     from ext.pipeline import ChatCall
 
@@ -157,29 +165,39 @@ async def alone(client: Any, *limits: Any) -> None:
         return result
 
     for middleware in limits:
-        runs = []
-        for run in range(21):
-            calls = [ChatCall([UserMessage(content=f"Say hi #{run}-{i}")], client=client) for i in range(2000)]
+        per_call: list[float] = []
+        for run in range(runs):
+            batch = [ChatCall([UserMessage(content=f"Say hi #{run}-{i}")], client=client) for i in range(calls)]
             start = time.perf_counter_ns()
-            for call in calls:
+            for call in batch:
                 await middleware.create(call, answer)
-            if run:  # the first run warms up
-                runs.append((time.perf_counter_ns() - start) / len(calls) / 1000)
-        print(f"{type(middleware).__name__} (memory) alone: {statistics.median(runs):.1f} µs per call (CPU only)")
+            if run:
+                per_call.append((time.perf_counter_ns() - start) / len(batch) / 1000)
+        name = f"{type(middleware).__name__} ({label}) alone"
+        print(f"{name:<38} {statistics.median(per_call):8.1f} µs per call")
 
 
-async def redis_round_trip(connection: Any) -> None:
-    """One Redis round trip (PING) on this machine now: what a Redis decision cannot go below."""
+async def redis_round_trip(connection: Any, client: Any) -> None:
+    """One Redis round trip (PING) on this machine now, in a tight loop and between two bare creates (where the
+    middlewares make theirs): what a Redis decision cannot go below."""
     redis = connection.client()
     try:
         for _ in range(200):
             await redis.ping()
-        times = []
-        for _ in range(2000):
+        tight, between = [], []
+        for index in range(400):
             start = time.perf_counter_ns()
             await redis.ping()
-            times.append((time.perf_counter_ns() - start) / 1000)
-        print(f"Redis round trip (PING): p50 {statistics.median(times):.1f} µs")
+            tight.append((time.perf_counter_ns() - start) / 1000)
+            if index < 200:
+                await client.create([UserMessage(content=f"Say hi #{index}")])
+                start = time.perf_counter_ns()
+                await redis.ping()
+                between.append((time.perf_counter_ns() - start) / 1000)
+        print(
+            f"Redis round trip (PING) p50: {statistics.median(tight):.1f} µs in a tight loop, "
+            f"{statistics.median(between):.1f} µs right after a bare create"
+        )
     finally:
         await redis.aclose()
 
