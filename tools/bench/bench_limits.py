@@ -7,6 +7,8 @@ Sides, each a create over a real socket to ext-testing's OpenAIServer (in the sa
 the same server share), timed in short interleaved blocks (``measure_interleaved``):
 
 - ``bare`` and ``bare (A/A)``: two identical bare ``OpenAIChatCompletionClient``s; their difference is this run's noise.
+- ``pipeline (none)``: the same client in a pipeline without middleware: what the pipeline itself costs (message
+  validation, the chain), which every middleware side pays too.
 - ``rate limit (memory)`` / ``(redis)``: a pipeline holding one ``RateLimitMiddleware`` (requests, tokens and
   concurrency per model, limits high enough never to wait) on the in-memory backend or on a real redis-server.
 - ``budget (memory)`` / ``(redis)``: a pipeline holding one ``BudgetMiddleware`` (requests, tokens and cost, all
@@ -98,7 +100,8 @@ async def run(blocks: int, block: int, with_litellm: bool) -> None:
                 return BudgetMiddleware(Budget([limit], store=store, close_store=True))
 
             connection = RedisConnection(redis_server.url)
-            middlewares = {
+            middlewares: dict[str, ChatMiddleware | None] = {
+                "pipeline (none)": None,
                 "rate limit (memory)": rate_limit(),
                 "budget (memory)": budget(),
                 "rate limit (redis)": rate_limit(RedisRateLimitBackend(connection, prefix="bench:rl:")),
@@ -121,7 +124,8 @@ async def run(blocks: int, block: int, with_litellm: bool) -> None:
                 sides.append((name, call_bare))
             for name, middleware in middlewares.items():
                 timer = client(wrap=True)
-                pipeline = ChatClientBuilder(timer).use(middleware).build()
+                builder = ChatClientBuilder(timer)
+                pipeline = (builder if middleware is None else builder.use(middleware)).build()
                 closers.append(pipeline)
                 own[name] = []
 
