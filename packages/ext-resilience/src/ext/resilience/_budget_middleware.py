@@ -1,5 +1,5 @@
 """`BudgetMiddleware`: a `Budget` over every call of a chat pipeline (create and streams, and each turn of a tool
-loop placed before it), and `call_cost`, the cost the budget recorded for a result."""
+loop placed before it)."""
 
 from __future__ import annotations
 
