@@ -28,7 +28,7 @@ async def test_chat_streams_the_answer_as_plain_text(server: OpenAIServer, opena
     assert ran.code == 0, ran.err
     assert ran.out == "The capital of France is Paris.\n"
     assert not ANSI.search(ran.out) and not ANSI.search(ran.err)
-    assert "12 prompt + 7 completion tokens" in ran.err
+    assert "12 prompt + 7 completion tokens; $0.000006]" in ran.err  # priced by ext-resilience (ext-cli[cost])
     request = server.decode(server.requests[0])
     assert request.stream is True
     assert request.model == "gpt-4o-mini"

@@ -59,3 +59,14 @@ def test_write_html_writes_the_whole_page(tmp_path: Path) -> None:
     text = target.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+def test_cost_shows_when_a_configuration_is_priced() -> None:
+    report = known_report()
+    assert "cost (USD)" not in render_html(report)
+    priced = report.configs[1].model_copy(
+        update={"overall": report.configs[1].overall.model_copy(update={"cost_usd": 0.00125})}
+    )
+    page = render_html(report.model_copy(update={"configs": [report.configs[0], priced]}))
+    assert "<th>cost (USD)</th>" in page
+    assert '<td class="num">-</td></tr>' in page and '<td class="num">0.001250</td></tr>' in page

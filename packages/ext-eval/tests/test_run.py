@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import genai_prices
 import pytest
 
 from ext.core import ConfigurationError
@@ -111,6 +112,13 @@ async def test_scripted_replies_give_exactly_the_known_counts(tmp_path: Path) ->
         11 + 12 + 13 + 14 + 15 + 16 + 17,
         3 + 4 + 5 + 6 + 7 + 8 + 9,
     )
+    # ext-eval[cost]: each answered case priced from the genai-prices table (gpt-4o-mini), the failed one not
+    assert by_id["s4"].cost_usd is None
+    priced = [r for r in only.results if r.error is None]
+    for result in priced:
+        usage = genai_prices.Usage(input_tokens=result.prompt_tokens, output_tokens=result.completion_tokens)
+        assert result.cost_usd == float(genai_prices.calc_price(usage, "gpt-4o-mini").total_price)
+    assert overall.cost_usd == pytest.approx(sum(r.cost_usd or 0.0 for r in priced))
     simple = only.categories["simple"]
     assert (simple.cases, simple.correct, simple.malformed) == (4, 1, 1)
     assert (only.categories["irrelevance"].correct, only.categories["parallel"].correct) == (1, 1)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import genai_prices
 import openai
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -171,10 +172,25 @@ async def test_create_makes_one_chat_span(server: OpenAIServer, telemetry: Telem
         "gen_ai.usage.cache_read.input_tokens": 0,
         "gen_ai.usage.reasoning.output_tokens": 0,
         "gen_ai.response.finish_reasons": ("stop",),
+        # [cost]: ext-resilience prices the call with genai-prices (12 and 1 tokens of gpt-4o-mini)
+        "ext.usage.cost": float(
+            genai_prices.calc_price(genai_prices.Usage(input_tokens=12, output_tokens=1), "gpt-4o-mini").total_price
+        ),
+        "ext.usage.cost.currency": "USD",
     }
     assert span.status.status_code is StatusCode.UNSET
     wire = server.decode(server.requests[0])
     assert (wire.options["temperature"], wire.options["max_tokens"]) == (0.5, 50)
+
+
+async def test_a_model_without_a_price_gets_no_cost(server: OpenAIServer, telemetry: Telemetry) -> None:
+    server.enqueue(Reply(text="ok", prompt_tokens=1000, completion_tokens=1000), Reply(text="ok"))
+    async with ChatClientBuilder(bare(server)).use(telemetry.middleware()).build() as client:
+        await client.create(HELLO, options={"model_id": "my-local-model"})
+        await client.create(HELLO, options={"model_id": "gpt-4o"})
+    unpriced, priced = (attrs(s) for s in telemetry.spans())
+    assert "ext.usage.cost" not in unpriced
+    assert priced["ext.usage.cost"] > 0 and priced["ext.usage.cost.currency"] == "USD"
 
 
 async def test_options_as_a_mapping_and_json_output(server: OpenAIServer, telemetry: Telemetry) -> None:

@@ -21,6 +21,7 @@ from ext.core import (
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
     LLMMessage,
+    RequestUsage,
     StreamChunk,
     SystemMessage,
     Tool,
@@ -180,11 +181,22 @@ async def chat_turn(
         out.answer(result.content.strip() if turns is not None else result.content)
     out.end_answer()
     usage = result.usage
-    note = " (cached)" if result.cached else ""
+    note = " (cached)" if result.cached else _cost_note(client, usage)
     out.info(
         f"[{result.finish_reason}; {usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens{note}]"
     )
     return result
+
+
+def _cost_note(client: ChatCompletionClient, usage: RequestUsage) -> str:
+    """`; $0.000123` when ext-resilience (`ext-cli[cost]`) prices the model, else nothing."""
+    try:
+        from ext.resilience import price_usage
+    except ImportError:
+        return ""
+    model = str(getattr(client, "model", "") or "")
+    cost = price_usage(model, usage, provider=getattr(client, "provider_name", None)) if model else None
+    return "" if cost is None else f"; ${cost:.6f}"
 
 
 async def run_chat(settings: ChatSettings, question: str | None, out: Output, read_line: Any = None) -> int:

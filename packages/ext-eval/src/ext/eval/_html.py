@@ -123,21 +123,24 @@ def write_html(
 
 
 def _summary_table(report: EvalReport) -> str:
+    priced = any(config.overall.cost_usd is not None for config in report.configs)
     rows = [
         "<h2>Overall</h2>",
         '<table id="summary"><thead><tr><th>configuration</th><th>cases</th><th>accuracy</th><th>malformed</th>'
         "<th>errors</th><th>latency p50</th><th>latency p99</th><th>prompt tokens</th><th>completion tokens</th>"
-        "</tr></thead><tbody>",
+        + ("<th>cost (USD)</th>" if priced else "")
+        + "</tr></thead><tbody>",
     ]
     for index, config in enumerate(report.configs):
         s = config.overall
+        cost = "" if not priced else f'<td class="num">{"-" if s.cost_usd is None else f"{s.cost_usd:.6f}"}</td>'
         rows.append(
             f'<tr data-config="{escape(config.name)}"><td><span class="swatch" style="background:{colour(index)}">'
             f"</span>{escape(config.name)}</td>"
             f'<td class="num">{s.cases}</td><td class="num">{s.accuracy:.1%}</td>'
             f'<td class="num">{s.malformed_rate:.1%}</td><td class="num">{s.errors}</td>'
             f'<td class="num">{s.latency_p50_s:.3f} s</td><td class="num">{s.latency_p99_s:.3f} s</td>'
-            f'<td class="num">{s.prompt_tokens}</td><td class="num">{s.completion_tokens}</td></tr>'
+            f'<td class="num">{s.prompt_tokens}</td><td class="num">{s.completion_tokens}</td>{cost}</tr>'
         )
     rows.append("</tbody></table>")
     return "".join(rows)

@@ -33,6 +33,9 @@ class CaseResult(BaseModel):
     latency_s: float = Field(ge=0)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cost_usd: float | None = Field(
+        default=None, description="What the call cost in US dollars (ext-eval[cost]); None for a model without a price."
+    )
 
 
 class Summary(BaseModel):
@@ -48,6 +51,9 @@ class Summary(BaseModel):
     latency_p99_s: float = Field(description="99th percentile latency (nearest-rank).")
     prompt_tokens: int
     completion_tokens: int
+    cost_usd: float | None = Field(
+        default=None, description="The priced cases' cost in US dollars (None: none priced)."
+    )
 
 
 class ConfigReport(BaseModel):
@@ -145,7 +151,13 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
         latency_p99_s=percentile(latencies, 99),
         prompt_tokens=sum(r.prompt_tokens for r in results),
         completion_tokens=sum(r.completion_tokens for r in results),
+        cost_usd=_total_cost(results),
     )
+
+
+def _total_cost(results: Sequence[CaseResult]) -> float | None:
+    costs = [r.cost_usd for r in results if r.cost_usd is not None]
+    return sum(costs) if costs else None
 
 
 def config_report(name: str, results: Sequence[CaseResult]) -> ConfigReport:

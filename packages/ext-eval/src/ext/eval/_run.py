@@ -162,4 +162,16 @@ async def run_case(
         latency_s=latency,
         prompt_tokens=created.usage.prompt_tokens,
         completion_tokens=created.usage.completion_tokens,
+        cost_usd=None if created.cached else _cost(client, created),
     )
+
+
+def _cost(client: ChatCompletionClient, created: CreateResult) -> float | None:
+    """The call's cost in US dollars when ext-resilience (`ext-eval[cost]`) prices the model, else None."""
+    try:
+        from ext.resilience import price_usage
+    except ImportError:
+        return None
+    model = str(getattr(client, "model", "") or "")
+    cost = price_usage(model, created.usage, provider=getattr(client, "provider_name", None)) if model else None
+    return None if cost is None else float(cost)

@@ -17,6 +17,7 @@ from ext.pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamN
 from . import _semconv as sc
 from .__about__ import __version__
 from ._content import finish_reason, input_messages, output_messages
+from ._cost import cost_attributes, find_pricer
 
 INSTRUMENTATION_NAME = "ext.telemetry.opentelemetry"
 
@@ -66,7 +67,9 @@ class OpenTelemetryMiddleware(ChatMiddleware):
       `gen_ai.output.type=json` for JSON output, `gen_ai.request.stream` and
       `gen_ai.response.time_to_first_chunk` for streams, then `gen_ai.usage.input_tokens`,
       `gen_ai.usage.output_tokens` (and the cache-read and reasoning counts when the provider gives them) and
-      `gen_ai.response.finish_reasons`.
+      `gen_ai.response.finish_reasons`; with ext-resilience installed (the `[cost]` extra), the call's cost in
+      `ext.usage.cost` (US dollars, `ext.usage.cost.currency`; the GenAI conventions have no cost attribute),
+      for a model the `genai-prices` table prices and a call not answered from a cache.
     - Placed after a tool loop: one `invoke_agent` span (kind INTERNAL; `invoke_agent {agent_name}` when given)
       around the whole loop, the parent of one `chat` span per model turn and one `execute_tool {name}` span
       (kind INTERNAL; `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type=function`) per tool call.
@@ -111,6 +114,7 @@ class OpenTelemetryMiddleware(ChatMiddleware):
         self._agent_name = agent_name
         self._config = OpenTelemetryConfig(capture_content=capture_content, agent_name=agent_name)
         self._server: tuple[object, dict[str, Any]] | None = None
+        self._pricer = find_pricer()
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
         self._duration = meter.create_histogram(
@@ -242,6 +246,9 @@ class OpenTelemetryMiddleware(ChatMiddleware):
                 done[sc.USAGE_REASONING_OUTPUT_TOKENS] = usage.reasoning_tokens
             if result.cached:
                 done[CACHED] = True
+            elif operation == sc.CHAT:
+                model, provider = metric.get(sc.REQUEST_MODEL), metric.get(sc.PROVIDER_NAME)
+                done.update(cost_attributes(self._pricer, model, provider, usage))
             if self._capture:
                 done[sc.OUTPUT_MESSAGES] = output_messages(result)
             span.set_attributes(done)
