@@ -136,6 +136,26 @@ from ._providers import (
     server_address,
     unknown_provider_message,
 )
+from ._provider_errors import (
+    ERROR_TYPES,
+    AuthenticationError,
+    BadRequestError,
+    ConnectionLostError,
+    ContextWindowExceededError,
+    ErrorClass,
+    ErrorClassifier,
+    ErrorKind,
+    NotFoundError,
+    OverloadedError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitedError,
+    ServerError,
+    classify_error,
+    generic_error_class,
+    kind_of_status,
+    provider_error,
+)
 from ._retry import (
     RETRYABLE_STATUS,
     RetryDecision,
@@ -396,6 +416,10 @@ __all__ = [
     "server_address",
     "ServerAddress",
     "should_retry_header",
+    "ERROR_TYPES",
+    "ErrorClassifier",
+    "generic_error_class",
+    "kind_of_status",
     "unknown_provider_message",
     "validate_config",
     # provider authors: tool calls at the prompt level (local models)
