@@ -71,6 +71,7 @@ from ._mapping import (
 from ._messages import (
     AssistantMessage,
     CreateResult,
+    FallbackEvent,
     FinishReason,
     FunctionCall,
     FunctionExecutionResult,
@@ -124,18 +125,6 @@ from ._prompt_tools import (
     tool_system_text,
     with_prompt_tool_calls,
 )
-from ._providers import (
-    ProviderInfo,
-    ServerAddress,
-    address_from_url,
-    normalize_provider_name,
-    provider_info,
-    provider_infos,
-    provider_of_class,
-    provider_of_client,
-    server_address,
-    unknown_provider_message,
-)
 from ._provider_errors import (
     ERROR_TYPES,
     AuthenticationError,
@@ -155,6 +144,18 @@ from ._provider_errors import (
     generic_error_class,
     kind_of_status,
     provider_error,
+)
+from ._providers import (
+    ProviderInfo,
+    ServerAddress,
+    address_from_url,
+    normalize_provider_name,
+    provider_info,
+    provider_infos,
+    provider_of_class,
+    provider_of_client,
+    server_address,
+    unknown_provider_message,
 )
 from ._retry import (
     RETRYABLE_STATUS,
@@ -265,6 +266,7 @@ __all__ = [
     "ReasoningBlock",
     "RequestUsage",
     "StreamChunk",
+    "FallbackEvent",
     "SystemMessage",
     "ToolChoice",
     "UserMessage",
@@ -324,6 +326,21 @@ __all__ = [
     "VectorStoreConflictError",
     "VectorStoreError",
     "VectorStoreUnavailableError",
+    # application code: provider failures by kind (fallback, cooldowns)
+    "AuthenticationError",
+    "BadRequestError",
+    "classify_error",
+    "ConnectionLostError",
+    "ContextWindowExceededError",
+    "ErrorClass",
+    "ErrorKind",
+    "NotFoundError",
+    "OverloadedError",
+    "provider_error",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RateLimitedError",
+    "ServerError",
     # application code: agents, runtimes, topics and state
     "Agent",
     "AgentFactory",
