@@ -219,10 +219,10 @@ async def test_context_window_errors_of_each_real_sdk_are_classified(
             with pytest.raises(Exception) as caught:
                 await client.create(Q)
             errors.append(caught.value)
-    small = local_model(local_model_path, n_ctx=64)
+    small = local_model(local_model_path, n_ctx=256)
     async with small:
         with pytest.raises(ValueError) as caught_local:
-            await small.create([UserMessage(content="word " * 200)])
+            await small.create([UserMessage(content="word " * 600)])
     errors.append(caught_local.value)
     kinds = [getattr(classify_error(e), "kind", None) for e in errors]
     assert kinds == [ErrorKind.CONTEXT_WINDOW] * 3
