@@ -18,7 +18,9 @@ KEY = "sk-test-fallback-0123456789"
 
 
 async def record(url: str, prefix: str, n: int) -> int:
-    cooldowns = Cooldowns(CooldownPolicy(min_calls=2 * n, failure_rate=1.0, window=60), RedisCooldowns(url, prefix=prefix))
+    cooldowns = Cooldowns(
+        CooldownPolicy(min_calls=2 * n, failure_rate=1.0, window=60), RedisCooldowns(url, prefix=prefix)
+    )
     started = 0
     for _ in range(n):
         started += bool(await cooldowns.failed("shared-client", ErrorKind.SERVER_ERROR))

@@ -10,7 +10,6 @@ from ext.testing.servers import AnthropicServer, OpenAIServer
 KEY = "sk-test-fallback-0123456789"
 
 
-
 def openai_client(
     server: OpenAIServer, *, model: str = "gpt-4o-mini", timeout: float = 10.0, max_retries: int = 2
 ) -> OpenAIChatCompletionClient:

@@ -4,7 +4,6 @@ clients."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -129,14 +128,19 @@ async def test_two_processes_counting_at_once_start_one_cooldown(redis_server: R
     the 400 decisions starts the cooldown (each decision is one atomic script)."""
     key = prefix()
     runs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "cooldown_process.py"), redis_server.url, key, "record", "200"],
-            stdout=subprocess.PIPE,
-            text=True,
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(HERE / "cooldown_process.py"),
+            redis_server.url,
+            key,
+            "record",
+            "200",
+            stdout=asyncio.subprocess.PIPE,
         )
         for _ in range(2)
     ]
-    started = [int(run.communicate(timeout=60)[0].split()[-1]) for run in runs]
+    outputs = await asyncio.wait_for(asyncio.gather(*(run.communicate() for run in runs)), 60)
+    started = [int(out.split()[-1]) for out, _ in outputs]
     assert all(run.returncode == 0 for run in runs)
     assert sorted(started) == [0, 1]
     backend = RedisCooldowns(redis_server.url, prefix=key)
@@ -148,14 +152,19 @@ async def test_a_cooldown_set_by_one_process_is_respected_by_another(
     redis_server: RedisServer, openai_server: OpenAIServer, anthropic_server: AnthropicServer
 ) -> None:
     key = prefix()
-    other = subprocess.run(
-        [sys.executable, str(HERE / "cooldown_process.py"), redis_server.url, key, "auth", "1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    other = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(HERE / "cooldown_process.py"),
+        redis_server.url,
+        key,
+        "auth",
+        "1",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
-    assert other.returncode == 0, other.stderr
-    assert other.stdout.split()[-1] == "1"  # that process's 401 cooled the client
+    out, err = await asyncio.wait_for(other.communicate(), 60)
+    assert other.returncode == 0, err.decode()
+    assert out.split()[-1] == b"1"  # that process's 401 cooled the client
     anthropic_server.enqueue(Reply(text="from the backup"))
     cooldowns = Cooldowns(backend=RedisCooldowns(redis_server.url, prefix=key))
     fallback = FallbackMiddleware(

@@ -29,7 +29,11 @@ def openai_section(server: OpenAIServer, model: str = "gpt-4o-mini") -> dict[str
 def anthropic_section(server: AnthropicServer) -> dict[str, Any]:
     return {
         "provider": "anthropic",
-        "options": {"endpoint": server.base_url, "default_model": "claude-sonnet-5-5", "api_key_env": "TEST_ANTHROPIC_KEY"},
+        "options": {
+            "endpoint": server.base_url,
+            "default_model": "claude-sonnet-5-5",
+            "api_key_env": "TEST_ANTHROPIC_KEY",
+        },
         "args": {"max_tokens": 64},
     }
 
@@ -123,7 +127,10 @@ def test_a_cooldown_entry(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_check_names_the_file_and_the_field(tmp_path: Path, settings: dict[str, Any], message: str) -> None:
     path = tmp_path / "pipeline.json"
-    config = {"client": {"provider": "openai", "options": {"default_model": "m"}}, "middleware": [{"fallback": settings}]}
+    config = {
+        "client": {"provider": "openai", "options": {"default_model": "m"}},
+        "middleware": [{"fallback": settings}],
+    }
     path.write_text(json.dumps(config))
     with pytest.raises(ConfigurationError, match=message) as caught:
         check_pipeline(path, environ={"OPENAI_API_KEY": KEY})

@@ -1,6 +1,8 @@
 """ext resilience and spend: chat-pipeline middlewares that keep agents going when a provider fails or limits
 them (fallback, cooldowns) and keep them within limits (rate limits, budgets), in memory or shared through Redis."""
 
+from typing import TYPE_CHECKING
+
 from .__about__ import __version__
 
 # --- fallback and cooldowns (issue 36: fallback) ---
@@ -19,6 +21,9 @@ from ._fallback import (
 )
 from ._fallback_stream import CONTINUE_PROMPT
 from ._pipeline_file import CooldownEntry, FallbackEntry, cooldown_entry, fallback_entry
+
+if TYPE_CHECKING:
+    from ._cooldown_redis import RedisCooldowns
 
 __all__ = ["__version__"]
 

@@ -134,7 +134,9 @@ class FallbackMiddleware(ChatMiddleware):
         clients = list(clients)
         for index, client in enumerate(clients):
             if not isinstance(client, ChatCompletionClient):
-                raise ConfigurationError(f"clients[{index}] must be a ChatCompletionClient, got {type(client).__name__}")
+                raise ConfigurationError(
+                    f"clients[{index}] must be a ChatCompletionClient, got {type(client).__name__}"
+                )
         if context_window_client is not None and not isinstance(context_window_client, ChatCompletionClient):
             raise ConfigurationError(
                 f"context_window_client must be a ChatCompletionClient, got {type(context_window_client).__name__}"
@@ -222,9 +224,9 @@ class FallbackMiddleware(ChatMiddleware):
 
     def next_after(self, order: list[Candidate], index: int, kind: ErrorKind | None) -> None:
         """After a context-window error, the larger-context client is tried next (once)."""
-        if kind is ErrorKind.CONTEXT_WINDOW and self._context_window is not None:
-            if self._context_window not in order:
-                order.insert(index + 1, self._context_window)
+        larger = self._context_window
+        if kind is ErrorKind.CONTEXT_WINDOW and larger is not None and larger not in order:
+            order.insert(index + 1, larger)
 
     async def cooling(self, candidate: Candidate) -> float:
         return await self._cooldown.remaining(candidate.name) if self._cooldown is not None else 0.0
@@ -348,7 +350,7 @@ def _stream(client: ChatCompletionClient, call: ChatCall) -> AsyncIterator[ChatI
 
 def _named(clients: list[ChatCompletionClient], given: list[str | None]) -> list[Candidate]:
     named: list[Candidate] = []
-    for index, (client, name) in enumerate(zip(clients, given)):
+    for index, (client, name) in enumerate(zip(clients, given, strict=True)):
         chosen = name or client_name(client)
         if any(c.name == chosen for c in named):
             chosen = f"{chosen}#{index + 1}"  # two alternates of one model keep apart in attempts and cooldowns
