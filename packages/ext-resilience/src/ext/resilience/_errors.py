@@ -20,6 +20,14 @@ class Attempt:
     reason: str = ""
     skipped: bool = False
 
+    def summary(self) -> str:
+        """What went wrong without the error's text (which may echo what the server was sent): the kind and the
+        error's class, or the reason."""
+        if self.error is None:
+            return self.reason
+        kind = f"{self.kind.value}: " if self.kind is not None else ""
+        return f"{kind}{type(self.error).__name__}"
+
     def describe(self) -> str:
         """One line: `client: kind: error` (or the reason)."""
         if self.skipped:

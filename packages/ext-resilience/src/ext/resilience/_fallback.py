@@ -296,7 +296,7 @@ class FallbackMiddleware(ChatMiddleware):
             from_client=attempt.client,
             to_client=to.name,
             error_kind=attempt.kind.value if attempt.kind is not None else None,
-            reason=attempt.describe(),
+            reason=attempt.summary(),
             text_sent=text_sent,
         )
         self.announce(call, event)
