@@ -12,14 +12,12 @@ from ._errors import AllClientsFailedError, Attempt, ClientCoolingDownError
 from ._fallback import (
     DEFAULT_TRIGGERS,
     RESULT_RULES,
-    STREAM_RULES,
     FallbackMiddleware,
     ResultRule,
-    StreamRule,
     empty_answer,
     finish_reason_length,
 )
-from ._fallback_stream import CONTINUE_PROMPT
+from ._fallback_stream import CONTINUE_PROMPT, STREAM_RULES, StreamRule
 from ._pipeline_file import CooldownEntry, FallbackEntry, cooldown_entry, fallback_entry
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ext.core import (
     BaseChatCompletionClient,
@@ -46,11 +46,10 @@ from ext.pipeline import RETRY_MAX_WAIT, ChatCall, ChatItem, ChatMiddleware, Cre
 
 from ._cooldown import Cooldowns
 from ._errors import AllClientsFailedError, Attempt
+from ._fallback_stream import STREAM_RULES, StreamRule, fallback_stream
 
 logger = logging.getLogger(__name__)
 
-StreamRule = Literal["before_first_chunk", "buffer", "continue"]
-STREAM_RULES: tuple[str, ...] = ("before_first_chunk", "buffer", "continue")
 
 DEFAULT_TRIGGERS = frozenset(
     {
@@ -305,8 +304,6 @@ class FallbackMiddleware(ChatMiddleware):
     # --- streams -----------------------------------------------------------------------------------
 
     def create_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
-        from ._fallback_stream import fallback_stream
-
         call.context[RETRY_MAX_WAIT] = self._max_retry_after
         return fallback_stream(self, call, next, self._stream_rule)
 

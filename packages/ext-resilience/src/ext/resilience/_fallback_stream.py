@@ -17,15 +17,36 @@ Each switch yields an `ext.core.FallbackEvent` (a `StreamChunk` with no text) be
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
-from ext.core import AssistantMessage, CreateResult, StreamChunk, UserMessage
+from ext.core import AssistantMessage, CreateResult, ErrorKind, FallbackEvent, StreamChunk, UserMessage
 from ext.pipeline import ChatCall, ChatItem, StreamNext
 
 from ._errors import AllClientsFailedError, Attempt
 
-if TYPE_CHECKING:
-    from ._fallback import FallbackMiddleware, StreamRule
+StreamRule = Literal["before_first_chunk", "buffer", "continue"]
+STREAM_RULES: tuple[str, ...] = ("before_first_chunk", "buffer", "continue")
+
+
+class Switcher(Protocol):
+    """What a stream under fallback needs from the middleware (`FallbackMiddleware` is one)."""
+
+    def candidates(self, call: ChatCall) -> list[Any]: ...
+
+    async def cooling(self, candidate: Any) -> float: ...
+
+    def switch_event(self, call: ChatCall, attempt: Attempt, to: Any, text_sent: int) -> FallbackEvent: ...
+
+    def open_stream(self, candidate: Any, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]: ...
+
+    def classify(self, error: Exception) -> tuple[ErrorKind | None, bool]: ...
+
+    async def count(self, candidate: Any, kind: ErrorKind | None) -> None: ...
+
+    def next_after(self, order: list[Any], index: int, kind: ErrorKind | None) -> None: ...
+
+    def refusal(self, result: CreateResult) -> str | None: ...
+
 
 CONTINUE_PROMPT = (
     "Your previous answer was cut off. Continue it exactly where it stopped, without repeating any of it and "
@@ -48,7 +69,7 @@ def joined(result: CreateResult, sent: str) -> CreateResult:
 
 
 async def fallback_stream(
-    middleware: FallbackMiddleware, call: ChatCall, next: StreamNext, rule: StreamRule
+    middleware: Switcher, call: ChatCall, next: StreamNext, rule: StreamRule
 ) -> AsyncIterator[ChatItem]:
     order = middleware.candidates(call)
     attempts: list[Attempt] = []

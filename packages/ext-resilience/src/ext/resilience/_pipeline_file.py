@@ -34,7 +34,8 @@ from ext.pipeline import ChatMiddleware, check_pipeline, load_pipeline, pipeline
 
 from ._cooldown import CooldownBackend, CooldownPolicy, Cooldowns
 from ._cooldown_middleware import CooldownMiddleware
-from ._fallback import RESULT_RULES, STREAM_RULES, FallbackMiddleware, _kinds, _rules
+from ._fallback import RESULT_RULES, FallbackMiddleware, _kinds, _rules
+from ._fallback_stream import STREAM_RULES
 
 _FALLBACK_KEYS = frozenset(
     {"clients", "on", "when", "context_window_client", "max_retry_after", "stream", "names", "cooldown"}
