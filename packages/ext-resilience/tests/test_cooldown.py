@@ -181,3 +181,24 @@ def test_the_policy_reads_kinds_by_name() -> None:
     assert policy.immediate == frozenset({ErrorKind.AUTH, ErrorKind.RATE_LIMITED})
     with pytest.raises(ValidationError):
         CooldownPolicy.model_validate({"immediate": ["teapot"]})
+
+
+async def test_a_redis_that_goes_away_never_stops_a_call(
+    openai_server: OpenAIServer, anthropic_server: AnthropicServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ext.testing.redis import start_redis_server
+
+    gone = start_redis_server()
+    cooldowns = Cooldowns(backend=RedisCooldowns(gone.url, prefix=prefix()))
+    openai_server.enqueue(Reply(text="before"), Fault("server_error"))
+    anthropic_server.enqueue(Reply(text="after, from the backup"))
+    fallback = FallbackMiddleware([anthropic_client(anthropic_server)], cooldown=cooldowns)
+    try:
+        async with ChatClientBuilder(openai_client(openai_server)).use(fallback).build() as client:
+            assert (await client.create(Q)).content == "before"
+            gone.stop()
+            result = await asyncio.wait_for(client.create(Q), 30)
+    finally:
+        gone.stop()
+    assert result.content == "after, from the backup"
+    assert any("counts as not cooling" in r.getMessage() for r in caplog.records)

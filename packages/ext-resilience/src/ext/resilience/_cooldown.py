@@ -14,12 +14,16 @@ The counts and cooldowns live in a `CooldownBackend`: `InMemoryCooldowns` for on
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ext.core import ConfigurationError, ErrorKind
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_IMMEDIATE = frozenset({ErrorKind.AUTH, ErrorKind.NOT_FOUND})
 
@@ -111,7 +115,12 @@ class InMemoryCooldowns:
 
 class Cooldowns:
     """A `CooldownPolicy` over a `CooldownBackend` (in memory unless given): what `FallbackMiddleware` and
-    `CooldownMiddleware` consult before calling a client and tell after."""
+    `CooldownMiddleware` consult before calling a client and tell after.
+
+    A backend that fails (Redis gone) never stops a call: the client counts as not cooling, the outcome is not
+    counted, and a warning is logged. A success is counted in the background (the caller does not wait for the
+    round trip); `close()` waits for what is still being counted.
+    """
 
     def __init__(self, policy: CooldownPolicy | None = None, backend: CooldownBackend | None = None) -> None:
         if policy is not None and not isinstance(policy, CooldownPolicy):
@@ -122,21 +131,40 @@ class Cooldowns:
             )
         self.policy = policy or CooldownPolicy()
         self.backend: CooldownBackend = backend if backend is not None else InMemoryCooldowns()
+        self._local = isinstance(self.backend, InMemoryCooldowns)
+        self._pending: set[asyncio.Task[None]] = set()
 
     async def remaining(self, client: str) -> float:
         """Seconds `client` still cools down (0: call it)."""
-        return await self.backend.remaining(client)
+        try:
+            return await self.backend.remaining(client)
+        except Exception as exc:  # the backend's failure must not stop the call it guards
+            logger.warning("%r failed (%s): %s counts as not cooling", self.backend, exc, client)
+            return 0.0
 
     async def succeeded(self, client: str) -> None:
         """Count a call of `client` that did not fail."""
-        await self.backend.record(client, failed=False, immediate=False, policy=self.policy)
+        if self._local:
+            await self.backend.record(client, failed=False, immediate=False, policy=self.policy)
+            return
+        task = asyncio.create_task(self._record(client, failed=False, immediate=False))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
     async def failed(self, client: str, kind: ErrorKind) -> float:
         """Count a failed call of `client`; the seconds of the cooldown it started, else 0."""
-        immediate = kind in self.policy.immediate
-        return await self.backend.record(client, failed=True, immediate=immediate, policy=self.policy)
+        return await self._record(client, failed=True, immediate=kind in self.policy.immediate)
+
+    async def _record(self, client: str, *, failed: bool, immediate: bool) -> float:
+        try:
+            return await self.backend.record(client, failed=failed, immediate=immediate, policy=self.policy)
+        except Exception as exc:
+            logger.warning("%r failed (%s): a call of %s was not counted", self.backend, exc, client)
+            return 0.0
 
     async def close(self) -> None:
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
         await self.backend.close()
 
     def __repr__(self) -> str:
