@@ -132,7 +132,7 @@ class Cooldowns:
         self.policy = policy or CooldownPolicy()
         self.backend: CooldownBackend = backend if backend is not None else InMemoryCooldowns()
         self._local = isinstance(self.backend, InMemoryCooldowns)
-        self._pending: set[asyncio.Task[None]] = set()
+        self._pending: set[asyncio.Task[float]] = set()
 
     async def remaining(self, client: str) -> float:
         """Seconds `client` still cools down (0: call it)."""
