@@ -202,3 +202,17 @@ async def test_a_redis_that_goes_away_never_stops_a_call(
         gone.stop()
     assert result.content == "after, from the backup"
     assert any("counts as not cooling" in r.getMessage() for r in caplog.records)
+
+
+async def test_refresh_reuses_not_cooling_for_at_most_that_long(redis_server: RedisServer) -> None:
+    key = prefix()
+    here = RedisCooldowns(redis_server.url, prefix=key, refresh=0.3)
+    elsewhere = RedisCooldowns(redis_server.url, prefix=key)
+    policy = CooldownPolicy()
+    assert await here.remaining("c") == 0.0  # asked Redis: not cooling, reused for 0.3 s
+    assert await elsewhere.record("c", failed=True, immediate=True, policy=policy) > 0
+    assert await here.remaining("c") == 0.0  # the reused answer: this process has not looked again yet
+    await asyncio.sleep(0.35)  # what is measured is the refresh period itself
+    assert await here.remaining("c") > 0  # seen once the period is over
+    await here.close()
+    await elsewhere.close()

@@ -8,6 +8,7 @@ one Lua script: two processes recording at once cannot both miss the threshold.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ext.core import ConfigurationError
@@ -40,9 +41,15 @@ return 0
 
 class RedisCooldowns:
     """A `CooldownBackend` in Redis. `connection` is an `ext.redis.RedisConnection` (or a URL); `prefix` keeps
-    apart the cooldowns of unrelated deployments sharing one server."""
+    apart the cooldowns of unrelated deployments sharing one server.
 
-    def __init__(self, connection: RedisConnection | str, *, prefix: str = "ext:cooldown") -> None:
+    `refresh` (seconds, default 0: ask every time) lets this process reuse a "not cooling" answer for that long
+    instead of asking Redis before every call: a cooldown another process sets is then seen at most `refresh`
+    late, and the happy path makes no round trip of its own (successes are counted in the background)."""
+
+    def __init__(
+        self, connection: RedisConnection | str, *, prefix: str = "ext:cooldown", refresh: float = 0.0
+    ) -> None:
         if isinstance(connection, str):
             connection = RedisConnection(connection)
         if not isinstance(connection, RedisConnection):
@@ -51,14 +58,26 @@ class RedisCooldowns:
             )
         if not isinstance(prefix, str) or not prefix:
             raise ConfigurationError("prefix must be a non-empty string")
+        if isinstance(refresh, bool) or not isinstance(refresh, (int, float)) or refresh < 0:
+            raise ConfigurationError(f"refresh must be seconds >= 0, got {refresh!r}")
         self._connection = connection
         self._prefix = prefix
+        self._refresh = float(refresh)
+        self._clear_until: dict[str, float] = {}  # key -> monotonic time until which "not cooling" is reused
         self._redis: Any = connection.client()
         self._record: Any = self._redis.register_script(_RECORD)
 
     async def remaining(self, key: str) -> float:
-        ms = await self._redis.pttl(f"{self._prefix}:{key}:cool")
-        return ms / 1000.0 if ms > 0 else 0.0
+        if self._refresh:
+            until = self._clear_until.get(key)
+            if until is not None and time.monotonic() < until:
+                return 0.0
+        ms = int(await self._redis.pttl(f"{self._prefix}:{key}:cool"))
+        if ms > 0:
+            return ms / 1000.0
+        if self._refresh:
+            self._clear_until[key] = time.monotonic() + self._refresh
+        return 0.0
 
     async def record(self, key: str, *, failed: bool, immediate: bool, policy: CooldownPolicy) -> float:
         started = await self._record(
@@ -72,10 +91,12 @@ class RedisCooldowns:
                 max(1, round(policy.cooldown * 1000)),
             ],
         )
+        if started:
+            self._clear_until.pop(key, None)  # this process saw it start: no stale "not cooling"
         return int(started) / 1000.0
 
     async def close(self) -> None:
         await self._redis.aclose()
 
     def __repr__(self) -> str:
-        return f"RedisCooldowns({self._connection.where!r}, prefix={self._prefix!r})"
+        return f"RedisCooldowns({self._connection.where!r}, prefix={self._prefix!r}, refresh={self._refresh})"

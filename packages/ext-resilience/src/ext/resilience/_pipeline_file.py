@@ -15,7 +15,7 @@
           cooldown: {failure_rate: 0.5, min_calls: 5, window: 60, cooldown: 60, backend: memory}
       - cooldown:                         # without a fallback: the pipeline's client refused while it cools
           min_calls: 5
-          backend: {redis: "redis://127.0.0.1:6379/0", prefix: "ext:cooldown", password_env: REDIS_PASSWORD}
+          backend: {redis: "redis://127.0.0.1:6379/0", prefix: "ext:cooldown", password_env: REDIS_PASSWORD, refresh: 0}
           name: main
 
 `check` reads every setting (and every nested pipeline document or file, with ext-pipeline's `check_pipeline`)
@@ -41,7 +41,7 @@ _FALLBACK_KEYS = frozenset(
     {"clients", "on", "when", "context_window_client", "max_retry_after", "stream", "names", "cooldown"}
 )
 _POLICY_KEYS = frozenset(CooldownPolicy.model_fields)
-_REDIS_KEYS = frozenset({"redis", "prefix", "password_env"})
+_REDIS_KEYS = frozenset({"redis", "prefix", "password_env", "refresh"})
 
 
 def _document(entry: Any, where: str) -> str | Mapping[str, Any]:
@@ -112,7 +112,9 @@ def _build_cooldowns(settings: Any, where: str, extra: frozenset[str] = frozense
                 f"{where}.backend: a Redis backend needs ext-redis: pip install 'ext-resilience[redis]'"
             ) from None
         connection = RedisConnection(backend["redis"], password_env=backend.get("password_env", "REDIS_PASSWORD"))
-        built = RedisCooldowns(connection, prefix=backend.get("prefix", "ext:cooldown"))
+        built = RedisCooldowns(
+            connection, prefix=backend.get("prefix", "ext:cooldown"), refresh=backend.get("refresh", 0.0)
+        )
     return Cooldowns(CooldownPolicy(**fields), built)
 
 
