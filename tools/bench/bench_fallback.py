@@ -12,7 +12,8 @@ Servers: two ext-testing ``OpenAIServer``s in this process, ``ok`` (always a sho
 ext sides (``OpenAIChatCompletionClient``, SDK retries off, interleaved blocks so machine drift weighs alike):
 ``bare`` and ``bare (A/A)`` (the noise yardstick), ``fallback`` (a ``FallbackMiddleware`` pipeline, no failure),
 ``fallback + cooldown (memory)``, ``fallback + cooldown (Redis)`` (a real redis-server, ``RedisCooldowns``: one
-PTTL before and one script after each call), and ``failover`` (the main client on ``failing``, the backup on ``ok``:
+PTTL before each call, one script after it, in the background for a success), ``... (Redis, refresh 0.1 s)`` (the
+"not cooling" answer reused for 0.1 s: no round trip in the caller's path), and ``failover`` (the main client on ``failing``, the backup on ``ok``:
 every call fails once and switches). ``own`` is each call's wall time less the time spent inside the bare clients'
 ``create`` (they are wrapped in timers): what the middlewares cost, free of the server's share.
 
@@ -90,6 +91,9 @@ async def run_ext(ok_url: str, failing_url: str, redis_url: str, blocks: int, bl
         "fallback": None,
         "fallback + cooldown (memory)": Cooldowns(policy),
         "fallback + cooldown (Redis)": Cooldowns(policy, RedisCooldowns(redis_url, prefix=f"bench:{os.getpid()}")),
+        "fallback + cooldown (Redis, refresh 0.1 s)": Cooldowns(
+            policy, RedisCooldowns(redis_url, prefix=f"bench:{os.getpid()}:r", refresh=0.1)
+        ),
     }
     bare_a, bare_b = client(ok_url), client(ok_url)
     built: dict[str, Any] = {}
@@ -102,7 +106,7 @@ async def run_ext(ok_url: str, failing_url: str, redis_url: str, blocks: int, bl
         .use(FallbackMiddleware([client(ok_url, timer_cls)], names=["main", "backup"]))
         .build()
     )
-    counters = [itertools.count() for _ in range(6)]
+    counters = [itertools.count() for _ in range(7)]
     own: dict[str, list[int]] = {name: [] for name in [*built, "failover"]}
 
     def fresh(side: int) -> list[Any]:
@@ -122,7 +126,7 @@ async def run_ext(ok_url: str, failing_url: str, redis_url: str, blocks: int, bl
         side(0, "bare", bare_a, False),
         side(1, "bare (A/A)", bare_b, False),
         *[side(2 + i, name, target, True) for i, (name, target) in enumerate(built.items())],
-        side(5, "failover", failover, True),
+        side(6, "failover", failover, True),
     ]
     results, _ = await measure_interleaved(sides, blocks=blocks, block=block, warmup=block)
     base = percentile(results[0].latencies_ns, 50) / 1e6
@@ -191,12 +195,12 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
     def cell(value: float | None, digits: int = 1) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
-    header = f"{'side':34} {'p50 ms':>8} {'p99 ms':>8} {'p50 - base µs':>14} {'own p50 µs':>11} {'own p99 µs':>11}"
+    header = f"{'side':42} {'p50 ms':>8} {'p99 ms':>8} {'p50 - base µs':>14} {'own p50 µs':>11} {'own p99 µs':>11}"
     print(header)
     print("-" * len(header))
     for row in rows:
         print(
-            f"{row['side']:34} {cell(row['p50_ms'], 3):>8} {cell(row['p99_ms'], 3):>8} "
+            f"{row['side']:42} {cell(row['p50_ms'], 3):>8} {cell(row['p99_ms'], 3):>8} "
             f"{cell(row['over_p50_us']):>14} {cell(row['own_p50_us']):>11} {cell(row['own_p99_us']):>11}"
         )
 
