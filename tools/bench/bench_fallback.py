@@ -13,8 +13,8 @@ ext sides (``OpenAIChatCompletionClient``, SDK retries off, interleaved blocks s
 ``bare`` and ``bare (A/A)`` (the noise yardstick), ``fallback`` (a ``FallbackMiddleware`` pipeline, no failure),
 ``fallback + cooldown (memory)``, ``fallback + cooldown (Redis)`` (a real redis-server, ``RedisCooldowns``: one
 PTTL before each call, one script after it, in the background for a success), ``... (Redis, refresh 0.1 s)`` (the
-"not cooling" answer reused for 0.1 s: no round trip in the caller's path), and ``failover`` (the main client on ``failing``, the backup on ``ok``:
-every call fails once and switches). ``own`` is each call's wall time less the time spent inside the bare clients'
+"not cooling" answer reused for 0.1 s: no round trip in the caller's path), and ``failover`` (the main client on
+``failing``, the backup on ``ok``: every call fails once and switches). ``own`` is each call's wall time less the time spent inside the bare clients'
 ``create`` (they are wrapped in timers): what the middlewares cost, free of the server's share.
 
 LiteLLM sides (``litellm.acompletion`` and ``Router.acompletion``, ``num_retries=0``, cooldowns off so the Router
@@ -29,7 +29,6 @@ import asyncio
 import itertools
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -62,7 +61,7 @@ def _stats(name: str, latencies_ns: Any, own_ns: list[int] | None, base_p50: flo
 def timed(cls: type[Any]) -> type[Any]:
     """A subclass of the client class that adds the wall time of each `create` to `inner_ns` (failed ones too)."""
 
-    class InnerTimer(cls):  # type: ignore[misc,valid-type]
+    class InnerTimer(cls):  # type: ignore[misc]
         inner_ns = 0
 
         async def create(self, *args: Any, **kwargs: Any) -> Any:
@@ -144,8 +143,8 @@ async def run_ext(ok_url: str, failing_url: str, redis_url: str, blocks: int, bl
 
 async def run_litellm(ok_url: str, failing_url: str, blocks: int, block: int) -> list[dict[str, Any]]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of the cost map at import
-    import litellm
-    from litellm import Router
+    import litellm  # type: ignore[import-not-found,unused-ignore]
+    from litellm import Router  # type: ignore[import-not-found,unused-ignore]
 
     litellm.suppress_debug_info = True
     params_ok = {"model": f"openai/{MODEL}", "api_base": ok_url + "/v1", "api_key": KEY}
@@ -245,7 +244,8 @@ async def main(args: argparse.Namespace) -> None:
     if litellm_rows:
         router = next(r for r in litellm_rows if r["side"] == "litellm Router")
         aa = next(r for r in litellm_rows if r["side"] == "litellm acompletion (A/A)")
-        print(f"\nRouter overhead (p50 - acompletion p50): {router['over_p50_us']:.1f} µs (A/A: {aa['over_p50_us']:.1f} µs)")
+        overhead, noise = router["over_p50_us"], aa["over_p50_us"]
+        print(f"\nRouter overhead (p50 - acompletion p50): {overhead:.1f} µs (A/A: {noise:.1f} µs)")
     own_mem = next(r for r in rows if r["side"] == "fallback + cooldown (memory)")
     own_redis = next(r for r in rows if r["side"] == "fallback + cooldown (Redis)")
     print(
@@ -266,7 +266,8 @@ def parse() -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse()
     if arguments.litellm_worker:
-        found = asyncio.run(run_litellm(*arguments.litellm_worker, arguments.blocks, arguments.block))
+        ok_url, failing_url = arguments.litellm_worker
+        found = asyncio.run(run_litellm(ok_url, failing_url, arguments.blocks, arguments.block))
         print(json.dumps(found))
     else:
         asyncio.run(main(arguments))
