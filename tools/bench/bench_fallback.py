@@ -14,8 +14,9 @@ ext sides (``OpenAIChatCompletionClient``, SDK retries off, interleaved blocks s
 ``fallback + cooldown (memory)``, ``fallback + cooldown (Redis)`` (a real redis-server, ``RedisCooldowns``: one
 PTTL before each call, one script after it, in the background for a success), ``... (Redis, refresh 0.1 s)`` (the
 "not cooling" answer reused for 0.1 s: no round trip in the caller's path), and ``failover`` (the main client on
-``failing``, the backup on ``ok``: every call fails once and switches). ``own`` is each call's wall time less the time spent inside the bare clients'
-``create`` (they are wrapped in timers): what the middlewares cost, free of the server's share.
+``failing``, the backup on ``ok``: every call fails once and switches). ``own`` is each call's wall time less the
+time spent inside the bare clients' ``create`` (they are wrapped in timers): what the middlewares cost, free of the
+server's share.
 
 LiteLLM sides (``litellm.acompletion`` and ``Router.acompletion``, ``num_retries=0``, cooldowns off so the Router
 fails over on every call): ``acompletion`` and ``acompletion (A/A)``, ``Router`` (one deployment, no failure) and
