@@ -134,3 +134,24 @@ def test_retryable_statuses_are_public() -> None:
     from ext.core import RETRYABLE_STATUS
 
     assert {429, 500, 503, 529} <= RETRYABLE_STATUS and 400 not in RETRYABLE_STATUS
+
+
+async def test_a_wait_longer_than_max_wait_is_raised_at_once() -> None:
+    errors: list[FakeSDKError] = []
+
+    async def op() -> str:
+        if not errors:
+            errors.append(FakeSDKError(429, {"retry-after": "30"}))
+            raise errors[-1]
+        return "ok"
+
+    with pytest.raises(FakeSDKError) as info:
+        await RetryPolicy(max_retries=3).run(op, max_wait=5)
+    assert info.value is errors[0] and len(errors) == 1
+    errors.clear()
+    short: list[float] = []
+    assert (
+        await RetryPolicy(max_retries=3, max_retry_after=0.001).run(op, on_retry=lambda a, e, w: short.append(w))
+        == "ok"
+    )
+    assert short == [0.001]  # without max_wait the server's wait is capped, not refused

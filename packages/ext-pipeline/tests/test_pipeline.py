@@ -34,6 +34,7 @@ from ext.core import (
     load_component,
 )
 from ext.pipeline import (
+    RETRY_MAX_WAIT,
     CacheMiddleware,
     ChatCall,
     ChatClientBuilder,
@@ -514,6 +515,31 @@ async def test_retry_wait_is_cut_short_by_cancel() -> None:
     token.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
+
+
+class _Headers:
+    headers = {"retry-after": "30"}
+
+
+class LongWait(Exception):
+    status_code = 429
+    response = _Headers()
+
+
+class _MaxWait(ChatMiddleware):
+    """Puts RETRY_MAX_WAIT in the call's context, as a fallback placed before the retry does."""
+
+    async def create(self, call: ChatCall, next: CreateNext) -> CreateResult:
+        call.context[RETRY_MAX_WAIT] = 5.0
+        return await next(call)
+
+
+async def test_retry_gives_up_at_once_on_a_wait_longer_than_the_calls_max_wait() -> None:
+    inner = Scripted(LongWait(), text("after half a minute"))
+    client = ChatClientBuilder(inner).use(_MaxWait()).use_retry(RetryPolicy(max_retries=2)).build()
+    with pytest.raises(LongWait):
+        await asyncio.wait_for(client.create(USER), 10)  # a guard: waiting out the 30 s would fail it
+    assert len(inner.requests) == 1
 
 
 # --- components --------------------------------------------------------------------------------------------

@@ -1,97 +1,137 @@
-"""The `rate_limit:` and `budget:` entries of pipeline files: built from a file over the real OpenAI client, and
-checked without building, with errors naming the file and the field before any connection is made."""
+"""The `fallback:` and `cooldown:` middleware of pipeline files (published under `ext.pipeline.middleware`)."""
 
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ext_resilience_limits_support import KEY
+from ext_resilience_support import KEY
 
 from ext.core import ConfigurationError, UserMessage
-from ext.pipeline import check_pipeline, load_pipeline
-from ext.resilience import BudgetExceededError, BudgetMiddleware, RateLimitMiddleware, RedisRateLimitBackend
+from ext.pipeline import ChatPipeline, check_pipeline, load_pipeline
+from ext.resilience import CooldownMiddleware, FallbackMiddleware, RedisCooldowns
 from ext.testing.redis import RedisServer
-from ext.testing.servers import OpenAIServer, Reply
+from ext.testing.servers import AnthropicServer, Fault, OpenAIServer, Reply
+
+ENV = {"TEST_OPENAI_KEY": KEY, "TEST_ANTHROPIC_KEY": KEY}
 
 
-def write(tmp_path: Path, server_url: str, middleware: list[Any]) -> Path:
-    document = {
+def openai_section(server: OpenAIServer, model: str = "gpt-4o-mini") -> dict[str, Any]:
+    return {
+        "provider": "openai",
+        "options": {"endpoint": server.base_url + "/v1", "default_model": model, "api_key_env": "TEST_OPENAI_KEY"},
+        "args": {"bundled_encodings": False},
+    }
+
+
+def anthropic_section(server: AnthropicServer) -> dict[str, Any]:
+    return {
+        "provider": "anthropic",
+        "options": {
+            "endpoint": server.base_url,
+            "default_model": "claude-sonnet-5-5",
+            "api_key_env": "TEST_ANTHROPIC_KEY",
+        },
+        "args": {"max_tokens": 64},
+    }
+
+
+async def test_a_pipeline_file_with_fallback_and_cooldown(
+    tmp_path: Path,
+    openai_server: OpenAIServer,
+    anthropic_server: AnthropicServer,
+    monkeypatch: pytest.MonkeyPatch,
+    redis_server: RedisServer,
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    backup = tmp_path / "backup.json"
+    backup.write_text(json.dumps({"client": anthropic_section(anthropic_server), "middleware": [{"retry": {}}]}))
+    main = tmp_path / "main.json"
+    main.write_text(
+        json.dumps(
+            {
+                "client": openai_section(openai_server),
+                "middleware": [
+                    {
+                        "fallback": {
+                            "clients": [str(backup), openai_section(openai_server, "gpt-4.1")],
+                            "when": ["length"],
+                            "stream": "buffer",
+                            "names": ["main", "backup", "second"],
+                            "cooldown": {"min_calls": 3, "backend": {"redis": redis_server.url, "prefix": "f:t"}},
+                        }
+                    },
+                    {"retry": {"max_retries": 1}},
+                ],
+            }
+        )
+    )
+    checked = check_pipeline(main)
+    assert checked.middleware == ["fallback", "retry"]
+    openai_server.enqueue(Fault("server_error"), Fault("server_error"))
+    anthropic_server.enqueue(Reply(text="from the backup file"))
+    pipeline = load_pipeline(main)
+    assert isinstance(pipeline, ChatPipeline)
+    fallback = pipeline.middleware[0]
+    assert isinstance(fallback, FallbackMiddleware) and fallback.stream_rule == "buffer"
+    assert fallback.cooldown is not None and isinstance(fallback.cooldown.backend, RedisCooldowns)
+    assert fallback.cooldown.policy.min_calls == 3
+    async with pipeline:
+        result = await pipeline.create([UserMessage(content="hi")])
+    assert result.content == "from the backup file"
+    assert len(openai_server.requests) == 2  # the main client, retried once by the retry placed after fallback
+
+
+def test_a_cooldown_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+    config = {
         "client": {
             "provider": "openai",
-            "options": {"endpoint": server_url + "/v1", "default_model": "gpt-4o-mini", "api_key_env": "LIMITS_KEY"},
+            "options": {"endpoint": "http://127.0.0.1:9/v1", "default_model": "m", "api_key_env": "TEST_OPENAI_KEY"},
         },
-        "middleware": middleware,
+        "middleware": [{"cooldown": {"min_calls": 4, "failure_rate": 0.75, "name": "main"}}],
     }
-    path = tmp_path / "pipeline.json"
-    path.write_text(json.dumps(document), encoding="utf-8")
-    return path
-
-
-async def test_a_file_with_both_entries_builds_and_limits(
-    tmp_path: Path, limits_server: OpenAIServer, limits_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("LIMITS_KEY", KEY)
-    monkeypatch.setenv("EXT_REDIS_URL", limits_redis.url)
-    prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"models": {"gpt-4o-mini": {"input_mtok": 1000, "output_mtok": 1000}}}))
-    limits_server.default = Reply(text="ok", prompt_tokens=10, completion_tokens=5)
-    path = write(
-        tmp_path,
-        limits_server.base_url,
-        [
-            {"rate_limit": {"requests": 100, "concurrency": 2, "backend": "redis", "prefix": "file-test:"}},
-            {"budget": {"limits": [{"cost": "0.032"}], "prices_file": str(prices)}},
-        ],
-    )
-    check = check_pipeline(path)
-    assert check.middleware == ["rate_limit", "budget"]
-    async with load_pipeline(path) as client:
-        limit, budget = client.middleware
-        assert isinstance(limit, RateLimitMiddleware) and isinstance(limit.backend, RedisRateLimitBackend)
-        assert isinstance(budget, BudgetMiddleware)
-        await client.create([UserMessage(content="Hi")])
-        await client.create([UserMessage(content="Hi")])  # 15 tokens at $1000 per million: 0.015 a call
-        with pytest.raises(BudgetExceededError):
-            await client.create([UserMessage(content="Hi")])
-        assert await budget.budget.spent("global") == Decimal("0.03")
-    assert len(limits_server.requests) == 2
+    pipeline = load_pipeline(config)
+    (middleware,) = pipeline.middleware
+    assert isinstance(middleware, CooldownMiddleware)
+    assert middleware.cooldowns.policy.failure_rate == 0.75
 
 
 @pytest.mark.parametrize(
-    ("entry", "message"),
+    ("settings", "message"),
     [
-        ({"rate_limit": {"requests": 0}}, r"middleware\[0\]\.rate_limit\.requests must be an int >= 1"),
-        ({"rate_limit": {"requests": 5, "burst": 2}}, r"middleware\[0\]\.rate_limit: unknown settings \['burst'\]"),
-        ({"rate_limit": {"requests": 5, "backend": "etcd"}}, r"rate_limit\.backend must be 'memory' or 'redis'"),
+        ({"clients": []}, r"middleware\[0\]\.fallback\.clients must name at least one client"),
+        ({"clients": [{"provider": "openai"}], "stream": "sideways"}, r"fallback\.stream must be one of"),
+        ({"clients": "a.yaml"}, r"fallback\.clients must be a list"),
+        ({"clients": [42]}, r"fallback\.clients\[0\] must be a pipeline file name"),
+        ({"clients": ["/nonexistent/backup.yaml"]}, r"fallback\.clients\[0\]: cannot read config file"),
+        ({"clients": [{"provider": "openai"}], "on": ["teapot"]}, r"fallback\.on: unknown error kind 'teapot'"),
+        ({"clients": [{"provider": "openai"}], "when": ["short"]}, r"fallback\.when: unknown result rule"),
+        ({"clients": [{"provider": "openai"}], "colour": 1}, r"fallback: unknown keys \['colour'\]"),
         (
-            {"rate_limit": {"requests": 5, "backend": "redis", "redis_url_env": "NO_SUCH_LIMITS_URL"}},
-            r"rate_limit\.redis_url_env: the environment variable NO_SUCH_LIMITS_URL is not set",
+            {"clients": [{"provider": "openai"}], "cooldown": {"min_calls": 1}},
+            r"fallback\.cooldown\.min_calls: Input should be greater than or equal to 2",
         ),
-        ({"budget": {}}, r"middleware\[0\]\.budget\.limits is required"),
-        ({"budget": {"limits": [{"cost": 0}]}}, r"budget\.limits\[0\]: cost: Input should be greater than 0"),
-        ({"budget": {"limits": [{"cost": 1}], "key": "tenant"}}, r"budget\.key must be one of"),
-        ({"budget": {"limits": [{"cost": 1}], "prices_file": "missing.yaml"}}, r"budget\.prices_file: cannot read"),
+        (
+            {"clients": [{"provider": "openai"}], "cooldown": {"backend": "sqlite"}},
+            r"fallback\.cooldown\.backend must be 'memory' or",
+        ),
+        (
+            {"clients": [{"provider": "openai"}], "names": ["a"]},
+            r"fallback\.names must list 2 names",
+        ),
     ],
 )
-def test_bad_entries_are_named_before_any_connection(tmp_path: Path, entry: dict[str, Any], message: str) -> None:
-    # the endpoint is a port nothing listens on: a connection attempt would fail differently
-    path = write(tmp_path, "http://127.0.0.1:9", [entry])
+def test_check_names_the_file_and_the_field(tmp_path: Path, settings: dict[str, Any], message: str) -> None:
+    path = tmp_path / "pipeline.json"
+    config = {
+        "client": {"provider": "openai", "options": {"default_model": "m"}},
+        "middleware": [{"fallback": settings}],
+    }
+    path.write_text(json.dumps(config))
     with pytest.raises(ConfigurationError, match=message) as caught:
-        check_pipeline(path, environ={"LIMITS_KEY": KEY})
-    assert str(path) in str(caught.value)
-    with pytest.raises(ConfigurationError, match=message):
-        load_pipeline(path, environ={"LIMITS_KEY": KEY})
-
-
-def test_a_redis_url_with_a_password_is_refused_without_repeating_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("EXT_REDIS_URL", "redis://:hunter2@127.0.0.1:6379/0")
-    path = write(tmp_path, "http://127.0.0.1:9", [{"rate_limit": {"requests": 5, "backend": "redis"}}])
-    with pytest.raises(ConfigurationError, match="EXT_REDIS_URL: url must not carry a password") as caught:
-        check_pipeline(path, environ={"LIMITS_KEY": KEY})
-    assert "hunter2" not in str(caught.value)
+        check_pipeline(path, environ={"OPENAI_API_KEY": KEY})
+    assert str(caught.value).startswith(str(path))

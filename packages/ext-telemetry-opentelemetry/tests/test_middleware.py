@@ -26,6 +26,7 @@ from ext.core import (
     ChatOptions,
     ConfigurationError,
     CreateResult,
+    FallbackEvent,
     FunctionTool,
     Image,
     LLMMessage,
@@ -38,7 +39,7 @@ from ext.core import (
 )
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.pipeline import ChatCall, ChatClientBuilder, ChatItem, ChatMiddleware, StreamNext, pipeline_from_config
-from ext.telemetry.opentelemetry import OpenTelemetryMiddleware
+from ext.telemetry.opentelemetry import FALLBACK, OpenTelemetryMiddleware
 from ext.telemetry.opentelemetry._semconv import DURATION_BUCKETS, TOKEN_BUCKETS
 from ext.testing.conformance import ChatCompletionsConformance
 from ext.testing.servers import Fault, LoopbackServer, OpenAIServer, Reply, ToolCallSpec
@@ -734,3 +735,50 @@ class TestTracedPipelineConformance(ChatCompletionsConformance):
             .use(telemetry.middleware())
             .build()
         )
+
+
+class _Switched(ChatMiddleware):
+    """Announces a fallback switch as ext-resilience's FallbackMiddleware does: in the call's context and, in a
+    stream, as a `FallbackEvent` item before the answer."""
+
+    EVENT = FallbackEvent(
+        from_client="openai/primary", to_client="openai/gpt-4o-mini", error_kind="server_error", reason="server_error"
+    )
+
+    async def create(self, call: ChatCall, next: Any) -> CreateResult:
+        call.context.setdefault("fallback_events", []).append(self.EVENT)
+        result: CreateResult = await next(call)
+        return result
+
+    async def create_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
+        call.context.setdefault("fallback_events", []).append(self.EVENT)
+        yield self.EVENT
+        async for item in next(call):
+            yield item
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_fallback_switch_is_a_span_event(server: OpenAIServer, telemetry: Telemetry, streamed: bool) -> None:
+    server.enqueue(Reply(text="from the backup"))
+    client = ChatClientBuilder(bare(server)).use(telemetry.middleware()).use(_Switched()).build()
+    async with client:
+        if streamed:
+            items = [item async for item in client.create_stream(HELLO)]
+            assert isinstance(items[0], FallbackEvent)  # passed on to the caller too
+        else:
+            await client.create(HELLO)
+    (span,) = telemetry.spans()
+    events = [(e.name, dict(e.attributes or {})) for e in span.events]
+    assert events == [
+        (
+            FALLBACK,
+            {
+                "ext.fallback.from": "openai/primary",
+                "ext.fallback.to": "openai/gpt-4o-mini",
+                "ext.fallback.reason": "server_error",
+                "ext.fallback.text_sent": 0,
+                "error.type": "server_error",
+            },
+        )
+    ]
+    assert span.status.status_code is not StatusCode.ERROR

@@ -360,3 +360,14 @@ async def test_drop_mid_body_breaks_the_stream(server: AnthropicServer, client: 
     with pytest.raises(httpx2.RemoteProtocolError):
         async for _ in stream:
             pass
+
+
+async def test_context_window_fault_is_prompt_too_long(server: AnthropicServer, client: Any) -> None:
+    import anthropic
+
+    server.enqueue(Fault("context_window"))
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await client.messages.create(model=MODEL, max_tokens=8, messages=MESSAGES)
+    assert info.value.status_code == 400
+    assert info.value.type == "invalid_request_error"
+    assert str(info.value.api_message).startswith("prompt is too long: ")

@@ -648,3 +648,27 @@ async def test_tools_need_tool_choice_is_off_by_default(server: OpenAIServer, cl
     result = await client.chat.completions.create(model="m", messages=MESSAGES, tools=tools)
     assert result.choices[0].finish_reason == "tool_calls"
     assert server.tools_ignored == 0
+
+
+async def test_context_window_fault_is_openais_context_length_error(
+    server: OpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    server.enqueue(Fault("context_window"))
+    with pytest.raises(openai.BadRequestError) as info:
+        await client.chat.completions.create(model="m", messages=MESSAGES)
+    assert info.value.status_code == 400
+    assert info.value.code == "context_length_exceeded"
+    assert "maximum context length" in info.value.message
+
+
+async def test_cut_after_chunks_closes_the_stream_after_n_frames(
+    server: OpenAIServer, client: openai.AsyncOpenAI
+) -> None:
+    server.enqueue(Reply(chunks=["a ", "b ", "c ", "d ", "e "], cut_after_chunks=3))  # the role frame + 2 texts
+    stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    texts = []
+    with pytest.raises(openai.APIConnectionError):
+        async for chunk in stream:
+            texts.append(chunk.choices[0].delta.content)
+    assert texts == ["", "a ", "b "]
+    assert not server.requests[0].completed

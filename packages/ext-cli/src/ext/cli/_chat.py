@@ -18,6 +18,7 @@ from ext.core import (
     ChatCompletionClient,
     ChatOptions,
     CreateResult,
+    FallbackEvent,
     FunctionExecutionResult,
     FunctionExecutionResultMessage,
     LLMMessage,
@@ -166,6 +167,9 @@ async def chat_turn(
         messages, json_output=settings.json_output, options=settings.options, tool_choice=settings.tool_choice
     )
     async for item in stream:
+        if isinstance(item, FallbackEvent):  # a fallback middleware switched clients: say so, on stderr
+            out.info(f"[fallback: {item.from_client} -> {item.to_client} ({item.reason})]")
+            continue
         if isinstance(item, StreamChunk):
             out.thought(item.thought)
             if turns is not None:

@@ -296,3 +296,22 @@ class StreamChunk(BaseModel):
         """Construction by position, for a provider's stream loop: one chunk per token (validated, like
         `FunctionCall.of`)."""
         return cls(content=content, thought=thought) if thought else cls(content=content)
+
+
+class FallbackEvent(StreamChunk):
+    """A switch to another client in the middle of a streamed call (a fallback), as a stream item.
+
+    It is a `StreamChunk` with no text, so every consumer of a stream (the tool loop, a UI that joins `content`)
+    passes it on unchanged; one that wants to show the switch checks `isinstance(item, FallbackEvent)`.
+    `from_client` and `to_client` name the clients (`provider/model`), `error_kind` is the `ErrorKind` value of
+    the failure (None when a result predicate caused the switch), `reason` a short text, `text_sent` how many
+    characters of the answer the caller had already received (the `continue` stream rule carries on from them).
+    A middleware that switches on a non-streamed call appends the same event to `ChatCall.context["fallback_events"]`.
+    """
+
+    event: Literal["fallback"] = "fallback"
+    from_client: str
+    to_client: str
+    error_kind: str | None = None
+    reason: str = ""
+    text_sent: int = 0

@@ -159,13 +159,16 @@ class RetryPolicy:
         operation: Callable[[], Awaitable[T]],
         *,
         on_retry: Callable[[int, BaseException, float], None] | None = None,
+        max_wait: float | None = None,
     ) -> T:
-        """Run `operation`, retrying retryable errors; the last error is re-raised unchanged."""
+        """Run `operation`, retrying retryable errors; the last error is re-raised unchanged. An error whose
+        server asks to wait longer than `max_wait` seconds (`Retry-After`) is re-raised at once: a caller with
+        somewhere else to go (a fallback) should not sleep."""
         try:
             return await operation()
         except Exception as exc:
             error = exc
-        return await self.retry_after(error, operation, on_retry=on_retry)
+        return await self.retry_after(error, operation, on_retry=on_retry, max_wait=max_wait)
 
     async def retry_after(
         self,
@@ -173,6 +176,7 @@ class RetryPolicy:
         operation: Callable[[], Awaitable[T]],
         *,
         on_retry: Callable[[int, BaseException, float], None] | None = None,
+        max_wait: float | None = None,
     ) -> T:
         """Go on after a first attempt of `operation` failed with `error`: what `run` does from there. A caller
         on a hot path awaits its first attempt itself and calls this only when it fails."""
@@ -182,6 +186,8 @@ class RetryPolicy:
                 raise error
             decision = self.classify(error)
             if not decision.retryable:
+                raise error
+            if max_wait is not None and decision.retry_after is not None and decision.retry_after > max_wait:
                 raise error
             wait = self.delay(attempt, decision)
             logger.info(

@@ -9,6 +9,7 @@ from ._cache import DEFAULT_CACHE_TTL, CacheMiddleware, CacheStore, CacheTTL, In
 from ._middleware import LoggingMiddleware, RetryMiddleware
 from ._middleware_kinds import ENTRY_POINT_GROUP, MiddlewareKind, middleware_kinds
 from ._pipeline import (
+    RETRY_MAX_WAIT,
     ChatCall,
     ChatItem,
     ChatMiddleware,
@@ -64,6 +65,7 @@ __all__ = [
     "CreateNext",
     "ENTRY_POINT_GROUP",
     "MiddlewareKind",
+    "RETRY_MAX_WAIT",
     "StreamNext",
     "ToolInvocation",
     "ToolNext",

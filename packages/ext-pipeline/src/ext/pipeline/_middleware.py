@@ -20,7 +20,16 @@ from ext.core import (
     dump_messages,
 )
 
-from ._pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext, ToolInvocation, ToolNext
+from ._pipeline import (
+    RETRY_MAX_WAIT,
+    ChatCall,
+    ChatItem,
+    ChatMiddleware,
+    CreateNext,
+    StreamNext,
+    ToolInvocation,
+    ToolNext,
+)
 
 
 class LoggingConfig(BaseModel):
@@ -233,7 +242,9 @@ class RetryConfig(BaseModel):
 
 class RetryMiddleware(ChatMiddleware):
     """Retries rate-limit and transient errors of any installed provider with a `RetryPolicy` (exponential
-    backoff with jitter, `Retry-After` honoured, the last error re-raised unchanged).
+    backoff with jitter, `Retry-After` honoured, the last error re-raised unchanged). A call whose context holds
+    `RETRY_MAX_WAIT` (seconds; a fallback middleware placed before this one puts it there) is not retried after an
+    error whose `Retry-After` is longer: the error goes up at once, to the fallback.
 
     The one retry owner of its pipeline: a `ChatPipeline` holding a `RetryMiddleware` turns its client's own
     retries off (`BaseChatCompletionClient.disable_retries()`), so a call makes at most
@@ -265,9 +276,9 @@ class RetryMiddleware(ChatMiddleware):
                 return await next(call)
             except Exception as exc:
                 error = exc
-            return await self._policy.retry_after(error, lambda: next(call))
+            return await self._policy.retry_after(error, lambda: next(call), max_wait=call.context.get(RETRY_MAX_WAIT))
         with CancelScope(token):
-            return await self._policy.run(lambda: next(call))
+            return await self._policy.run(lambda: next(call), max_wait=call.context.get(RETRY_MAX_WAIT))
 
     async def create_stream(self, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
         async def open_stream() -> tuple[AsyncIterator[ChatItem], ChatItem]:
@@ -279,7 +290,7 @@ class RetryMiddleware(ChatMiddleware):
                 raise
 
         with CancelScope(call.cancellation_token):
-            stream, first = await self._policy.run(open_stream)
+            stream, first = await self._policy.run(open_stream, max_wait=call.context.get(RETRY_MAX_WAIT))
         try:
             yield first
             async for item in stream:

@@ -60,6 +60,10 @@ logger = logging.getLogger(__name__)
 
 ChatItem = StreamChunk | CreateResult
 
+RETRY_MAX_WAIT = "retry_max_wait"
+"""The `ChatCall.context` key of the longest `Retry-After` (seconds) a retrying middleware may wait out for this
+call; a longer one is raised at once (a fallback placed before it has somewhere else to go)."""
+
 
 @dataclass(slots=True)
 class ChatCall:

@@ -27,12 +27,32 @@ __all__ = [
 ]
 
 FaultKind = Literal[
-    "rate_limit", "overloaded", "server_error", "bad_request", "auth", "not_found", "drop", "drop_mid_body", "hang"
+    "rate_limit",
+    "overloaded",
+    "server_error",
+    "bad_request",
+    "auth",
+    "not_found",
+    "drop",
+    "drop_mid_body",
+    "hang",
+    "context_window",
 ]
 """What a :class:`Fault` does; see :class:`Fault`."""
 
 _FAULT_KINDS: frozenset[str] = frozenset(
-    ("rate_limit", "overloaded", "server_error", "bad_request", "auth", "not_found", "drop", "drop_mid_body", "hang")
+    (
+        "rate_limit",
+        "overloaded",
+        "server_error",
+        "bad_request",
+        "auth",
+        "not_found",
+        "drop",
+        "drop_mid_body",
+        "hang",
+        "context_window",
+    )
 )
 FAULT_KINDS = _FAULT_KINDS
 """Every :data:`FaultKind`."""
@@ -101,7 +121,8 @@ class Reply:
     ``"tool_calls"`` when there are tool calls, else ``"stop"``. ``chunks`` says how ``text`` is split when
     streamed (None: ~word pieces); when ``text`` is empty it defaults to ``"".join(chunks)``. ``delay`` is waited
     before the response headers, ``chunk_delay`` between streamed frames; ``stall_after_chunks=n`` streams n wire
-    frames and then stalls until the client disconnects (for cancellation tests). ``headers`` are added to the
+    frames and then stalls until the client disconnects (for cancellation tests); ``cut_after_chunks=n`` streams n
+    wire frames and then closes the connection without ending the body (a stream cut). ``headers`` are added to the
     response.
     """
 
@@ -118,6 +139,7 @@ class Reply:
     delay: float = 0.0
     chunk_delay: float = 0.0
     stall_after_chunks: int | None = None
+    cut_after_chunks: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -131,6 +153,8 @@ class Reply:
             raise ValueError("Reply delays must be >= 0")
         if self.stall_after_chunks is not None and self.stall_after_chunks < 0:
             raise ValueError("Reply.stall_after_chunks must be >= 0")
+        if self.cut_after_chunks is not None and self.cut_after_chunks < 0:
+            raise ValueError("Reply.cut_after_chunks must be >= 0")
 
     @property
     def resolved_finish_reason(self) -> str:
@@ -155,7 +179,8 @@ class Fault:
     """A failure the server produces instead of a reply.
 
     Kinds: ``rate_limit`` 429 (``Retry-After`` when ``retry_after`` is set), ``overloaded`` (529 for Anthropic,
-    503 elsewhere), ``server_error`` 500, ``bad_request`` 400, ``auth`` 401, ``not_found`` 404 (bodies in the
+    503 elsewhere), ``server_error`` 500, ``bad_request`` 400, ``auth`` 401, ``not_found`` 404,
+    ``context_window`` 400 with the provider's own "prompt longer than the context window" body (bodies in the
     provider's error shape); ``drop`` closes the connection after reading the request, without a response;
     ``drop_mid_body`` sends the headers and part of the body, then closes; ``hang`` never answers (until the
     client disconnects). ``status`` overrides the HTTP status; an empty ``message`` gets a realistic default.

@@ -6,6 +6,7 @@ from ext.telemetry.opentelemetry.__about__ import __version__
 from ext.telemetry.opentelemetry._middleware import (
     CACHED,
     CANCELLED,
+    FALLBACK,
     INSTRUMENTATION_NAME,
     NO_RESULT,
     TOOL_ERROR,
@@ -21,6 +22,7 @@ __all__ = [
     "OpenTelemetryRuntimeObserver",
     # attribute values and names (dashboards, tests)
     "CACHED",
+    "FALLBACK",
     "CANCELLED",
     "INSTRUMENTATION_NAME",
     "MESSAGING_SYSTEM",

@@ -11,7 +11,14 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field
 
-from ext.core import ChatOptions, ConfigurationError, CreateResult, FunctionExecutionResult, server_address
+from ext.core import (
+    ChatOptions,
+    ConfigurationError,
+    CreateResult,
+    FallbackEvent,
+    FunctionExecutionResult,
+    server_address,
+)
 from ext.pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamNext, ToolInvocation, ToolNext
 
 from . import _semconv as sc
@@ -38,6 +45,10 @@ TOOL_ERROR = "tool_error"
 """`error.type` of a tool call whose result is an error result (`is_error=True`)."""
 CACHED = "ext.response.cached"
 """Span attribute (ext's own): the result came from a `CacheMiddleware` placed after this middleware."""
+FALLBACK = "ext.fallback"
+"""Span event (ext's own): a fallback middleware placed after this one switched to another client
+(`ext.fallback.from`, `ext.fallback.to`, `error.type` (the error kind, when an error caused it),
+`ext.fallback.reason`, `ext.fallback.text_sent`)."""
 
 
 class OpenTelemetryConfig(BaseModel):
@@ -267,12 +278,15 @@ class OpenTelemetryMiddleware(ChatMiddleware):
     async def _traced(self, call: ChatCall, next: CreateNext, operation: str) -> CreateResult:
         span, metric = self._start(call, operation, stream=False)
         started = time.perf_counter()
+        switches = len(call.context.get("fallback_events", ()))  # the user call's earlier turns had theirs
         try:
             with trace.use_span(span, record_exception=False, set_status_on_exception=False):
                 result = await next(call)
         except BaseException as exc:
+            _fallback_events(span, call, switches)
             self._failed(span, metric, started, _error_type(exc))
             raise
+        _fallback_events(span, call, switches)
         self._succeed(span, metric, started, result, operation)
         return result
 
@@ -299,6 +313,8 @@ class OpenTelemetryMiddleware(ChatMiddleware):
                     span.set_attribute(sc.RESPONSE_TIME_TO_FIRST_CHUNK, time.perf_counter() - started)
                 if isinstance(item, CreateResult):
                     result = item
+                elif isinstance(item, FallbackEvent):
+                    span.add_event(FALLBACK, _fallback_attributes(item))
                 yield item
         except GeneratorExit:
             if result is None:
@@ -318,6 +334,26 @@ class OpenTelemetryMiddleware(ChatMiddleware):
                     self._succeed(span, metric, started, result, operation)
                 else:  # no error and no result: the stream ended without its CreateResult
                     self._failed(span, metric, started, error or NO_RESULT)
+
+
+def _fallback_attributes(event: FallbackEvent) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "ext.fallback.from": event.from_client,
+        "ext.fallback.to": event.to_client,
+        "ext.fallback.reason": event.reason,
+        "ext.fallback.text_sent": event.text_sent,
+    }
+    if event.error_kind is not None:
+        attributes[sc.ERROR_TYPE] = event.error_kind
+    return attributes
+
+
+def _fallback_events(span: Span, call: ChatCall, seen: int) -> None:
+    events = call.context.get("fallback_events")
+    if events:
+        for event in events[seen:]:
+            if isinstance(event, FallbackEvent):
+                span.add_event(FALLBACK, _fallback_attributes(event))
 
 
 def _provider(call: ChatCall) -> str:

@@ -236,6 +236,7 @@ class LoopbackServer(AsyncStartStop):
         "bad_request": 400,
         "auth": 401,
         "not_found": 404,
+        "context_window": 400,
         "drop": 500,
         "drop_mid_body": 500,
         "hang": 500,
@@ -447,6 +448,9 @@ class LoopbackServer(AsyncStartStop):
         write(_head(response.status, headers))
         chunk_delay = reply.chunk_delay if reply is not None else 0.0
         stall_after = reply.stall_after_chunks if reply is not None else None
+        cut_after = reply.cut_after_chunks if reply is not None else None
+        if cut_after is not None:
+            stall_after = cut_after
         paced = chunk_delay > 0 or stall_after is not None
         if paced and not await conn.drain():
             return False
@@ -464,6 +468,10 @@ class LoopbackServer(AsyncStartStop):
             sent += 1
             if paced and not await conn.drain():
                 return False
+        if cut_after is not None:
+            await conn.drain()
+            conn.close()
+            return False
         if stall_after is not None:
             if await conn.drain():
                 await conn.wait_closed()

@@ -48,6 +48,8 @@ _FAULT_DEFAULTS: dict[str, tuple[str, str]] = {
     "bad_request": ("invalid_request_error", "Invalid request."),
     "auth": ("authentication_error", "invalid x-api-key"),
     "not_found": ("not_found_error", "model: not found"),
+    # The Messages API's answer to a prompt longer than the model's window.
+    "context_window": ("invalid_request_error", "prompt is too long: 212345 tokens > 200000 maximum"),
 }
 _STATUS_TYPES = {
     400: "invalid_request_error",

@@ -74,6 +74,10 @@ _FAULT_CODES: dict[str, tuple[str, str]] = {
     "bad_request": ("BadRequest", "Invalid request."),
     "auth": ("401", "Access denied due to invalid subscription key or wrong API endpoint."),
     "not_found": ("unknown_model", "Unknown model."),
+    "context_window": (
+        "context_length_exceeded",
+        "This model's maximum context length is 16384 tokens. However, your messages resulted in 17001 tokens.",
+    ),
 }
 ReasoningStyle = Literal["reasoning_content", "think_tags"]
 

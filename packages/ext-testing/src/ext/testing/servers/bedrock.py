@@ -41,6 +41,7 @@ _FAULTS: dict[str, tuple[int, str, str]] = {
     "bad_request": (400, "ValidationException", "Malformed input request, please reformat your input and try again."),
     "auth": (403, "AccessDeniedException", "You don't have access to the model with the specified model ID."),
     "not_found": (404, "ResourceNotFoundException", "The requested resource could not be found."),
+    "context_window": (400, "ValidationException", "Input is too long for requested model."),
 }
 _STATUS_CODES = {
     400: "ValidationException",

@@ -58,6 +58,13 @@ _FAULT_DEFAULTS: dict[str, tuple[str, str, str | None]] = {
         "invalid_request_error",
         "model_not_found",
     ),
+    # OpenAI's answer to a prompt longer than the model's window (code `context_length_exceeded`, param messages).
+    "context_window": (
+        "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens. "
+        "Please reduce the length of the messages.",
+        "invalid_request_error",
+        "context_length_exceeded",
+    ),
 }
 _OPTION_KEYS = ("temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "seed")
 _DONE = b"data: [DONE]\n\n"
