@@ -107,6 +107,7 @@ class SessionManager:
         self._retry_interval = retry_interval
         self._local: dict[str, StreamableHTTPServerTransport] = {}
         self._owners: dict[str, str | None] = {}
+        self._versions: dict[str, str] = {}
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._lifespan_state: Any = None
@@ -156,6 +157,11 @@ class SessionManager:
             # A session is used only with the credential that opened it; otherwise answer as if it did not exist.
             await _error("Session not found", 404)(scope, receive, send)
             return
+        version = self._versions.get(session_id)
+        if version is not None and _PROTOCOL_HEADER not in headers:
+            # The spec lets a server fall back on the version negotiated at initialization when a request names none
+            # (else it must assume 2025-03-26); the SDK's transport reads only the header, so it is supplied here.
+            scope = {**scope, "headers": [*scope["headers"], (_PROTOCOL_HEADER, version.encode("latin-1"))]}
         await transport.handle_request(scope, receive, send)
         if transport.is_terminated:  # the client ended it (DELETE)
             await self._store.delete(session_id)
@@ -219,6 +225,7 @@ class SessionManager:
                 params = connection.client_params.model_dump(mode="json", by_alias=True, exclude_none=True)
                 await self._store.save(session_id, SessionRecord(connection.protocol_version, params, owner), self._ttl)
                 saved = True
+                self._versions[session_id] = connection.protocol_version
             await send(message)
 
         try:
@@ -252,6 +259,7 @@ class SessionManager:
             assert self._tg is not None
             await self._tg.start(self._serve, session_id, transport, ready)
             self._local[session_id], self._owners[session_id] = transport, record.owner
+            self._versions[session_id] = record.protocol_version
             logger.info("continuing session %s opened elsewhere", session_id[:64])
             return transport
 
@@ -259,6 +267,7 @@ class SessionManager:
         if self._local.get(session_id) is transport:
             del self._local[session_id]
             self._owners.pop(session_id, None)
+            self._versions.pop(session_id, None)
         if not transport.is_terminated:
             with anyio.CancelScope(shield=True):
                 await transport.terminate()

@@ -12,18 +12,21 @@ import asyncio
 import base64
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
 
 from ext.core import (
     AudioResultContent,
+    CancellationToken,
     FunctionTool,
     Image,
     ImageResultContent,
     ResourceResultContent,
     TextResultContent,
     ToolResult,
+    ToolSchema,
 )
 from ext.hosting.mcp import (
     McpServer,
@@ -211,6 +214,34 @@ async def test_reconnection() -> str:
     return "Reconnection test completed"
 
 
+class JsonSchemaTool:
+    """A tool whose argument schema uses JSON Schema 2020-12 keywords, listed as written (SEP-1613)."""
+
+    name = "json_schema_2020_12_tool"
+    description = "Tool with JSON Schema 2020-12 features"
+    schema: ToolSchema = {
+        "name": name,
+        "description": description,
+        "parameters": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {
+                "address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}
+            },
+            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+            "additionalProperties": False,
+        },
+    }
+
+    async def run_json(
+        self, args: Mapping[str, Any], cancellation_token: CancellationToken | None = None, call_id: str | None = None
+    ) -> Any:
+        return json.dumps(dict(args))
+
+    def return_value_as_string(self, value: Any) -> str:
+        return str(value)
+
+
 TOOLS = [
     test_simple_text,
     test_image_content,
@@ -257,7 +288,7 @@ def _image(_arguments: dict[str, str]) -> list[str | types.PromptMessage]:
 
 def build_server() -> McpServer:
     return McpServer(
-        [FunctionTool(f, description=f.__doc__) for f in TOOLS],
+        [*(FunctionTool(f, description=f.__doc__) for f in TOOLS), JsonSchemaTool()],
         name="ext-everything-server",
         resources=[
             Resource("test://static-text", "static-text", "This is the content of the static text resource.",
