@@ -323,8 +323,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=3001)
     parser.add_argument("--redis-url", default=None)
+    parser.add_argument("--stdio", action="store_true", help="serve one client over stdin/stdout instead")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.stdio:
+        asyncio.run(build_server().run_stdio())
+        return
     sessions: SessionStore | None = None
     if args.redis_url:
         from ext.hosting.mcp.redis import RedisSessionStore
@@ -332,7 +336,7 @@ def main() -> None:
 
         sessions = RedisSessionStore(RedisConnection(args.redis_url))
     app = streamable_http_app(build_server(), sessions=sessions, retry_interval=100)
-    asyncio.run(serve_http(app, port=args.port))
+    asyncio.run(serve_http(app, port=args.port))  # SIGTERM/SIGINT: uvicorn's graceful shutdown
 
 
 if __name__ == "__main__":

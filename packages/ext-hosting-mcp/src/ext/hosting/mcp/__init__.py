@@ -15,6 +15,7 @@ from ._catalog import Prompt, Resource, ResourceTemplate, memory_resources
 from ._context import ClientCapabilityError, ToolContext, current_context
 from ._http import StaticTokenVerifier, serve_http, streamable_http_app
 from ._memory_store import MemorySessionStore
+from ._pipeline_tool import PipelineTool, tool_loop_progress
 from ._server import McpServer
 from ._sessions import SessionRecord, SessionStore
 
@@ -24,6 +25,9 @@ __all__ = [
     "serve_http",
     "streamable_http_app",
     "StaticTokenVerifier",
+    # a pipeline as one tool
+    "PipelineTool",
+    "tool_loop_progress",
     # what is served beside tools
     "Prompt",
     "Resource",

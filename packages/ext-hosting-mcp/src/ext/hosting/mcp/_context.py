@@ -16,11 +16,13 @@ revision has not. Without one, or when the client did not declare the capability
 from __future__ import annotations
 
 import contextvars
+import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from ext.core import ExtError
 
@@ -36,11 +38,12 @@ class ClientCapabilityError(ExtError):
 class ToolContext:
     """The MCP side of one served tool call. Get it with `current_context()` inside the call."""
 
-    __slots__ = ("_ctx", "_tool")
+    __slots__ = ("_ctx", "_steps", "_tool")
 
     def __init__(self, ctx: ServerRequestContext[Any, Any], tool: str) -> None:
         self._ctx = ctx
         self._tool = tool
+        self._steps = 0
 
     @property
     def tool(self) -> str:
@@ -60,6 +63,11 @@ class ToolContext:
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send `notifications/progress` for this call (nothing when the client gave no progress token)."""
         await self._ctx.session.report_progress(progress, total, message)
+
+    async def step(self, message: str) -> None:
+        """Progress without a known total: each call counts one step further (progress must only grow)."""
+        self._steps += 1
+        await self.progress(self._steps, None, message)
 
     async def log(self, level: LogLevel, data: Any, logger: str | None = None) -> None:
         """Send a `notifications/message` log entry on this call's stream."""
@@ -90,13 +98,15 @@ class ToolContext:
             if isinstance(prompt, str)
             else prompt
         )
-        return await self._ctx.session.create_message(
-            messages,
-            max_tokens=max_tokens,
-            system_prompt=system_prompt,
-            temperature=temperature,
-            related_request_id=self._ctx.request_id,
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated only from 2026-07-28, which has no back-channel
+            return await self._ctx.session.create_message(
+                messages,
+                max_tokens=max_tokens,
+                system_prompt=system_prompt,
+                temperature=temperature,
+                related_request_id=self._ctx.request_id,
+            )
 
     async def elicit(self, message: str, requested_schema: Mapping[str, Any]) -> types.ElicitResult:
         """Ask the client's user to fill a form (`elicitation/create`, form mode) described by a flat JSON Schema."""
