@@ -12,8 +12,8 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import mcp_types as types
 
@@ -57,7 +57,9 @@ async def test_simple_text() -> str:
 
 async def test_image_content() -> ToolResult:
     """Tests image content response"""
-    return ToolResult(name="test_image_content", result=[ImageResultContent(content=Image.from_base64(PNG, "image/png"))])
+    return ToolResult(
+        name="test_image_content", result=[ImageResultContent(content=Image.from_base64(PNG, "image/png"))]
+    )
 
 
 async def test_audio_content() -> ToolResult:
@@ -161,7 +163,11 @@ async def test_elicitation_sep1330_enums() -> str:
     schema = {
         "type": "object",
         "properties": {
-            "untitledSingle": {"type": "string", "description": "Simple enum", "enum": ["option1", "option2", "option3"]},
+            "untitledSingle": {
+                "type": "string",
+                "description": "Simple enum",
+                "enum": ["option1", "option2", "option3"],
+            },
             "titledSingle": {
                 "type": "string",
                 "description": "Enum with titled options",
@@ -219,7 +225,7 @@ class JsonSchemaTool:
 
     name = "json_schema_2020_12_tool"
     description = "Tool with JSON Schema 2020-12 features"
-    schema: ToolSchema = {
+    schema: ClassVar[ToolSchema] = {
         "name": name,
         "description": description,
         "parameters": {
@@ -242,7 +248,7 @@ class JsonSchemaTool:
         return str(value)
 
 
-TOOLS = [
+TOOLS: list[Callable[..., Any]] = [
     test_simple_text,
     test_image_content,
     test_audio_content,
@@ -291,29 +297,60 @@ def build_server() -> McpServer:
         [*(FunctionTool(f, description=f.__doc__) for f in TOOLS), JsonSchemaTool()],
         name="ext-everything-server",
         resources=[
-            Resource("test://static-text", "static-text", "This is the content of the static text resource.",
-                     description="A static text resource for testing", mime_type="text/plain"),
-            Resource("test://static-binary", "static-binary", base64.b64decode(PNG),
-                     description="A static binary resource (image) for testing", mime_type="image/png"),
-            Resource("test://watched-resource", "watched-resource", "Watched resource content",
-                     description="A resource that can be subscribed to for updates", mime_type="text/plain"),
+            Resource(
+                "test://static-text",
+                "static-text",
+                "This is the content of the static text resource.",
+                description="A static text resource for testing",
+                mime_type="text/plain",
+            ),
+            Resource(
+                "test://static-binary",
+                "static-binary",
+                base64.b64decode(PNG),
+                description="A static binary resource (image) for testing",
+                mime_type="image/png",
+            ),
+            Resource(
+                "test://watched-resource",
+                "watched-resource",
+                "Watched resource content",
+                description="A resource that can be subscribed to for updates",
+                mime_type="text/plain",
+            ),
         ],
         resource_templates=[
-            ResourceTemplate("test://template/{id}/data", "template", _template,
-                             description="A resource template with parameter substitution", mime_type="application/json"),
+            ResourceTemplate(
+                "test://template/{id}/data",
+                "template",
+                _template,
+                description="A resource template with parameter substitution",
+                mime_type="application/json",
+            ),
         ],
         prompts=[
-            Prompt("test_simple_prompt", lambda _a: ["This is a simple prompt for testing."],
-                   description="A simple prompt without arguments"),
-            Prompt("test_prompt_with_arguments",
-                   lambda a: [f"Prompt with arguments: arg1='{a['arg1']}', arg2='{a['arg2']}'"],
-                   description="A prompt with required arguments",
-                   arguments=[types.PromptArgument(name="arg1", description="First test argument", required=True),
-                              types.PromptArgument(name="arg2", description="Second test argument", required=True)]),
-            Prompt("test_prompt_with_embedded_resource", _embedded,
-                   description="A prompt that includes an embedded resource",
-                   arguments=[types.PromptArgument(name="resourceUri", description="URI of the resource to embed",
-                                                   required=True)]),
+            Prompt(
+                "test_simple_prompt",
+                lambda _a: ["This is a simple prompt for testing."],
+                description="A simple prompt without arguments",
+            ),
+            Prompt(
+                "test_prompt_with_arguments",
+                lambda a: [f"Prompt with arguments: arg1='{a['arg1']}', arg2='{a['arg2']}'"],
+                description="A prompt with required arguments",
+                arguments=[
+                    types.PromptArgument(name="arg1", description="First test argument", required=True),
+                    types.PromptArgument(name="arg2", description="Second test argument", required=True),
+                ],
+            ),
+            Prompt(
+                "test_prompt_with_embedded_resource",
+                _embedded,
+                description="A prompt that includes an embedded resource",
+                arguments=[
+                    types.PromptArgument(name="resourceUri", description="URI of the resource to embed", required=True)
+                ],
+            ),
             Prompt("test_prompt_with_image", _image, description="A prompt that includes image content"),
         ],
     )

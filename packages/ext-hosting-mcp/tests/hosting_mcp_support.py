@@ -52,7 +52,9 @@ def messages(response: Any) -> list[dict[str, Any]]:
     import json
 
     if response.headers.get("content-type", "").startswith("text/event-stream"):
-        return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        return [
+            json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()
+        ]
     return [response.json()] if response.content else []
 
 
@@ -70,10 +72,18 @@ async def open_session(client: Any, url: str, headers: dict[str, str] | None = N
     return str(session)
 
 
-async def call(client: Any, url: str, session: str, name: str, arguments: dict[str, Any], id: int = 1, **headers: str) -> Any:
-    """A raw tools/call in `session`; returns the response."""
+async def call(
+    client: Any,
+    url: str,
+    session: str,
+    name: str,
+    arguments: dict[str, Any],
+    id: int = 1,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """A raw tools/call in `session` (with more `headers`); returns the response."""
     return await client.post(
         url,
         json={"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}},
-        headers={**ACCEPT, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25", **headers},
+        headers={**ACCEPT, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25", **(headers or {})},
     )

@@ -24,8 +24,10 @@ def app(**kwargs: object) -> object:
     return streamable_http_app(McpServer([FunctionTool(add)]), max_request_body_size=20_000, **kwargs)  # type: ignore[arg-type]
 
 
-async def _still_serves(client: httpx2.AsyncClient, url: str, session: str, **headers: str) -> None:
-    response = await call(client, url, session, "add", {"a": 20, "b": 22}, id=99, **headers)
+async def _still_serves(
+    client: httpx2.AsyncClient, url: str, session: str, headers: dict[str, str] | None = None
+) -> None:
+    response = await call(client, url, session, "add", {"a": 20, "b": 22}, id=99, headers=headers)
     assert response.status_code == 200, response.text
     [answer] = messages(response)
     assert answer["result"]["content"][0]["text"] == "42"
@@ -67,9 +69,11 @@ async def test_malformed_json_unknown_tool_bad_arguments_and_oversized_requests(
 async def test_wrong_host_or_origin_is_refused_on_loopback_by_default(header: str, value: str, status: int) -> None:
     async with serving(app()) as url, httpx2.AsyncClient(timeout=30) as client:
         session = await open_session(client, url)
-        refused = await call(client, url, session, "add", {"a": 1, "b": 2}, **{header: value})
+        refused = await call(client, url, session, "add", {"a": 1, "b": 2}, headers={header: value})
         assert refused.status_code == status, refused.text
-        new = await client.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, headers={**ACCEPT, header: value})
+        new = await client.post(
+            url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, headers={**ACCEPT, header: value}
+        )
         assert new.status_code == status
         await _still_serves(client, url, session)
 
@@ -77,19 +81,25 @@ async def test_wrong_host_or_origin_is_refused_on_loopback_by_default(header: st
 async def test_a_missing_or_wrong_token_is_refused_and_never_echoed(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     metadata = "http://127.0.0.1/.well-known/oauth-protected-resource/mcp"
-    kwargs = {"token": TOKEN, "resource_server_url": "http://127.0.0.1/mcp", "authorization_servers": ["http://127.0.0.1:9/"]}
+    kwargs = {
+        "token": TOKEN,
+        "resource_server_url": "http://127.0.0.1/mcp",
+        "authorization_servers": ["http://127.0.0.1:9/"],
+    }
     async with serving(app(**kwargs)) as url, httpx2.AsyncClient(timeout=30) as client:
         missing = await client.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, headers=ACCEPT)
         assert missing.status_code == 401
         assert missing.headers["www-authenticate"].startswith("Bearer")
         assert metadata in missing.headers["www-authenticate"]
         wrong = await client.post(
-            url, json={"jsonrpc": "2.0", "id": 0, "method": "ping"}, headers={**ACCEPT, "authorization": "Bearer " + TOKEN[:-1]}
+            url,
+            json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+            headers={**ACCEPT, "authorization": "Bearer " + TOKEN[:-1]},
         )
         assert wrong.status_code == 401
         auth = {"authorization": f"Bearer {TOKEN}"}
         session = await open_session(client, url, auth)
-        await _still_serves(client, url, session, **auth)
+        await _still_serves(client, url, session, auth)
         # The session belongs to the credential that opened it: without it, the session does not exist.
         other = await call(client, url, session, "add", {"a": 1, "b": 2})
         assert other.status_code == 401

@@ -89,7 +89,9 @@ def cluster(redis_server: RedisServer) -> Iterator[tuple[str, dict[str, subproce
         shutil.rmtree(directory, ignore_errors=True)
 
 
-async def _post(client: httpx2.AsyncClient, url: str, body: dict[str, object], session: str | None = None) -> httpx2.Response:
+async def _post(
+    client: httpx2.AsyncClient, url: str, body: dict[str, object], session: str | None = None
+) -> httpx2.Response:
     headers = {**ACCEPT, "mcp-protocol-version": "2025-11-25"}
     if session:
         headers["mcp-session-id"] = session
@@ -124,7 +126,15 @@ async def test_initialize_through_one_process_and_call_through_the_other(
         served.append(done.headers["x-served-by"])
         for n in range(4):
             response = await _post(
-                client, url, {"jsonrpc": "2.0", "id": n + 1, "method": "tools/call", "params": {"name": "add", "arguments": {"a": n, "b": 1}}}, session
+                client,
+                url,
+                {
+                    "jsonrpc": "2.0",
+                    "id": n + 1,
+                    "method": "tools/call",
+                    "params": {"name": "add", "arguments": {"a": n, "b": 1}},
+                },
+                session,
             )
             assert response.status_code == 200, response.text
             [answer] = messages(response)
@@ -143,7 +153,12 @@ async def test_a_process_killed_mid_call_leaves_a_clear_error_and_the_session_go
         session = opened.headers["mcp-session-id"]
         await _post(client, url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
         headers = {**ACCEPT, "mcp-protocol-version": "2025-11-25", "mcp-session-id": session}
-        body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "hang", "arguments": {}, "_meta": {"progressToken": "p"}}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {"name": "hang", "arguments": {}, "_meta": {"progressToken": "p"}},
+        }
         seen: list[dict[str, object]] = []
         last_id: str | None = None
         async with client.stream("POST", url, json=body, headers=headers) as call:
@@ -168,7 +183,15 @@ async def test_a_process_killed_mid_call_leaves_a_clear_error_and_the_session_go
         assert error["id"] == 5
         assert "stopped before answering" in error["error"]["message"]  # type: ignore[index]
         after = await _post(
-            client, url, {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}, session
+            client,
+            url,
+            {
+                "jsonrpc": "2.0",
+                "id": 6,
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+            },
+            session,
         )
         assert after.status_code == 200
         [answer] = messages(after)

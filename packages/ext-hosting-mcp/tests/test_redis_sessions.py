@@ -44,7 +44,9 @@ def shared_app(redis_server: RedisServer, prefix: str, idle_timeout: float = 60.
     )
 
 
-async def test_a_session_opened_on_one_server_continues_on_the_other_and_ends_on_both(redis_server: RedisServer) -> None:
+async def test_a_session_opened_on_one_server_continues_on_the_other_and_ends_on_both(
+    redis_server: RedisServer,
+) -> None:
     async with (
         serving(shared_app(redis_server, "t1")) as a,
         serving(shared_app(redis_server, "t1", idle_timeout=30)) as b,
@@ -59,10 +61,12 @@ async def test_a_session_opened_on_one_server_continues_on_the_other_and_ends_on
         [again] = messages(await call(client, a, session, "add", {"a": 1, "b": 1}, id=2))
         assert again["result"]["content"][0]["text"] == "2"
         assert 30_000 < await redis.pttl(f"t1:s:{session}") <= 60_000
-        record = json.loads(await redis.get(f"t1:s:{session}"))
+        record = json.loads(await redis.get(f"t1:s:{session}") or "{}")
         assert record["v"] == "2025-11-25" and record["c"]["clientInfo"]["name"] == "raw-test-client"
 
-        ended = await client.delete(b, headers={**ACCEPT, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
+        ended = await client.delete(
+            b, headers={**ACCEPT, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+        )
         assert ended.status_code == 200
         assert await redis.exists(f"t1:s:{session}") == 0
         gone = await call(client, a, session, "add", {"a": 1, "b": 1}, id=3)

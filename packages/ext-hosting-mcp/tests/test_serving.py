@@ -4,9 +4,7 @@ McpWorkbench and the mcp SDK's ClientSession, over 127.0.0.1."""
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-import httpx2
 import mcp_types as types
 import pytest
 from hosting_mcp_support import CONFORMANCE, serving
@@ -15,7 +13,15 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from ext.core import FunctionTool
-from ext.hosting.mcp import McpServer, PipelineTool, Prompt, Resource, current_context, streamable_http_app, tool_loop_progress
+from ext.hosting.mcp import (
+    McpServer,
+    PipelineTool,
+    Prompt,
+    Resource,
+    current_context,
+    streamable_http_app,
+    tool_loop_progress,
+)
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.pipeline import ChatPipeline, ToolLoop
 from ext.testing.script import ToolCallSpec
@@ -44,7 +50,11 @@ def inner_server() -> McpServer:
         [FunctionTool(add), FunctionTool(ask_model)],
         name="inner",
         resources=[Resource("notes://one", "one", "first note", mime_type="text/plain")],
-        prompts=[Prompt("greet", lambda a: [f"Hello {a['who']}"], arguments=[types.PromptArgument(name="who", required=True)])],
+        prompts=[
+            Prompt(
+                "greet", lambda a: [f"Hello {a['who']}"], arguments=[types.PromptArgument(name="who", required=True)]
+            )
+        ],
     )
 
 
@@ -98,10 +108,11 @@ async def test_a_pipeline_with_its_tool_loop_is_one_tool_reporting_progress() ->
         client = OpenAIChatCompletionClient("gpt-4o-mini", base_url=model.base_url + "/v1", api_key=KEY, max_retries=0)
         pipeline = ChatPipeline(client, [ToolLoop([FunctionTool(add)], on_event=tool_loop_progress)])
         server = McpServer([PipelineTool(pipeline, name="ask")])
-        progress: list[tuple[float, str | None]] = []
+        steps: list[tuple[float, str | None]] = []
 
-        async def on_progress(value: float, _total: float | None, message: str | None) -> None:
-            progress.append((value, message))
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            assert total is None
+            steps.append((progress, message))
 
         async with (
             serving(streamable_http_app(server)) as url,
@@ -112,8 +123,9 @@ async def test_a_pipeline_with_its_tool_loop_is_one_tool_reporting_progress() ->
             [tool] = (await session.list_tools()).tools
             assert tool.input_schema["required"] == ["question"]
             result = await session.call_tool("ask", {"question": "2+3?"}, progress_callback=on_progress)
+        assert isinstance(result, types.CallToolResult)
         assert result.content[0].text == "2 and 3 make 5."  # type: ignore[union-attr]
-        assert progress == [(1, "thinking"), (2, "calling add"), (3, "finished add"), (4, "answered")]
+        assert steps == [(1, "thinking"), (2, "calling add"), (3, "finished add"), (4, "answered")]
         await pipeline.close()
 
 
@@ -146,7 +158,3 @@ async def test_stdio_serves_the_same_tools() -> None:
         assert {"test_simple_text", "json_schema_2020_12_tool"} <= names
         result = await wb.call_tool("test_simple_text", {})
         assert result.to_text() == "This is a simple text response for testing."
-
-
-def _unused(_: Any) -> None:  # keeps httpx2 imported for type checkers of the helpers above
-    _ = httpx2

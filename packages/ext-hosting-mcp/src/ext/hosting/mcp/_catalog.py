@@ -93,7 +93,9 @@ class Prompt:
         out = self.render(dict(arguments))
         parts = await out if inspect.isawaitable(out) else out
         return [
-            types.PromptMessage(role="user", content=types.TextContent(type="text", text=p)) if isinstance(p, str) else p
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=p))
+            if isinstance(p, str)
+            else p
             for p in parts
         ]
 

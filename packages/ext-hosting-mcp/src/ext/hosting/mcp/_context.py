@@ -58,7 +58,8 @@ class ToolContext:
     def progress_token(self) -> str | int | None:
         """The token the client asked progress for (None: it asked for none; `progress` is then a no-op)."""
         meta = self._ctx.meta
-        return None if meta is None else meta.get("progress_token", meta.get("progressToken"))
+        token = None if meta is None else meta.get("progress_token", meta.get("progressToken"))
+        return token if isinstance(token, (str, int)) else None
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send `notifications/progress` for this call (nothing when the client gave no progress token)."""
@@ -99,7 +100,9 @@ class ToolContext:
             else prompt
         )
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated only from 2026-07-28, which has no back-channel
+            warnings.simplefilter(
+                "ignore", MCPDeprecationWarning
+            )  # deprecated only from 2026-07-28, which has no back-channel
             return await self._ctx.session.create_message(
                 messages,
                 max_tokens=max_tokens,

@@ -68,9 +68,7 @@ def security_settings(
         origins += ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
     elif not hosts:
         return None
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
 def streamable_http_app(

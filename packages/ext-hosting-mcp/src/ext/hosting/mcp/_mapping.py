@@ -45,7 +45,9 @@ def _content(item: ResultContent) -> types.ContentBlock:
     if isinstance(item, ImageResultContent):
         return types.ImageContent(type="image", data=item.content.to_base64(), mime_type=item.content.mime_type)
     if isinstance(item, AudioResultContent):
-        return types.AudioContent(type="audio", data=base64.b64encode(item.data).decode("ascii"), mime_type=item.mime_type)
+        return types.AudioContent(
+            type="audio", data=base64.b64encode(item.data).decode("ascii"), mime_type=item.mime_type
+        )
     return _resource(item)
 
 
@@ -59,7 +61,9 @@ def _resource(item: ResourceResultContent) -> types.ContentBlock:
             uri=item.uri, mime_type=item.mime_type, blob=base64.b64encode(item.data).decode("ascii")
         )
     else:
-        return types.ResourceLink(type="resource_link", uri=item.uri, name=item.name or item.uri, mime_type=item.mime_type)
+        return types.ResourceLink(
+            type="resource_link", uri=item.uri, name=item.name or item.uri, mime_type=item.mime_type
+        )
     return types.EmbeddedResource(type="resource", resource=contents)
 
 

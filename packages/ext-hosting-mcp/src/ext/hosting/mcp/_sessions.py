@@ -82,7 +82,9 @@ def _owner(scope: Scope) -> str | None:
 
 def _error(message: str, status: int, code: int = types.INVALID_REQUEST) -> Response:
     body = types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=code, message=message))
-    return Response(body.model_dump_json(by_alias=True, exclude_unset=True), status_code=status, media_type="application/json")
+    return Response(
+        body.model_dump_json(by_alias=True, exclude_unset=True), status_code=status, media_type="application/json"
+    )
 
 
 class SessionManager:

@@ -150,7 +150,9 @@ class RedisSessionStore:
         self, connection: RedisConnection, *, prefix: str = "ext:mcp", max_events: int = 1000, heartbeat: float = 1.0
     ) -> None:
         if not isinstance(connection, RedisConnection):
-            raise ConfigurationError(f"connection must be an ext.redis.RedisConnection, got {type(connection).__name__}")
+            raise ConfigurationError(
+                f"connection must be an ext.redis.RedisConnection, got {type(connection).__name__}"
+            )
         if not prefix or not isinstance(prefix, str):
             raise ConfigurationError(f"prefix must be a non-empty string, got {prefix!r}")
         if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
