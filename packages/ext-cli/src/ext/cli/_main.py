@@ -243,7 +243,7 @@ def mcp_prompts(ctx: click.Context, server: str, get: str | None, arguments: Seq
 @click.option("--idle-timeout", default=1800.0, show_default=True, type=float, help="Seconds an idle session lives.")
 @click.option("--allowed-host", "allowed_hosts", multiple=True, help="A Host value to accept besides loopback names.")
 @click.pass_context
-def mcp_serve(ctx: click.Context, use_http: bool, redis_url: str | None, **options: Any) -> None:
+def mcp_serve(ctx: click.Context, /, use_http: bool, redis_url: str | None, **options: Any) -> None:
     """Serve tools, a pipeline or an agent over MCP (stdio by default; --http for streamable HTTP)."""
     from ._mcp_serve import ServeSettings, serve
 

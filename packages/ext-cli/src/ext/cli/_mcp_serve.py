@@ -79,7 +79,9 @@ def served_tools(settings: ServeSettings) -> list[Tool | Workbench]:
             raise CliError("--agent: this ext-agent has no load_agent() to read an agent spec")
         items.append(load_agent(settings.agent).as_tool())
     if not items:
-        raise CliError("nothing to serve", hint="name tools with --tool, --http-tool or --mcp, or give --pipeline or --agent")
+        raise CliError(
+            "nothing to serve", hint="name tools with --tool, --http-tool or --mcp, or give --pipeline or --agent"
+        )
     return items
 
 
