@@ -109,3 +109,16 @@ async def test_a_missing_or_wrong_token_is_refused_and_never_echoed(caplog: pyte
         for response in (missing, wrong, other):
             assert TOKEN not in response.text and TOKEN[:-1] not in response.text
     assert TOKEN[:-1] not in caplog.text
+
+
+async def test_expired_sessions_leave_the_memory_store() -> None:
+    from ext.hosting.mcp import MemorySessionStore, SessionRecord
+
+    store = MemorySessionStore(sweep_every=0.0)
+    record = SessionRecord("2025-11-25", None, None)
+    await store.save("old", record, -1.0)  # already expired
+    assert await store.load("old", 60.0) is None
+    for n in range(3):
+        await store.save(f"gone-{n}", record, -1.0)
+    await store.save("live", record, 60.0)
+    assert len(store) == 1 and await store.touch("live", 60.0)

@@ -42,12 +42,29 @@ class _Events(EventStore):
 
 
 class MemorySessionStore:
-    """Sessions in memory: a restart forgets them. `max_events` bounds each session's replay buffer."""
+    """Sessions in memory: a restart forgets them. `max_events` bounds each session's replay buffer; expired sessions
+    are dropped at most `sweep_every` seconds after they expire."""
 
-    def __init__(self, *, max_events: int = 1000) -> None:
+    def __init__(self, *, max_events: int = 1000, sweep_every: float = 60.0) -> None:
         self._records: dict[str, tuple[SessionRecord, float]] = {}
         self._events: dict[str, _Events] = {}
         self._max_events = max_events
+        self._next_sweep = 0.0
+        self._sweep_every = sweep_every
+
+    def __len__(self) -> int:
+        """Sessions held (expired ones go at the next sweep)."""
+        return len(self._records)
+
+    def _sweep(self) -> None:
+        # Expired sessions nobody asks for again would otherwise stay forever.
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self._sweep_every
+        for session_id in [s for s, (_, until) in self._records.items() if until < now]:
+            self._records.pop(session_id, None)
+            self._events.pop(session_id, None)
 
     def _alive(self, session_id: str) -> SessionRecord | None:
         found = self._records.get(session_id)
@@ -60,6 +77,7 @@ class MemorySessionStore:
         return found[0]
 
     async def save(self, session_id: str, record: SessionRecord, ttl: float) -> None:
+        self._sweep()
         self._records[session_id] = (record, time.monotonic() + ttl)
 
     async def load(self, session_id: str, ttl: float) -> SessionRecord | None:

@@ -100,8 +100,10 @@ class SessionManager:
         json_response: bool = False,
         retry_interval: int | None = None,
         max_request_body_size: int = 4 * 1024 * 1024,
+        max_sessions: int = 10_000,
     ) -> None:
         self._server = server
+        self._max_sessions = max_sessions
         self._store = store
         self._security = security
         self._ttl = idle_timeout
@@ -206,6 +208,9 @@ class SessionManager:
                 await self._discard(session_id, transport)
 
     async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if len(self._local) >= self._max_sessions:
+            await _error("Too many open sessions", 503, types.INTERNAL_ERROR)(scope, receive, send)
+            return
         session_id = uuid4().hex
         transport = self._transport(session_id)
         assert self._tg is not None
