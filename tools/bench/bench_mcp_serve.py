@@ -113,6 +113,17 @@ async def _bench(blocks: int, block: int) -> None:
         base = results[0]
         print_table([Row("echo, c=1", r, None if i == 0 else base) for i, r in enumerate(results)])
         ext, ext_redis = results[2], results[3]
+        from _harness import measure
+
+        from ext.redis import RedisConnection
+
+        client = RedisConnection(redis.url).client()
+        ping = await measure("redis PING", client.ping, iterations=2000, warmup=100)
+        await client.aclose()
+        print(
+            f"\nRedis PING round trip from this process: p50 {ping.p50_ms:.3f} ms, p99 {ping.p99_ms:.3f} ms "
+            "(the Redis side does three per call: the session's expiry, the priming event, the response event)"
+        )
         print(
             f"\nRedis session store adds {ext_redis.p50_ms - ext.p50_ms:+.3f} ms at p50 "
             f"({ext_redis.p99_ms - ext.p99_ms:+.3f} ms at p99) over the memory store"
