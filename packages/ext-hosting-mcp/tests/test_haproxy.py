@@ -55,7 +55,7 @@ def cluster(redis_server: RedisServer) -> Iterator[tuple[str, dict[str, subproce
     lines = [
         "defaults",
         "  mode http",
-        "  timeout connect 1s",
+        "  timeout connect 5s",  # generous: on a loaded machine a slow connect would be redispatched
         "  timeout client 30s",
         "  timeout server 30s",
         "  option http-server-close",  # one request per server connection: round robin applies per request
