@@ -19,9 +19,11 @@ from ext.hosting.mcp import (
     Prompt,
     Resource,
     current_context,
+    memory_resources,
     streamable_http_app,
     tool_loop_progress,
 )
+from ext.memory import MemoryHit
 from ext.models.openai import OpenAIChatCompletionClient
 from ext.pipeline import ChatPipeline, ToolLoop
 from ext.testing.script import ToolCallSpec
@@ -158,3 +160,37 @@ async def test_stdio_serves_the_same_tools() -> None:
         assert {"test_simple_text", "json_schema_2020_12_tool"} <= names
         result = await wb.call_tool("test_simple_text", {})
         assert result.to_text() == "This is a simple text response for testing."
+
+
+class _Passages:
+    """Answers `query` as ext-memory's `VectorMemory` does (hits with a `text`), from a fixed list, best first."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.asked: list[tuple[str, int]] = []
+
+    async def query(self, text: str, *, top_k: int = 5) -> list[MemoryHit]:
+        self.asked.append((text, top_k))
+        return [
+            MemoryHit(id=str(i), text=t, score=1.0, source="s", chunk=i, start=0, end=len(t))
+            for i, t in enumerate(self.texts[:top_k])
+        ]
+
+
+async def test_memory_passages_are_a_read_only_resource_template() -> None:
+    memory = _Passages(["Rotate keys every ninety days.", "Keys live in the vault.", "Unrelated."])
+    server = McpServer(resource_templates=[memory_resources(memory, top_k=2)])
+    async with (
+        serving(streamable_http_app(server)) as url,
+        streamable_http_client(url) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        [template] = (await session.list_resource_templates()).resource_templates
+        assert template.uri_template == "memory://search/{query}"
+        result = await session.read_resource("memory://search/key%20rotation")
+        [contents] = result.contents
+        assert contents.text == "Rotate keys every ninety days.\n\nKeys live in the vault."  # type: ignore[union-attr]
+        assert memory.asked == [("key rotation", 2)]
+        with pytest.raises(MCPError):
+            await session.read_resource("memory://elsewhere")
