@@ -122,3 +122,26 @@ async def test_expired_sessions_leave_the_memory_store() -> None:
         await store.save(f"gone-{n}", record, -1.0)
     await store.save("live", record, 60.0)
     assert len(store) == 1 and await store.touch("live", 60.0)
+
+
+async def test_a_request_naming_no_protocol_version_speaks_the_negotiated_one() -> None:
+    # The spec lets the server use the version negotiated at initialize; the SDK's transport alone assumes
+    # 2025-03-26 and then sends no priming event (a 2025-11-25 feature) before the answer.
+    async with serving(app()) as url, httpx2.AsyncClient(timeout=30) as client:
+        session = await open_session(client, url)
+        response = await client.post(
+            url,
+            json={
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+            },
+            headers={**ACCEPT, "mcp-session-id": session},
+        )
+        assert response.status_code == 200
+        lines = response.text.splitlines()
+        first = lines[: lines.index("")]  # the first event: the priming one, an id and empty data
+        assert first[0].startswith("id:") and [line.strip() for line in first[1:]] == ["data:"]
+        [answer] = messages(response)
+        assert answer["result"]["content"][0]["text"] == "3"
