@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -17,7 +18,7 @@ import httpx2
 import pytest
 from hosting_mcp_support import ACCEPT, INIT, messages
 
-from ext.testing.redis import RedisServer, free_port
+from ext.testing.redis import RedisServer
 
 HERE = Path(__file__).resolve().parent
 HAPROXY_HINT = "HAProxy is needed for these tests: apt-get install -y haproxy (Debian)"
@@ -49,7 +50,12 @@ def cluster(redis_server: RedisServer) -> Iterator[tuple[str, dict[str, subproce
     """HAProxy on 127.0.0.1 in front of two server processes; yields (the proxy's MCP URL, name -> process)."""
     binary = _haproxy()
     servers = {f"s{i}": _start_server(redis_server.url) for i in (1, 2)}
-    port = free_port()
+    # HAProxy inherits a socket that already listens, so clients may connect at once (they wait in the backlog).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    listener.set_inheritable(True)
+    port, fd = listener.getsockname()[1], listener.fileno()
     directory = tempfile.mkdtemp(prefix="ext-haproxy-")
     config = Path(directory) / "haproxy.cfg"
     lines = [
@@ -62,7 +68,7 @@ def cluster(redis_server: RedisServer) -> Iterator[tuple[str, dict[str, subproce
         "  retries 2",
         "  option redispatch 1",
         "frontend mcp",
-        f"  bind 127.0.0.1:{port}",
+        f"  bind fd@{fd}",
         "  default_backend servers",
         "backend servers",
         "  balance roundrobin",
@@ -70,9 +76,11 @@ def cluster(redis_server: RedisServer) -> Iterator[tuple[str, dict[str, subproce
         *(f"  server {name} 127.0.0.1:{p}" for name, (_, p) in servers.items()),
     ]
     config.write_text("\n".join(lines) + "\n")
-    check = subprocess.run([binary, "-c", "-f", str(config)], capture_output=True, text=True)
+    check = subprocess.run([binary, "-c", "-f", str(config)], capture_output=True, text=True, pass_fds=[fd])
     assert check.returncode == 0, check.stdout + check.stderr
-    proxy = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proxy = subprocess.Popen(
+        [binary, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=[fd]
+    )
     try:
         yield f"http://127.0.0.1:{port}/mcp", {name: process for name, (process, _) in servers.items()}
     finally:
@@ -86,6 +94,7 @@ def cluster(redis_server: RedisServer) -> Iterator[tuple[str, dict[str, subproce
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        listener.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -95,12 +104,7 @@ async def _post(
     headers = {**ACCEPT, "mcp-protocol-version": "2025-11-25"}
     if session:
         headers["mcp-session-id"] = session
-    for _ in range(50):  # the proxy may accept before its first health: a refused connection is retried
-        try:
-            return await client.post(url, json=body, headers=headers)
-        except httpx2.ConnectError:
-            continue
-    raise AssertionError("the proxy never answered")
+    return await client.post(url, json=body, headers=headers)
 
 
 async def _events(response: httpx2.Response) -> AsyncIterator[tuple[str | None, dict[str, object]]]:

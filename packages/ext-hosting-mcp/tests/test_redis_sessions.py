@@ -107,3 +107,24 @@ async def test_a_stream_closed_on_one_server_resumes_on_the_other_with_every_eve
         every = seen + rest
         assert [m.get("params", {}).get("data") for m in every] == ["before", "after", None]  # each once, in order
         assert rest[-1]["id"] == 7 and rest[-1]["result"]["content"][0]["text"] == "relayed"
+
+
+async def test_redis_going_away_gets_503_then_the_session_goes_on() -> None:
+    from ext.testing.redis import start_redis_server
+
+    own = start_redis_server()  # this test kills it: not the shared one
+    try:
+        async with serving(shared_app(own, "t4")) as a, httpx2.AsyncClient(timeout=30) as client:
+            session = await open_session(client, a)
+            own.kill()
+            down = await call(client, a, session, "add", {"a": 1, "b": 1})
+            assert down.status_code == 503
+            assert down.json()["error"]["message"] == "Session store unavailable; retry later"
+            own.restart()  # empty: the session is gone with the data
+            gone = await call(client, a, session, "add", {"a": 1, "b": 1}, id=2)
+            assert gone.status_code == 404
+            fresh = await open_session(client, a)
+            [answer] = messages(await call(client, a, fresh, "add", {"a": 1, "b": 1}, id=3))
+            assert answer["result"]["content"][0]["text"] == "2"
+    finally:
+        own.stop()

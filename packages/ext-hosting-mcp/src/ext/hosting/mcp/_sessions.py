@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from uuid import uuid4
 
 import anyio
@@ -78,6 +78,20 @@ def _owner(scope: Scope) -> str | None:
         return None
     who = authorization_context(user)
     return f"{who['issuer'] or ''}|{who['client_id']}|{who['subject'] or ''}"
+
+
+class _StoreUnavailable(Exception):
+    """The session store failed (Redis down, a timeout): the client gets 503 rather than a dropped connection."""
+
+
+_T = TypeVar("_T")
+
+
+async def _stored(operation: Awaitable[_T]) -> _T:
+    try:
+        return await operation
+    except Exception as exc:
+        raise _StoreUnavailable(type(exc).__name__) from exc
 
 
 def _error(message: str, status: int, code: int = types.INVALID_REQUEST) -> Response:
@@ -140,6 +154,21 @@ class SessionManager:
         await self.asgi_app(scope, receive, send)
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self._route(scope, receive, watched)
+        except _StoreUnavailable:
+            logger.warning("the session store is unavailable", exc_info=True)
+            if not started:  # else the answer is under way and the connection just ends
+                await _error("Session store unavailable; retry later", 503, types.INTERNAL_ERROR)(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
         version = headers.get(_PROTOCOL_HEADER)
         if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -152,7 +181,7 @@ class SessionManager:
         session_id = raw_id.decode("latin-1")
         transport = self._local.get(session_id)
         if transport is not None:
-            if not await self._store.touch(session_id, self._ttl):  # deleted or expired elsewhere
+            if not await _stored(self._store.touch(session_id, self._ttl)):  # deleted or expired elsewhere
                 await self._discard(session_id, transport)
                 transport = None
         else:
@@ -220,17 +249,28 @@ class SessionManager:
         owner = _owner(scope)
         self._local[session_id], self._owners[session_id] = transport, owner
         saved = False
+        ended = False
         status = 0
 
         async def save_then_send(message: Message) -> None:
             # The record is written before the initialize answer leaves, so the client's next request finds it on
-            # whichever process it reaches.
-            nonlocal saved, status
+            # whichever process it reaches. If the store fails, the answer is cut short (the client sees the
+            # stream end without a result, rather than a session no other process knows) and nothing is kept.
+            nonlocal saved, ended, status
+            if ended:
+                return
             if message["type"] == "http.response.start":
                 status = message["status"]
             elif not saved and connection.client_params is not None and status < 400:
                 params = connection.client_params.model_dump(mode="json", by_alias=True, exclude_none=True)
-                await self._store.save(session_id, SessionRecord(connection.protocol_version, params, owner), self._ttl)
+                record = SessionRecord(connection.protocol_version, params, owner)
+                try:
+                    await self._store.save(session_id, record, self._ttl)
+                except Exception:
+                    logger.warning("could not save session %s: the session store failed", session_id, exc_info=True)
+                    ended = True
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    return
                 saved = True
                 self._versions[session_id] = connection.protocol_version
             await send(message)
@@ -246,7 +286,7 @@ class SessionManager:
             transport = self._local.get(session_id)
             if transport is not None:
                 return transport
-            record = await self._store.load(session_id, self._ttl)
+            record = await _stored(self._store.load(session_id, self._ttl))
             if record is None:
                 return None
             transport = self._transport(session_id)

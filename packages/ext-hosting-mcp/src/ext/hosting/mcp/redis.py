@@ -21,12 +21,13 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 from uuid import uuid4
 
 import mcp_types as types
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from redis import exceptions as redis_errors
 
 from ext.core import ConfigurationError
 
@@ -38,6 +39,8 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 from ._sessions import SessionRecord
 
 __all__ = ["RedisSessionStore"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -66,13 +69,16 @@ class _Events(EventStore):
     async def store_event(self, stream_id: str, message: types.JSONRPCMessage | None) -> str:
         self._local.add(stream_id)
         data = "" if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)
-        async with self._store.client.pipeline(transaction=False) as pipe:
-            pipe.xadd(self._key, {"s": stream_id, "m": data}, maxlen=self._store.max_events, approximate=True)
-            pipe.pexpire(self._key, self._ttl)
-            pipe.hset(self._owners, stream_id, self._store.process)
-            pipe.pexpire(self._owners, self._ttl)
-            event_id, *_ = await pipe.execute()
-        return _text(event_id)
+
+        async def write() -> Any:
+            async with self._store.client.pipeline(transaction=False) as pipe:
+                pipe.xadd(self._key, {"s": stream_id, "m": data}, maxlen=self._store.max_events, approximate=True)
+                pipe.pexpire(self._key, self._ttl)
+                pipe.hset(self._owners, stream_id, self._store.process)
+                pipe.pexpire(self._owners, self._ttl)
+                return (await pipe.execute())[0]
+
+        return _text(await self._store._retrying(write))
 
     async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> str | None:
         client = self._store.client
@@ -172,22 +178,31 @@ class RedisSessionStore:
             self._client = self._connection.client()
         return self._client
 
+    async def _retrying(self, command: Callable[[], Awaitable[_T]]) -> _T:
+        # After Redis restarts, each pooled connection fails its first command ("Connection closed by server"):
+        # one retry on a fresh connection tells that from a Redis that is down.
+        try:
+            return await command()
+        except redis_errors.ConnectionError:
+            return await command()
+
     def _key(self, session_id: str) -> str:
         return f"{self.prefix}:s:{session_id}"
 
     async def save(self, session_id: str, record: SessionRecord, ttl: float) -> None:
         data = {"v": record.protocol_version, "c": record.client_params, "o": record.owner}
-        await self.client.set(self._key(session_id), json.dumps(data, separators=(",", ":")), px=_ms(ttl))
+        text = json.dumps(data, separators=(",", ":"))
+        await self._retrying(lambda: self.client.set(self._key(session_id), text, px=_ms(ttl)))
 
     async def load(self, session_id: str, ttl: float) -> SessionRecord | None:
-        raw = await self.client.getex(self._key(session_id), px=_ms(ttl))
+        raw = await self._retrying(lambda: self.client.getex(self._key(session_id), px=_ms(ttl)))
         if raw is None:
             return None
         data = json.loads(raw)
         return SessionRecord(protocol_version=data["v"], client_params=data["c"], owner=data["o"])
 
     async def touch(self, session_id: str, ttl: float) -> bool:
-        return bool(await self.client.pexpire(self._key(session_id), _ms(ttl)))
+        return bool(await self._retrying(lambda: self.client.pexpire(self._key(session_id), _ms(ttl))))
 
     async def delete(self, session_id: str) -> None:
         await self.client.delete(
