@@ -21,7 +21,7 @@ from ext.core import (
     ToolSchema,
 )
 
-__all__ = ["argument_errors", "call_result", "error_result", "mcp_tool"]
+__all__ = ["argument_errors", "argument_validator", "call_result", "error_result", "mcp_tool"]
 
 _EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -85,14 +85,22 @@ def _where(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "<arguments>"
 
 
-def argument_errors(tool: str, schema: dict[str, Any], arguments: dict[str, Any], limit: int = 5) -> str | None:
-    """None when `arguments` satisfy the tool's schema, else one message naming each failing field (at most
-    `limit`). The validator is the schema's own draft (2020-12 when it names none)."""
+def argument_validator(schema: dict[str, Any]) -> Any:
+    """A validator for a tool's argument schema, in the schema's own draft (2020-12 when it names none); None when
+    the validator cannot read the schema (the tool then checks its arguments itself). Built once per tool."""
     try:
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        validator = cls(schema)
+        cls.check_schema(schema)
+        return cls(schema)
     except jsonschema.SchemaError:
-        return None  # a tool with a schema the validator cannot read is checked by the tool itself
+        return None
+
+
+def argument_errors(tool: str, validator: Any, arguments: dict[str, Any], limit: int = 5) -> str | None:
+    """None when `arguments` satisfy the tool's schema, else one message naming each failing field (at most
+    `limit`)."""
+    if validator is None:
+        return None
     errors = []
     for error in validator.iter_errors(arguments):
         errors.append(f"{_where(error)}: {error.message}")

@@ -31,7 +31,7 @@ from ext.core import ConfigurationError, StaticWorkbench, Tool, ToolOverride, To
 from .__about__ import __version__
 from ._catalog import Prompt, Resource, ResourceTemplate, resource_contents
 from ._context import ToolContext, _enter, _leave
-from ._mapping import argument_errors, call_result, mcp_tool
+from ._mapping import argument_errors, argument_validator, call_result, mcp_tool
 
 __all__ = ["McpServer"]
 
@@ -41,12 +41,13 @@ Ctx = ServerRequestContext[Any, Any]
 
 
 class _Entry:
-    __slots__ = ("name", "schema", "workbench")
+    __slots__ = ("name", "schema", "validator", "workbench")
 
     def __init__(self, workbench: Workbench, name: str, schema: ToolSchema) -> None:
         self.workbench = workbench
         self.name = name  # the name the workbench presents it under
         self.schema = schema  # as this server presents it
+        self.validator = argument_validator(schema.get("parameters") or {})
 
 
 class McpServer:
@@ -180,7 +181,7 @@ class McpServer:
         if entry is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
         arguments = params.arguments or {}
-        problem = argument_errors(params.name, entry.schema.get("parameters") or {}, arguments)
+        problem = argument_errors(params.name, entry.validator, arguments)
         if problem is not None:
             return types.CallToolResult(content=[types.TextContent(type="text", text=problem)], is_error=True)
         token = _enter(ToolContext(ctx, params.name))
