@@ -24,7 +24,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from _harness import Row, measure_interleaved, print_table
+from _harness import Row, cpu_seconds, measure_interleaved, print_table
 
 KINDS = ("sdk", "sdk", "ext", "ext-redis")
 
@@ -93,6 +93,12 @@ async def _session(url: str) -> AsyncIterator[Callable[[], Awaitable[object]]]:
         yield call
 
 
+async def _drive_n(call: Callable[[], Awaitable[object]], n: int) -> int:
+    for _ in range(n):
+        await call()
+    return n
+
+
 async def _bench(blocks: int, block: int) -> None:
     from ext.testing.redis import start_redis_server
 
@@ -107,11 +113,20 @@ async def _bench(blocks: int, block: int) -> None:
         names = ("sdk", "sdk (A/A)", "ext", "ext+redis")
         async with contextlib.AsyncExitStack() as stack:
             calls = [await stack.enter_async_context(_session(u)) for u in urls]
-            results, _ = await measure_interleaved(
-                list(zip(names, calls, strict=True)), blocks=blocks, block=block, warmup=100
-            )
+            warm = [await _drive_n(call, 100) for call in calls]
+            before = [cpu_seconds(p.pid) for p in processes]
+            results, _ = await measure_interleaved(list(zip(names, calls, strict=True)), blocks=blocks, block=block)
+            after = [cpu_seconds(p.pid) for p in processes]
+            del warm
         base = results[0]
         print_table([Row("echo, c=1", r, None if i == 0 else base) for i, r in enumerate(results)])
+        # The server processes' own CPU per call: what each server costs, steadier than latency on a loaded machine.
+        per_call = [(a - b) / (blocks * block) * 1e6 for a, b in zip(after, before, strict=True)]
+        print("\nserver CPU per call (µs): " + ", ".join(f"{n} {c:.0f}" for n, c in zip(names, per_call, strict=True)))
+        print(
+            f"ext / sdk server CPU: {per_call[2] / per_call[0]:.2f}x (A/A {per_call[1] / per_call[0]:.2f}x); "
+            f"ext+redis / ext: {per_call[3] / per_call[2]:.2f}x"
+        )
         ext, ext_redis = results[2], results[3]
         from _harness import measure
 
