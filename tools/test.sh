@@ -6,8 +6,8 @@
 #   bash tools/test.sh [hatch test arguments]
 #
 # - hatch (installed with pip when missing; pipx or `uv tool install hatch` keep it apart from your Python);
-# - redis-server, Node.js/npm, openssl and chromium, which tests start or call as real peers: installed with apt-get when
-#   this runs as root on Debian/Ubuntu; otherwise the tests that need them fail saying what to install;
+# - redis-server, Node.js/npm, openssl, chromium and haproxy, which tests start or call as real peers: installed with
+#   apt-get when this runs as root on Debian/Ubuntu; otherwise the tests that need them fail saying what to install;
 # - the `autogen` hatch environment (AutoGen 0.7.5, a peer the AutoGen interop tests run as processes);
 # - llama-cpp-python's wheel, built once per machine by tools/build/llama_cpp_wheel.sh (15-20 minutes on 2 cores the
 #   first time, with progress; seconds afterwards) and handed to hatch's uv installer through UV_FIND_LINKS.
@@ -28,6 +28,8 @@ command -v npm >/dev/null || need+=(nodejs npm)
 command -v openssl >/dev/null || need+=(openssl)
 # ext-eval's HTML report is checked in headless Chromium.
 command -v chromium >/dev/null || need+=(chromium)
+# ext-hosting-mcp's load-balancer tests put two server processes behind HAProxy.
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"

@@ -7,6 +7,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 KEY = "sk-cli-test-0123456789"
@@ -86,3 +87,30 @@ class TinyHttpService:
         writer.write(b"Connection: close\r\n\r\n" + body)
         await writer.drain()
         writer.close()
+
+
+def agent_spec(tmp_path: Path, base_url: str, **changes: Any) -> Path:
+    """An agent spec file (ext-agent) on the OpenAI loopback server at `base_url`, with `cli_tools:get_weather`."""
+    import yaml
+
+    document: dict[str, Any] = {
+        "name": "forecaster",
+        "instructions": "You report the weather for {user}.",
+        "variables": {"user": "Ada"},
+        "model": {
+            "client": {
+                "provider": "openai",
+                "options": {
+                    "endpoint": base_url + "/v1",
+                    "default_model": "gpt-4o-mini",
+                    "api_key_env": "OPENAI_API_KEY",
+                },
+                "args": {"max_retries": 0},
+            }
+        },
+        "tools": [{"python": "cli_tools:get_weather"}],
+    }
+    document.update(changes)
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path

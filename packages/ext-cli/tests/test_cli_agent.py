@@ -8,36 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-from ext_cli_support import KEY, run_ext
+from ext_cli_support import KEY, agent_spec, run_ext
 
 from ext.cli._agent_cli import run_agent_chat
 from ext.cli._output import Output
 from ext.testing.servers import OpenAIServer, Reply, ToolCallSpec
-
-
-def agent_spec(tmp_path: Path, base_url: str, **changes: Any) -> Path:
-    document: dict[str, Any] = {
-        "name": "forecaster",
-        "instructions": "You report the weather for {user}.",
-        "variables": {"user": "Ada"},
-        "model": {
-            "client": {
-                "provider": "openai",
-                "options": {
-                    "endpoint": base_url + "/v1",
-                    "default_model": "gpt-4o-mini",
-                    "api_key_env": "OPENAI_API_KEY",
-                },
-                "args": {"max_retries": 0},
-            }
-        },
-        "tools": [{"python": "cli_tools:get_weather"}],
-    }
-    document.update(changes)
-    path = tmp_path / "agent.yaml"
-    path.write_text(yaml.safe_dump(document, sort_keys=False))
-    return path
 
 
 async def test_chat_with_an_agent_spec_runs_its_tool_and_streams_the_answer(

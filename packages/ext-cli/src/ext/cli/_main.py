@@ -269,6 +269,30 @@ def mcp_prompts(ctx: click.Context, server: str, get: str | None, arguments: Seq
 add_mcp_auth_commands(mcp)
 
 
+@mcp.command("serve")
+@click.option("--tool", "tools", multiple=True, metavar="MODULE:FUNCTION", help="Serve this function as a tool.")
+@click.option("--http-tool", "http_tools", multiple=True, metavar="FILE", help="Serve an HttpTool (JSON file).")
+@click.option("--mcp", "mcp_servers", multiple=True, metavar="SERVER", help="Serve the tools of this MCP server.")
+@click.option("--pipeline", metavar="FILE", help="Serve this pipeline file as one tool (question in, answer out).")
+@click.option("--pipeline-tool", default="ask", show_default=True, help="The pipeline tool's name.")
+@click.option("--agent", metavar="FILE", help="Serve the agent of this spec as one tool (needs ext-agent).")
+@click.option("--http", "use_http", is_flag=True, help="Streamable HTTP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--redis", "redis_url", metavar="URL", help="Keep sessions and resumable streams in Redis (--http).")
+@click.option("--token-env", metavar="VAR", help="Require this variable's value as bearer token (--http).")
+@click.option("--idle-timeout", default=1800.0, show_default=True, type=float, help="Seconds an idle session lives.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, help="A Host value to accept besides loopback names.")
+@click.pass_context
+def mcp_serve(ctx: click.Context, /, use_http: bool, redis_url: str | None, **options: Any) -> None:
+    """Serve tools, a pipeline or an agent over MCP (stdio by default; --http for streamable HTTP)."""
+    from ._mcp_serve import ServeSettings, serve
+
+    state: State = ctx.obj
+    settings = ServeSettings(transport="http" if use_http else "stdio", redis_url=redis_url, **options)
+    ctx.exit(run_command(ctx, lambda: serve(settings, state.out)))
+
+
 # --- gateway ----------------------------------------------------------------------------------------
 
 
