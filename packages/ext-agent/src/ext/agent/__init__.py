@@ -4,7 +4,7 @@ across restarts; each step saved so a turn resumed after a crash never repeats a
 another agent's tool, and hosted on the agent runtimes."""
 
 from .__about__ import __version__
-from ._agent import ChatAgent
+from ._agent import ChatAgent, load_agent
 from ._approval import ApprovalPredicate, RequireApproval
 from ._errors import AgentError, ApprovalPendingError, NothingToResumeError, OutputValidationError
 from ._events import (
@@ -22,7 +22,7 @@ from ._events import (
 from ._hosting import AgentReply, AgentRequest, ChatAgentHost, PendingCall
 from ._instructions import Variable
 from ._session import AgentInput, AgentSession, SessionSnapshot
-from ._spec import AgentSpecCheck, check_agent_spec, load_agent
+from ._spec import AgentSpecCheck, check_agent_spec
 from ._tool import AgentTool, AgentToolArgs
 
 __all__ = [

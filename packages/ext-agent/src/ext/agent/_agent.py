@@ -12,7 +12,7 @@ import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
 from pydantic import BaseModel
 
@@ -43,6 +43,7 @@ from ._instructions import Variable, check_variables, render_instructions
 from ._output import check_output_type
 from ._record import SessionRecord
 from ._session import AgentInput, AgentParts, AgentSession, loop_event, loop_hold
+from ._spec import agent_from_spec
 from ._tool import AgentTool
 
 __all__ = ["ChatAgent"]
@@ -298,9 +299,8 @@ class ChatAgent(Generic[OutputT]):
     ) -> ChatAgent[Any]:
         """The agent an agent spec file (YAML or JSON) declares; see `check_agent_spec` for the format. Errors
         name the file and the field; secrets come from the environment only (`environ`, default `os.environ`)."""
-        from ._spec import load_agent
-
-        return load_agent(source, environ=environ, store=store)
+        # Any: the output type is known only when the file is read, which the constructor's overloads cannot express.
+        return agent_from_spec(cast("Any", cls), source, environ=environ, store=store)
 
     def session(self, session_id: str) -> AgentSession[OutputT]:
         """The session `session_id` (created by its first run), in this agent's store."""
@@ -395,3 +395,13 @@ class ChatAgent(Generic[OutputT]):
         if drop:
             del record.messages[:drop]
             turn.start -= drop
+
+
+def load_agent(
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    environ: Mapping[str, str] | None = None,
+    store: StateStore | None = None,
+) -> ChatAgent[Any]:
+    """`ChatAgent.from_spec(source, environ=..., store=...)`: the agent an agent spec file declares."""
+    return ChatAgent.from_spec(source, environ=environ, store=store)

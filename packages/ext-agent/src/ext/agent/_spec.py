@@ -37,10 +37,10 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -67,10 +67,9 @@ from ext.pipeline import (
 
 from ._schema_model import model_from_schema
 
-if TYPE_CHECKING:
-    from ._agent import ChatAgent
+T = TypeVar("T")
 
-__all__ = ["AgentSpecCheck", "check_agent_spec", "load_agent"]
+__all__ = ["AgentSpecCheck", "agent_from_spec", "check_agent_spec"]
 
 _KEYS = (
     "name", "description", "instructions", "variables", "model", "tools", "memory", "output", "require_approval",
@@ -123,39 +122,34 @@ def check_agent_spec(
     )
 
 
-def load_agent(
+def agent_from_spec(
+    make: Callable[..., T],
     source: str | os.PathLike[str] | Mapping[str, Any],
     *,
     environ: Mapping[str, str] | None = None,
     store: StateStore | None = None,
-) -> ChatAgent[Any]:
-    """The `ChatAgent` a spec declares (`ChatAgent.from_spec`). `store` overrides the spec's `store:`. The file is
-    checked whole first, so a mistake in its last field fails before its first server starts."""
-    from ._agent import ChatAgent
-
+) -> T:
+    """`make(pipeline, **arguments)` with what a spec declares (`ChatAgent.from_spec` passes the class, so this
+    module needs no import of it). `store` overrides the spec's `store:`. The file is checked whole first, so a
+    mistake in its last field fails before anything is built."""
     check_agent_spec(source, environ=environ)
     name, base, spec = _source(source)
     env = os.environ if environ is None else environ
-    built: list[Any] = []
     try:
         model = spec["model"]
         if isinstance(model, str):
             pipeline = load_pipeline(_relative(model, base), environ=env)
         else:
             pipeline = pipeline_from_config(model, environ=env)
-        built.append(pipeline)
         tools: list[Tool | Workbench] = []
         for index, entry in enumerate(_list(spec, "tools")):
-            made = _build_tool(entry, f"tools[{index}]")
-            built.extend(made)
-            tools.extend(made)
+            tools.extend(_build_tool(entry, f"tools[{index}]"))
         memory = _memory_kind().build(dict(spec["memory"]), "memory") if spec.get("memory") is not None else None
         output = model_from_schema(spec["output"], name=_model_name(spec["name"])) if spec.get("output") else None
         if store is None and spec.get("store") is not None:
             store = load_component(spec["store"])
         limits = _limits(spec)
-        # Any: the output type is known only at run time, which ChatAgent's overloads cannot express.
-        agent: ChatAgent[Any] = cast("Any", ChatAgent)(
+        return make(
             pipeline,
             name=spec["name"],
             description=spec.get("description") or "",
@@ -172,7 +166,6 @@ def load_agent(
         )
     except (ConfigurationError, ComponentError) as exc:
         raise _in_file(ConfigurationError(str(exc)), name) from None
-    return agent
 
 
 def _source(source: str | os.PathLike[str] | Mapping[str, Any]) -> tuple[str | None, Path, Mapping[str, Any]]:
