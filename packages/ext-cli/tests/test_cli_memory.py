@@ -270,7 +270,9 @@ async def test_smollm2_stays_available_by_name(tmp_path: Path) -> None:
     env = clean_env()
     ran = await run_ext("memory", "add", str(ops), "--embedder", "smollm2", "--db", db, env=env, timeout=300)
     assert ran.code == 0, ran.err
-    lines = query_lines(await run_ext("memory", "query", "key", "--embedder", "smollm2", "--db", db, env=env))
+    lines = query_lines(
+        await run_ext("memory", "query", "key", "--embedder", "smollm2", "--db", db, env=env, timeout=300)
+    )
     assert [line.split("#")[0] for line in lines] == [str(ops)]
     # The collection holds SmolLM2's 576-dimension vectors: the default (WordLlama, 256) says what to do.
     ran = await run_ext("memory", "query", "key", "--db", db, env=env)
