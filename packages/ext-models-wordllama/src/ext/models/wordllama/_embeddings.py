@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ext.core import (
@@ -52,9 +53,10 @@ MODEL_CONFIG = "l2_supercat"
 DEFAULT_DIMENSIONS = 256
 DIMENSIONS = (64, 128, 256)
 """The sizes the shipped model gives: its full 256, or the leading 64 or 128 components (trained to be cut so)."""
-_TEXTS_PER_PASS = 16
-"""Texts per WordLlama pass. Its passes pad every text to the longest one's tokens (1 KB of float32 per token): 16
-texts of `max_chars` stay near 130 MB at worst, and texts go in length order, so padding is small."""
+_TEXTS_PER_PASS = 32
+"""Texts per pass. A pass pads every text to its longest one's tokens (1 KB of float32 a token, twice over): 32
+texts of `max_chars` stay near 500 MB at the very worst (one token a character), and texts go in length order, so
+padding is small."""
 
 
 def _import_wordllama() -> Any:
@@ -98,6 +100,20 @@ def load_wordllama(dimensions: int = DEFAULT_DIMENSIONS) -> WordLlamaInference:
             f"the WordLlama model is incomplete in {folder} ({exc}); reinstall wordllama (0.4 ships its model)"
         ) from None
     return model
+
+
+def _embed_pass(model: WordLlamaInference, texts: list[str], normalize: bool) -> tuple[list[list[float]], int]:
+    """The vectors of `texts` and the tokens read: the steps of WordLlama's own `embed` (dense model), on one
+    tokenization that also gives the count (`embed` would tokenize again). A test holds the vectors equal to
+    `embed`'s, number for number."""
+    encodings = model.tokenize(texts)
+    ids = np.array([e.ids for e in encodings], dtype=np.int32)
+    mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
+    np.clip(ids, 0, model.embedding.shape[0] - 1, out=ids)
+    pooled = model.avg_pool(model.embedding[ids], mask)
+    if normalize:
+        pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+    return pooled.tolist(), int(mask.sum())
 
 
 class WordLlamaEmbeddingConfig(BaseModel):
@@ -153,12 +169,14 @@ class WordLlamaEmbeddingClient(BaseEmbeddingClient):
             raise ClientClosedError(f"{type(self).__name__} is closed")
         cut = [text[: self._config.max_chars] for text in texts]
         order = sorted(range(len(cut)), key=lambda i: len(cut[i]))
-        by_length = [cut[i] for i in order]
-        vectors = model.embed(by_length, norm=self._config.normalize, batch_size=_TEXTS_PER_PASS).tolist()
-        tokens = sum(sum(encoding.attention_mask) for encoding in model.tokenize(by_length))
         out: list[list[float]] = [[] for _ in texts]
-        for position, index in enumerate(order):
-            out[index] = vectors[position]
+        tokens = 0
+        for start in range(0, len(order), _TEXTS_PER_PASS):
+            indices = order[start : start + _TEXTS_PER_PASS]
+            vectors, read = _embed_pass(model, [cut[i] for i in indices], self._config.normalize)
+            tokens += read
+            for index, vector in zip(indices, vectors, strict=True):
+                out[index] = vector
         return out, tokens
 
     async def _embed_batch(self, texts: list[str]) -> EmbeddingResult:
