@@ -16,7 +16,9 @@ Embedders:
 
 Each runs in a fresh child process, so its peak RSS (``ru_maxrss``: the interpreter, the model, the corpus, the
 store) is its own. Printed per embedder: corpus size, chunks, model load time, ingestion time (chunking,
-embedding, upsert; the load not included), chunks/s, MB/s and peak RSS. ``--quick`` ingests 2 KB: a check that
+embedding, upsert; the load not included), chunks/s, MB/s, seconds per MB, CPU seconds per MB (the process's
+user + system time over the ingestion, every thread counted: on a machine shared with other work this is the
+figure that does not depend on the load) and peak RSS. ``--quick`` ingests 2 KB: a check that
 everything runs (tools/tests/bench/test_bench_ingest.py), not a measurement.
 """
 
@@ -36,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 EMBEDDERS = ("hashing", "wordllama", "smollm2")
-HEADER = ("embedder", "corpus MB", "chunks", "load s", "ingest s", "chunks/s", "MB/s", "s/MB", "peak RSS MB")
+HEADER = (
+    "embedder", "corpus MB", "chunks", "load s", "ingest s", "chunks/s", "MB/s", "s/MB", "CPU s/MB", "peak RSS MB",
+)  # fmt: skip
 HASHING_SIZE = 256
 QUICK_BYTES = 2 * 1024
 
@@ -94,6 +98,7 @@ class Measured:
     chunks: int
     load_s: float
     ingest_s: float
+    ingest_cpu_s: float
     peak_rss_bytes: int
 
 
@@ -123,16 +128,16 @@ async def ingest(name: str, size: int, folder: Path) -> Measured:
     vector_size = embedder.vector_size or HASHING_SIZE
     async with SqliteVectorStore(str(folder / f"{name}.db"), collection_name="bench", vector_size=vector_size) as store:
         memory = VectorMemory(embedder, store)
-        begun = time.perf_counter()
+        begun, cpu_begun = time.perf_counter(), time.process_time()
         ids = await memory.add([MemoryDocument(text=text, source="corpus.txt")])
-        done = time.perf_counter()
+        done, cpu_done = time.perf_counter(), time.process_time()
         stored = await store.count()
     await embedder.close()
     if stored != len(ids):
         raise AssertionError(f"{name}: {len(ids)} chunks written, {stored} in the store")
     # ru_maxrss is in KiB on Linux, in bytes on macOS.
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    return Measured(name, len(text.encode()), len(ids), loaded - started, done - begun, peak)
+    return Measured(name, len(text.encode()), len(ids), loaded - started, done - begun, cpu_done - cpu_begun, peak)
 
 
 def run_child(name: str, size: int) -> Measured:
@@ -164,6 +169,7 @@ def table(rows: list[Measured]) -> list[str]:
                 f"{m.chunks / m.ingest_s:,.1f}",
                 f"{mb / m.ingest_s:.3f}",
                 f"{m.ingest_s / mb:,.1f}",
+                f"{m.ingest_cpu_s / mb:,.1f}",
                 f"{m.peak_rss_bytes / 2**20:.0f}",
             )
         )
