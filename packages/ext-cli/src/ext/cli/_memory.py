@@ -229,7 +229,7 @@ async def add_files(
         unchanged = await memory.unchanged(documents)
         documents = [d for d in documents if d.source not in unchanged]
         sizes = [len(memory.chunks(d)) for d in documents]
-        with _progress(out) as progress:
+        with _progress(out, hidden=not documents) as progress:
             task = progress.add_task("Embedding", total=sum(sizes))
             for group in _groups(documents, sizes):
 
@@ -260,8 +260,8 @@ def _groups(documents: Sequence[MemoryDocument], sizes: Sequence[int]) -> list[l
     return groups
 
 
-def _progress(out: Output) -> Any:
-    """A rich progress bar on stderr (nothing with --quiet; plain lines when stderr is not a terminal)."""
+def _progress(out: Output, *, hidden: bool = False) -> Any:
+    """A rich progress bar on stderr (nothing with --quiet or `hidden`; plain lines when stderr is not a terminal)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -271,7 +271,7 @@ def _progress(out: Output) -> Any:
         TextColumn("chunks"),
         TimeElapsedColumn(),
         console=out.err,
-        disable=out.quiet,
+        disable=out.quiet or hidden,
     )
 
 
