@@ -38,6 +38,7 @@ def query_lines(ran: Ran) -> list[str]:
     return ran.out.splitlines()
 
 
+@pytest.mark.timeout(300)  # nine `ext` processes, each loading Python and the SDK
 async def test_add_query_clear_with_a_provider_embedder(
     tmp_path: Path, server: OpenAIServer, openai_env: dict[str, str]
 ) -> None:
