@@ -1,5 +1,6 @@
-"""`ext memory add|query|clear` and `ext chat --memory`, as real processes: on the embedded defaults (SmolLM2
-embeddings, the SQLite store; offline), and with an installed provider's embedder on the loopback OpenAI server."""
+"""`ext memory add|query|list|remove|clear` and `ext chat --memory`, as real processes: on the embedded defaults
+(WordLlama embeddings, the SQLite store; offline), SmolLM2's by name, and with an installed provider's embedder on
+the loopback OpenAI server."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def query_lines(ran: Ran) -> list[str]:
     return ran.out.splitlines()
 
 
+@pytest.mark.timeout(300)  # nine `ext` processes, each loading Python and the SDK
 async def test_add_query_clear_with_a_provider_embedder(
     tmp_path: Path, server: OpenAIServer, openai_env: dict[str, str]
 ) -> None:
@@ -49,9 +51,15 @@ async def test_add_query_clear_with_a_provider_embedder(
     embedded = [r.json["input"] for r in server.requests if r.path.endswith("/embeddings")]  # type: ignore[index]
     assert sorted(t for batch in embedded for t in batch) == sorted([lunch.read_text(), ops.read_text()])
 
-    # Adding a file again replaces its chunks.
+    # Adding an unchanged file again embeds nothing; a changed one replaces its chunks.
+    requests = len(server.requests)
     ran = await run_ext("memory", "add", str(ops), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
-    assert ran.out.endswith("(2 chunks in all)\n"), ran.err
+    assert ran.out == f"added 0 chunks from 0 file(s) to {db} (2 chunks in all)\n", ran.err
+    assert "1 file(s) unchanged since they were added" in ran.err
+    assert len(server.requests) == requests
+    ops.write_text("The deploy key rotates every ninety days on Monday at noon.", encoding="utf-8")
+    ran = await run_ext("memory", "add", str(ops), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
+    assert ran.out == f"added 1 chunks from 1 file(s) to {db} (2 chunks in all)\n", ran.err
 
     lines = query_lines(
         await run_ext("memory", "query", "deploy key", "--db", db, "-k", "5", *OPENAI_EMBEDDER, env=openai_env)
@@ -93,9 +101,11 @@ async def test_one_file_is_one_source_whatever_its_path(
     async def add(*names: str, cwd: Path) -> Ran:
         return await run_ext("memory", "add", *names, "--db", db, *OPENAI_EMBEDDER, env=openai_env, cwd=cwd)
 
-    for names, cwd in [(["notes.md"], folder), ([str(notes)], other), (["../dir/notes.md", "link.md"], other)]:
-        ran = await add(*names, cwd=cwd)
-        assert ran.out == f"added 1 chunks from 1 file(s) to {db} (1 chunks in all)\n", (names, ran.err)
+    ran = await add("notes.md", cwd=folder)
+    assert ran.out == f"added 1 chunks from 1 file(s) to {db} (1 chunks in all)\n", ran.err
+    for names, cwd in [([str(notes)], other), (["../dir/notes.md", "link.md"], other)]:
+        ran = await add(*names, cwd=cwd)  # the same source, unchanged: nothing added
+        assert ran.out == f"added 0 chunks from 0 file(s) to {db} (1 chunks in all)\n", (names, ran.err)
 
     # Stored under the resolved path (--json), shown relative to the current directory when the file is under it.
     ran = await run_ext("memory", "query", "deploy key", "--db", db, "--json", *OPENAI_EMBEDDER, env=openai_env)
@@ -145,7 +155,7 @@ async def test_chat_with_memory_sends_the_memories(
 
 
 async def test_the_embedded_defaults_offline(tmp_path: Path) -> None:
-    """No --embedder, no --db: SmolLM2 embeddings into memory.db under the data directory, no network."""
+    """No --embedder, no --db: WordLlama embeddings into memory.db under the data directory, no network."""
     ops, lunch = notes(tmp_path)
     from ext_cli_support import clean_env
 
@@ -163,12 +173,13 @@ async def test_bad_input_fails_before_any_request(
 ) -> None:
     db = str(tmp_path / "m.db")
     ran = await run_ext("memory", "add", str(tmp_path / "missing.txt"), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
-    assert ran.code == 1 and "missing.txt: no such file" in ran.err
+    assert ran.code == 1 and "missing.txt: no such file or folder" in ran.err
 
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("caf\xe9".encode("latin-1"))
     ran = await run_ext("memory", "add", str(latin1), "--db", db, *OPENAI_EMBEDDER, env=openai_env)
     assert ran.code == 1 and "latin1.txt: not UTF-8 text (byte 3 is b'\\xe9')" in ran.err, ran.err
+    assert "nothing to add (1 file(s) skipped)" in ran.err and "Traceback" not in ran.err
 
     ran = await run_ext(
         "memory", "add", str(latin1), "--chunk-size", "10", "--overlap", "10", "--db", db, env=openai_env
@@ -192,3 +203,78 @@ async def test_bad_input_fails_before_any_request(
 
     assert server.requests == []
     assert not (tmp_path / "m.db").exists()
+
+
+def write_folder(root: Path) -> Path:
+    """Notes as users have them: Markdown, HTML and text in nested folders, a binary, an empty file, a draft."""
+    root = root.resolve()
+    (root / "docs" / "team").mkdir(parents=True)
+    (root / "docs" / "ops.md").write_text(
+        "# Deploys\n\nThe deploy key rotates every ninety days.\n\n## Rollback\n\nRun the rollback job first.\n",
+        encoding="utf-8",
+    )
+    (root / "docs" / "team" / "office.html").write_text(
+        "<html><body><h1>Office</h1><p>Lunch is served in the blue kitchen at noon.</p></body></html>",
+        encoding="utf-8",
+    )
+    (root / "docs" / "team" / "draft.txt").write_text("A draft nobody should read.", encoding="utf-8")
+    (root / "docs" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    (root / "docs" / "empty.txt").write_text("", encoding="utf-8")
+    return root / "docs"
+
+
+async def test_folders_list_and_remove_on_the_default_embedder(tmp_path: Path) -> None:
+    from ext_cli_support import clean_env
+
+    docs = write_folder(tmp_path)
+    db = str(tmp_path / "m.db")
+    env = clean_env()
+    ran = await run_ext("memory", "add", str(docs), "--exclude", "draft*", "--db", db, env=env)
+    assert ran.code == 0, ran.err
+    assert ran.out == f"added 3 chunks from 2 file(s) to {db} (3 chunks in all)\n"  # ops.md: two sections
+    assert f"skipped {docs / 'logo.png'}: binary (it holds NUL bytes), not text" in ran.err
+    assert f"skipped {docs / 'empty.txt'}: empty (no text)" in ran.err
+    assert "draft" not in ran.err and "Traceback" not in ran.err
+
+    ran = await run_ext("memory", "add", str(docs), "--include", "*.md", "--include", "*.html", "--db", db, env=env)
+    assert ran.out == f"added 0 chunks from 0 file(s) to {db} (3 chunks in all)\n", ran.err
+
+    ran = await run_ext("memory", "list", "--db", db, env=env, cwd=tmp_path)
+    assert ran.code == 0, ran.err
+    assert ran.out.splitlines() == ["      2  docs/ops.md", "      1  docs/team/office.html"]
+    assert "2 source(s), 3 chunks" in ran.err
+    ran = await run_ext("memory", "list", "--json", "--db", db, env=env)
+    assert [json.loads(line) for line in ran.out.splitlines()] == [
+        {"source": str(docs / "ops.md"), "chunks": 2},
+        {"source": str(docs / "team" / "office.html"), "chunks": 1},
+    ]
+
+    lines = query_lines(await run_ext("memory", "query", "When is lunch?", "-k", "1", "--db", db, env=env))
+    assert lines[0].startswith(f"{docs / 'team' / 'office.html'}#0 ")
+
+    ran = await run_ext("memory", "remove", "nothing.md", "--db", db, env=env)
+    assert ran.code == 1 and "nothing.md: no such source" in ran.err and "ext memory list" in ran.err
+    ran = await run_ext("memory", "remove", "docs/team", "--db", db, env=env, cwd=tmp_path)  # a folder
+    assert ran.out == f"removed 1 chunks of 1 source(s) from {db}\n", ran.err
+    ran = await run_ext("memory", "remove", "ops.md", "--db", db, env=env, cwd=docs)
+    assert ran.out == f"removed 2 chunks of 1 source(s) from {db}\n", ran.err
+    ran = await run_ext("memory", "list", "--db", db, env=env)
+    assert ran.out == "" and "the memory is empty" in ran.err
+
+
+@pytest.mark.timeout(300)  # SmolLM2 through llama.cpp: seconds per chunk
+async def test_smollm2_stays_available_by_name(tmp_path: Path) -> None:
+    from ext_cli_support import clean_env
+
+    ops, _ = notes(tmp_path)
+    db = str(tmp_path / "m.db")
+    env = clean_env()
+    ran = await run_ext("memory", "add", str(ops), "--embedder", "smollm2", "--db", db, env=env, timeout=300)
+    assert ran.code == 0, ran.err
+    lines = query_lines(
+        await run_ext("memory", "query", "key", "--embedder", "smollm2", "--db", db, env=env, timeout=300)
+    )
+    assert [line.split("#")[0] for line in lines] == [str(ops)]
+    # The collection holds SmolLM2's 576-dimension vectors: the default (WordLlama, 256) says what to do.
+    ran = await run_ext("memory", "query", "key", "--db", db, env=env)
+    assert ran.code == 1 and "--embedder smollm2" in ran.err, ran.err

@@ -60,7 +60,7 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
     help="Answer with the memories of this `ext memory` database ('default': the one ext memory uses by default).",
 )
 @click.option("--collection", default="memory", show_default=True, help="The memory's collection (with --memory).")
-@click.option("--embedder", metavar="PROVIDER:MODEL", help="The memory's embedder (default: the embedded model).")
+@click.option("--embedder", metavar="PROVIDER:MODEL", help="The memory's embedder (default: wordllama, embedded).")
 @click.option(
     "--agent", "agent_spec", metavar="FILE", help="Chat with the agent an agent spec file declares (ext-agent)."
 )
@@ -321,7 +321,9 @@ def _memory_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--db, --collection and --embedder: where a memory lives and what embeds it (the same for every subcommand,
     so a query embeds with what the documents were added with)."""
     command = click.option(
-        "--embedder", metavar="PROVIDER:MODEL", help="The embedding model (default: the embedded SmolLM2, offline)."
+        "--embedder",
+        metavar="PROVIDER:MODEL",
+        help="wordllama (the default: embedded, offline), smollm2 (embedded, slow) or an installed provider's.",
     )(command)
     command = click.option("--collection", default="memory", show_default=True, help="The collection in the file.")(
         command
@@ -337,8 +339,10 @@ def memory() -> None:
 
 
 @memory.command("add")
-@click.argument("files", nargs=-1, required=True, metavar="FILES...")
+@click.argument("files", nargs=-1, required=True, metavar="PATHS...")
 @_memory_options
+@click.option("--include", multiple=True, metavar="GLOB", help="In folders, read only files matching (repeatable).")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="In folders, leave out files and folders matching.")
 # The defaults are ext-memory's (DEFAULT_CHUNK_SIZE, ...; a test holds them equal), written out so that --help
 # does not import the library.
 @click.option("--chunk-size", default=100, show_default=True, help="Words per chunk at most.")
@@ -351,19 +355,22 @@ def memory_add(
     db: str | None,
     collection: str,
     embedder: str | None,
+    include: Sequence[str],
+    exclude: Sequence[str],
     chunk_size: int,
     overlap: int,
     max_chars: int,
 ) -> None:
-    """Chunk, embed and store FILES (UTF-8 text); a file is stored under its absolute path, and adding it again
-    (by any path) replaces it."""
+    """Chunk, embed and store PATHS: files, and folders (recursively). Text, Markdown, HTML and PDF are read; any
+    other file is skipped saying why. A file is stored under its absolute path: adding it again (by any path)
+    replaces it, or does nothing when it has not changed."""
     from ._memory import MemorySettings, add_files
 
     state: State = ctx.obj
     settings = MemorySettings(
         db, collection, embedder, chunk_size=chunk_size, chunk_overlap=overlap, max_chunk_chars=max_chars
     )
-    ctx.exit(run_command(ctx, lambda: add_files(settings, files, state.out)))
+    ctx.exit(run_command(ctx, lambda: add_files(settings, files, state.out, include=include, exclude=exclude)))
 
 
 @memory.command("query")
@@ -408,6 +415,34 @@ def memory_clear(
     state: State = ctx.obj
     settings = MemorySettings(db, collection, embedder)
     ctx.exit(run_command(ctx, lambda: clear_memory(settings, state.out, sources)))
+
+
+@memory.command("list")
+@_memory_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+@click.pass_context
+def memory_list(ctx: click.Context, db: str | None, collection: str, embedder: str | None, as_json: bool) -> None:
+    """The sources in the memory, with their number of chunks."""
+    from ._memory import MemorySettings, list_sources
+
+    state: State = ctx.obj
+    settings = MemorySettings(db, collection, embedder)
+    ctx.exit(run_command(ctx, lambda: list_sources(settings, state.out, as_json=as_json)))
+
+
+@memory.command("remove")
+@click.argument("sources", nargs=-1, required=True, metavar="SOURCES...")
+@_memory_options
+@click.pass_context
+def memory_remove(
+    ctx: click.Context, sources: Sequence[str], db: str | None, collection: str, embedder: str | None
+) -> None:
+    """Forget SOURCES (files by any path to them; a folder: every source under it)."""
+    from ._memory import MemorySettings, remove_sources
+
+    state: State = ctx.obj
+    settings = MemorySettings(db, collection, embedder)
+    ctx.exit(run_command(ctx, lambda: remove_sources(settings, state.out, sources)))
 
 
 # --- config -----------------------------------------------------------------------------------------

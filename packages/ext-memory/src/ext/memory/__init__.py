@@ -3,16 +3,10 @@
 (`MemoryMiddleware`, also the `memory:` entry of pipeline files), and a search tool (`MemorySearchTool`)."""
 
 from .__about__ import __version__
-from ._memory import (
-    DEFAULT_CHUNK_OVERLAP,
-    DEFAULT_CHUNK_SIZE,
-    DEFAULT_MAX_CHUNK_CHARS,
-    MemoryDocument,
-    MemoryHit,
-    TextChunk,
-    VectorMemory,
-    split_text,
-)
+from ._chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, DEFAULT_MAX_CHUNK_CHARS, TextChunk, split_text
+from ._documents import DEFAULT_MAX_FILE_BYTES, LoadedDocuments, SkippedFile, html_text, load_documents
+from ._markdown import split_markdown
+from ._memory import DocumentFormat, MemoryDocument, MemoryHit, MemorySource, VectorMemory
 from ._middleware import (
     CUT_MARK,
     DEFAULT_TOKEN_BUDGET,
@@ -33,12 +27,19 @@ __all__ = [
     "MemoryMiddleware",
     "MemorySearchTool",
     "VectorMemory",
+    # documents as users have them: files and folders read, skipped files with their reasons, sources listed
+    "DocumentFormat",
+    "LoadedDocuments",
+    "MemorySource",
+    "SkippedFile",
+    "load_documents",
     # the defaults that work together (chunks of DEFAULT_TOP_K hits fit DEFAULT_TOKEN_BUDGET), for other front ends
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_CHUNK_CHARS",
     "DEFAULT_TOKEN_BUDGET",
     "DEFAULT_TOP_K",
+    "DEFAULT_MAX_FILE_BYTES",
     # building on memory: chunks, the prompt text, the search tool's arguments, the pipeline-file kind
     "CUT_MARK",
     "MEMORY_CONTEXT_KEY",
@@ -47,7 +48,9 @@ __all__ = [
     "MemorySearchArgs",
     "TextChunk",
     "format_memories",
+    "html_text",
     "memory_entry",
+    "split_markdown",
     "split_text",
     "__version__",
 ]

@@ -4,10 +4,9 @@ any `VectorStore`, and found again by text. Each chunk keeps its source and posi
 from __future__ import annotations
 
 import hashlib
-import re
-import unicodedata
+import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,113 +21,22 @@ from ext.core import (
     VectorStore,
 )
 
-_WORD = re.compile(r"\S+")
-# Metadata keys VectorMemory writes on every chunk; a document's own metadata cannot use them.
-RESERVED_KEYS = frozenset({"source", "chunk", "start", "end"})
+from ._chunking import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_CHUNK_CHARS,
+    TextChunk,
+    check_int,
+    split_text,
+)
+from ._markdown import split_markdown
 
-DEFAULT_CHUNK_SIZE = 100
-"""Words per chunk: about 130 tokens of English prose (about 600 characters), a common retrieval size."""
-DEFAULT_CHUNK_OVERLAP = 20
-"""Words a chunk shares with the one before (a fifth of it)."""
-DEFAULT_MAX_CHUNK_CHARS = 1000
-"""Characters per chunk at most, whatever the words. Text of about one token a character (CJK, base64, minified
-code) then stays near 1,000 tokens: within every hosted embedder's input (OpenAI's 8,191 tokens) and twice the
-512 tokens the smallest embedding models read (they cut the rest); five such chunks fit `MemoryMiddleware`'s
-default budget."""
+# Metadata keys VectorMemory writes on every chunk; a document's own metadata cannot use them. `content_sha256` and
+# `chunk_count` tell an unchanged document (same text, format and chunking) from a changed one, and list sources.
+RESERVED_KEYS = frozenset({"source", "chunk", "start", "end", "chunk_count", "content_sha256"})
 
-# Characters that continue the one before them: a cut before one would split a letter from its accent or an emoji
-# from its modifier. (A cut right after a zero-width joiner would split a joined emoji.)
-_JOINERS = frozenset("\u200c\u200d\u034f") | frozenset(map(chr, range(0xFE00, 0xFE10)))
-_CUT_BACKTRACK = 8
-
-
-class TextChunk(BaseModel):
-    """One piece of a text: its words, its position among the chunks (`index`) and its character span."""
-
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
-    text: str
-    index: int = Field(ge=0)
-    start: int = Field(ge=0, description="Offset of the first character in the whole text.")
-    end: int = Field(ge=0, description="Offset just past the last character.")
-
-
-def _check_int(name: str, value: object, low: int, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-
-
-def _joined(text: str, at: int) -> bool:
-    """True when a cut at `at` would separate two code points that make one visible character."""
-    here = text[at]
-    return (
-        here in _JOINERS
-        or text[at - 1] == "\u200d"
-        or unicodedata.category(here) in ("Mn", "Mc", "Me")  # combining marks
-        or "\U0001f3fb" <= here <= "\U0001f3ff"  # emoji skin-tone modifiers
-    )
-
-
-def _words(text: str, piece: int) -> list[tuple[int, int]]:
-    """The spans of the words of `text`, a run of more than `piece` characters without whitespace counted as one
-    word per `piece` characters (cut at most `_CUT_BACKTRACK` characters early to keep a character whole)."""
-    spans: list[tuple[int, int]] = []
-    for match in _WORD.finditer(text):
-        start, end = match.span()
-        while end - start > piece:
-            cut = start + piece
-            floor = max(start + 1, cut - _CUT_BACKTRACK)
-            while cut > floor and _joined(text, cut):
-                cut -= 1
-            if _joined(text, cut):  # a sequence longer than the backtrack: cut at the bound after all
-                cut = start + piece
-            spans.append((start, cut))
-            start = cut
-        spans.append((start, end))
-    return spans
-
-
-def split_text(
-    text: str,
-    *,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-    max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS,
-) -> list[TextChunk]:
-    """`text` in chunks of at most `chunk_size` words and at most `max_chunk_chars` characters; neighbours share
-    `chunk_overlap` words. A chunk's text is the original span (`text[chunk.start:chunk.end]`), whitespace kept.
-
-    - A word is a run of non-whitespace. A run longer than `max_chunk_chars // chunk_size` characters (a URL,
-      base64, minified code, CJK text without spaces) counts as one word per that many characters, cut between
-      code points that do not join (never between a letter and its combining accent, nor inside an emoji
-      sequence): so a 3 MB line is chunked like 3 MB of prose.
-    - A chunk ends before the word that would make it longer than `max_chunk_chars`. The next chunk starts
-      `chunk_overlap` words before the end of this one; after a chunk cut short by characters, the same share of
-      its words (`words * chunk_overlap // chunk_size`). It always starts at least one word later, so the work and
-      the chunks' total size are linear in the text's length.
-    """
-    _check_int("chunk_size", chunk_size, 1, "a positive number of words")
-    _check_int("chunk_overlap", chunk_overlap, 0, "a number of words from 0 to chunk_size - 1")
-    if chunk_overlap >= chunk_size:
-        raise ValueError(f"chunk_overlap must be a number of words from 0 to chunk_size - 1, got {chunk_overlap!r}")
-    _check_int("max_chunk_chars", max_chunk_chars, 1, "a positive number of characters")
-    words = _words(text, max(1, max_chunk_chars // chunk_size))
-    chunks: list[TextChunk] = []
-    first = 0
-    while first < len(words):
-        start = words[first][0]
-        last = first  # one word always fits: none is longer than max_chunk_chars
-        limit = min(len(words), first + chunk_size)
-        while last + 1 < limit and words[last + 1][1] - start <= max_chunk_chars:
-            last += 1
-        end = words[last][1]
-        chunks.append(TextChunk(text=text[start:end], index=len(chunks), start=start, end=end))
-        if last + 1 == len(words):
-            break
-        taken = last + 1 - first
-        shared = chunk_overlap if taken == chunk_size else taken * chunk_overlap // chunk_size
-        first = max(first + 1, last + 1 - shared)
-    return chunks
+DocumentFormat = Literal["text", "markdown"]
+"""How a document is chunked: `text` by `split_text`, `markdown` by `split_markdown` (headings and paragraphs)."""
 
 
 class MemoryDocument(BaseModel):
@@ -139,6 +47,18 @@ class MemoryDocument(BaseModel):
     text: str
     source: str = Field(min_length=1, description="Where the text came from; adding a source again replaces it.")
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
+    format: DocumentFormat = Field(
+        default="text", description="text: chunked by words; markdown: by headings, paragraphs."
+    )
+
+
+class MemorySource(BaseModel):
+    """One source in a memory and how many chunks it has there."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    source: str
+    chunks: int
 
 
 class MemoryHit(BaseModel):
@@ -191,7 +111,7 @@ class VectorMemory:
             # The embedder's own request size (BaseEmbeddingClient's), so each `embed` call is one request.
             own = getattr(embedder, "batch_size", None)
             batch_size = own if isinstance(own, int) and not isinstance(own, bool) and own > 0 else 64
-        _check_int("batch_size", batch_size, 1, "a positive number of chunks per embed call")
+        check_int("batch_size", batch_size, 1, "a positive number of chunks per embed call")
         size = embedder.vector_size
         if size is not None and size != store.vector_size:
             raise VectorSizeError(
@@ -234,9 +154,11 @@ class VectorMemory:
     ) -> list[str]:
         """Remember `items` (plain texts get a source made from their content); returns the chunk ids written.
 
-        `progress(done, total)` is called with the number of chunks embedded so far and the number in all: once
-        before the first `embed` call (`done` 0) and after each. Every chunk is embedded before any is written, so
-        a failure part-way leaves the memory as it was.
+        A document already stored with the same text, format, metadata and chunking is left as it is (nothing
+        embedded or written: see `unchanged`); a changed one replaces its chunks. `progress(done, total)` is called
+        with the number of chunks embedded so far and the number in all: once before the first `embed` call (`done`
+        0) and after each. Every chunk is embedded before any is written, so a failure part-way leaves the memory as
+        it was.
         """
         if isinstance(items, (str, MemoryDocument)):
             items = [items]
@@ -254,17 +176,14 @@ class VectorMemory:
                 raise ValueError(f"items[{index}].source {item.source!r} is also items[{first_of[item.source]}]'s")
             first_of[item.source] = index
             documents.append(item)
-        planned: list[tuple[MemoryDocument, TextChunk]] = [
-            (doc, chunk)
-            for doc in documents
-            for chunk in split_text(
-                doc.text,
-                chunk_size=self._chunk_size,
-                chunk_overlap=self._chunk_overlap,
-                max_chunk_chars=self._max_chunk_chars,
-            )
-        ]
         await self._ensure()
+        unchanged = await self.unchanged(documents)
+        documents = [doc for doc in documents if doc.source not in unchanged]
+        digests = {doc.source: self._digest(doc) for doc in documents}
+        chunked = {doc.source: self.chunks(doc) for doc in documents}
+        planned: list[tuple[MemoryDocument, TextChunk]] = [
+            (doc, chunk) for doc in documents for chunk in chunked[doc.source]
+        ]
         old_counts = {doc.source: await self._store.count({"source": doc.source}) for doc in documents}
         texts = [chunk.text for _, chunk in planned]
         vectors: list[list[float]] = []
@@ -285,6 +204,8 @@ class VectorMemory:
                     "chunk": chunk.index,
                     "start": chunk.start,
                     "end": chunk.end,
+                    "chunk_count": len(chunked[doc.source]),
+                    "content_sha256": digests[doc.source],
                 },
             )
             for (doc, chunk), vector in zip(planned, vectors, strict=True)
@@ -300,6 +221,58 @@ class VectorMemory:
         if stale:
             await self._store.delete(stale)
         return [record.id for record in records]
+
+    def chunks(self, document: MemoryDocument) -> list[TextChunk]:
+        """The chunks `add` makes of `document`: `split_markdown` for Markdown, else `split_text`."""
+        split = split_markdown if document.format == "markdown" else split_text
+        return split(
+            document.text,
+            chunk_size=self._chunk_size,
+            chunk_overlap=self._chunk_overlap,
+            max_chunk_chars=self._max_chunk_chars,
+        )
+
+    def _digest(self, document: MemoryDocument) -> str:
+        """What the chunks of `document` depend on, hashed: its text, format, metadata and this memory's chunking."""
+        settings = json.dumps(
+            [document.format, self._chunk_size, self._chunk_overlap, self._max_chunk_chars, document.metadata],
+            sort_keys=True,
+        )
+        return hashlib.sha256(f"{settings}\0{document.text}".encode("utf-8", "surrogatepass")).hexdigest()
+
+    async def unchanged(self, documents: Sequence[MemoryDocument]) -> set[str]:
+        """The sources of `documents` stored already with the same content (text, format, metadata and chunking,
+        hashed into each chunk's `content_sha256`) and all their chunks."""
+        await self._ensure()
+        wanted = {_chunk_id(doc.source, 0): doc for doc in documents}
+        same: set[str] = set()
+        for record in await self._store.get(list(wanted)) if wanted else []:
+            doc = wanted.get(record.id)
+            if doc is None or record.metadata.get("content_sha256") != self._digest(doc):
+                continue
+            if await self._store.count({"source": doc.source}) == record.metadata.get("chunk_count"):
+                same.add(doc.source)
+        return same
+
+    async def sources(self) -> list[MemorySource]:
+        """Every source in the collection (up to 10,000, a store's largest query) with its number of chunks, by name.
+
+        Read through the store's protocol alone: the first chunk of each source, found by a metadata filter
+        (`chunk` 0) on a query whose vector does not matter, carries its source's chunk count."""
+        await self._ensure()
+        total = await self._store.count({"chunk": 0})
+        if total == 0:
+            return []
+        probe = [1.0] + [0.0] * (self._store.vector_size - 1)
+        firsts = await self._store.query(probe, top_k=min(total, 10_000), filter={"chunk": 0})
+        listed: list[MemorySource] = []
+        for match in firsts:
+            source = str(match.metadata.get("source", ""))
+            count = match.metadata.get("chunk_count")
+            if not isinstance(count, int) or isinstance(count, bool):  # chunks written before counts were kept
+                count = await self._store.count({"source": source})
+            listed.append(MemorySource(source=source, chunks=count))
+        return sorted(listed, key=lambda s: s.source)
 
     async def query(
         self,
@@ -355,6 +328,8 @@ __all__ = [
     "DEFAULT_MAX_CHUNK_CHARS",
     "MemoryDocument",
     "MemoryHit",
+    "MemorySource",
+    "DocumentFormat",
     "TextChunk",
     "VectorMemory",
     "split_text",
