@@ -7,6 +7,7 @@ from ._card import check_card, fetch_card
 from ._errors import (
     A2ACardMismatchError,
     A2ARefusedError,
+    A2AResponseError,
     A2ATaskFailedError,
     A2ATimeoutError,
     A2AToolError,
@@ -25,6 +26,7 @@ __all__ = [
     # Errors
     "A2ACardMismatchError",
     "A2ARefusedError",
+    "A2AResponseError",
     "A2ATaskFailedError",
     "A2ATimeoutError",
     "A2AToolError",

@@ -23,6 +23,10 @@ class A2ARefusedError(A2AToolError):
         self.reason = reason
 
 
+class A2AResponseError(A2AToolError):
+    """The agent's answer could not be read as A2A (malformed JSON, a field of the wrong shape)."""
+
+
 class A2ATaskFailedError(A2AToolError):
     """The remote task ended `failed` or `canceled`. `state`, `task_id` and `agent_message` (the status message
     the agent sent with it) are attributes."""

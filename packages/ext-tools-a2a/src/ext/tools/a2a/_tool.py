@@ -24,6 +24,7 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.errors import A2AError
+from google.protobuf import json_format
 from pydantic import BaseModel, ConfigDict, Field
 
 from ext.core import (
@@ -40,6 +41,7 @@ from ext.core import (
 from ._card import check_card, fetch_card
 from ._errors import (
     A2ARefusedError,
+    A2AResponseError,
     A2ATaskFailedError,
     A2ATimeoutError,
     A2AToolError,
@@ -315,6 +317,8 @@ class A2AAgentTool(SchemaTool[A2AAgentToolConfig]):
             raise
         except (A2AError, httpx.HTTPError) as exc:
             raise _map_error(exc, cfg.url) from exc
+        except json_format.Error as exc:
+            raise A2AResponseError(f"the agent at {cfg.url} sent an answer that is not valid A2A: {exc}") from exc
         _raise_for_state(follow, cfg.url)
 
     async def _bounded(self, awaitable: Any, deadline: float) -> Any:
