@@ -7,14 +7,15 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Literal
 
 import uvicorn
+from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
@@ -29,6 +30,7 @@ class ScriptedExecutor(AgentExecutor):
     def __init__(self, behaviour: Behaviour) -> None:
         self.behaviour = behaviour
         self.cancelled: list[str] = []
+        self.cancel_seen = asyncio.Event()
         self.started = asyncio.Event()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -44,6 +46,7 @@ class ScriptedExecutor(AgentExecutor):
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.task_id is not None and context.context_id is not None
         self.cancelled.append(context.task_id)
+        self.cancel_seen.set()
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
@@ -94,7 +97,7 @@ def bound_socket() -> socket.socket:
 
 
 @asynccontextmanager
-async def serving(make_app: Callable[[str], ASGIApp], *, lifespan: str = "off") -> AsyncIterator[str]:
+async def serving(make_app: Callable[[str], ASGIApp], *, lifespan: Literal["on", "off"] = "off") -> AsyncIterator[str]:
     """Serve `make_app(base_url)` on a fresh loopback port; yields the base URL."""
     sock = bound_socket()
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -110,9 +113,7 @@ async def serving(make_app: Callable[[str], ASGIApp], *, lifespan: str = "off") 
 
 
 @asynccontextmanager
-async def sdk_agent(
-    behaviour: Behaviour = echo, **card_options: object
-) -> AsyncIterator[tuple[str, ScriptedExecutor]]:
+async def sdk_agent(behaviour: Behaviour = echo, **card_options: object) -> AsyncIterator[tuple[str, ScriptedExecutor]]:
     executor = ScriptedExecutor(behaviour)
     async with serving(lambda base: sdk_app(executor, card_for(base, **card_options))) as base:  # type: ignore[arg-type]
         yield base, executor

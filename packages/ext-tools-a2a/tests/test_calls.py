@@ -6,9 +6,11 @@ import asyncio
 
 import pytest
 from a2a.helpers.proto_helpers import new_text_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Part, Role
-from a2a_peers import bound_socket, echo, sdk_agent
+from a2a_peers import bound_socket, card_for, echo, sdk_agent, sdk_app, serving
 
 from ext.core import CancellationToken, ConfigurationError, ToolArgumentsError
 from ext.tools.a2a import (
@@ -26,9 +28,11 @@ BINDINGS = [("JSONRPC",), ("HTTP+JSON",)]
 @pytest.mark.parametrize("bindings", BINDINGS, ids=["jsonrpc", "http-json"])
 @pytest.mark.parametrize("streaming", [True, False], ids=["stream", "send"])
 async def test_send_follows_the_task_to_its_end(bindings: tuple[str, ...], streaming: bool) -> None:
-    async with sdk_agent(bindings=bindings) as (base, _):
-        async with A2AAgentTool(base, "echo", "Echo.", streaming=streaming) as tool:
-            reply = await tool.send("hello there")
+    async with (
+        sdk_agent(bindings=bindings) as (base, _),
+        A2AAgentTool(base, "echo", "Echo.", streaming=streaming) as tool,
+    ):
+        reply = await tool.send("hello there")
     assert reply.text == "echo: hello there"
     assert reply.state == "completed"
     assert reply.task_id and reply.context_id
@@ -36,24 +40,22 @@ async def test_send_follows_the_task_to_its_end(bindings: tuple[str, ...], strea
 
 @pytest.mark.parametrize("bindings", BINDINGS, ids=["jsonrpc", "http-json"])
 async def test_stream_yields_the_chunks_as_they_come(bindings: tuple[str, ...]) -> None:
-    async with sdk_agent(bindings=bindings) as (base, _):
-        async with A2AAgentTool(base, "echo", "Echo.") as tool:
-            deltas = [delta async for delta in tool.stream("abcdef")]
+    async with sdk_agent(bindings=bindings) as (base, _), A2AAgentTool(base, "echo", "Echo.") as tool:
+        deltas = [delta async for delta in tool.stream("abcdef")]
     assert len(deltas) == 3
     assert "".join(deltas) == "echo: abcdef"
 
 
 async def test_from_url_names_the_tool_from_the_card_and_runs_as_a_tool() -> None:
-    async with sdk_agent(name="Echo agent v2") as (base, _):
-        async with await A2AAgentTool.from_url(base) as tool:
-            assert tool.name == "Echo_agent_v2"
-            assert tool.description == "Echoes what it is told."
-            assert tool.schema["parameters"]["required"] == ["message"]
-            assert await tool.run_json({"message": "x"}) == "echo: x"
-            with pytest.raises(ToolArgumentsError, match="'message' must be a string"):
-                await tool.run_json({"message": 3})
-            with pytest.raises(ToolArgumentsError, match="takes only 'message'"):
-                await tool.run_json({"message": "x", "other": 1})
+    async with sdk_agent(name="Echo agent v2") as (base, _), await A2AAgentTool.from_url(base) as tool:
+        assert tool.name == "Echo_agent_v2"
+        assert tool.description == "Echoes what it is told."
+        assert tool.schema["parameters"]["required"] == ["message"]
+        assert await tool.run_json({"message": "x"}) == "echo: x"
+        with pytest.raises(ToolArgumentsError, match="'message' must be a string"):
+            await tool.run_json({"message": 3})
+        with pytest.raises(ToolArgumentsError, match="takes only 'message'"):
+            await tool.run_json({"message": "x", "other": 1})
 
 
 @pytest.mark.parametrize(
@@ -69,7 +71,7 @@ async def test_from_url_names_the_tool_from_the_card_and_runs_as_a_tool() -> Non
 async def test_a_card_that_does_not_match_is_refused_before_any_message(
     card_options: dict[str, object], tool_options: dict[str, object], match: str
 ) -> None:
-    async with sdk_agent(**card_options) as (base, executor):
+    async with sdk_agent(echo, **card_options) as (base, executor):
         async with A2AAgentTool(base, "echo", "Echo.", **tool_options) as tool:  # type: ignore[arg-type]
             with pytest.raises(A2ACardMismatchError, match=match):
                 await tool.send("hello")
@@ -80,10 +82,9 @@ async def test_a_failed_task_raises_with_the_agents_message() -> None:
     async def fail(text: str, updater: TaskUpdater) -> None:
         await updater.failed(updater.new_agent_message([Part(text="the disk is full")]))
 
-    async with sdk_agent(fail) as (base, _):
-        async with A2AAgentTool(base, "echo", "Echo.") as tool:
-            with pytest.raises(A2ATaskFailedError, match="failed: the disk is full") as info:
-                await tool.send("hello")
+    async with sdk_agent(fail) as (base, _), A2AAgentTool(base, "echo", "Echo.") as tool:
+        with pytest.raises(A2ATaskFailedError, match="failed: the disk is full") as info:
+            await tool.send("hello")
     assert info.value.state == "failed"
     assert info.value.agent_message == "the disk is full"
     assert info.value.task_id
@@ -93,17 +94,15 @@ async def test_a_rejected_task_is_refused() -> None:
     async def reject(text: str, updater: TaskUpdater) -> None:
         await updater.reject(updater.new_agent_message([Part(text="not my job")]))
 
-    async with sdk_agent(reject) as (base, _):
-        async with A2AAgentTool(base, "echo", "Echo.") as tool:
-            with pytest.raises(A2ARefusedError, match="rejected .*not my job"):
-                await tool.send("hello")
+    async with sdk_agent(reject) as (base, _), A2AAgentTool(base, "echo", "Echo.") as tool:
+        with pytest.raises(A2ARefusedError, match=r"rejected .*not my job"):
+            await tool.send("hello")
 
 
 async def test_an_unknown_task_id_is_refused_by_the_agent() -> None:
-    async with sdk_agent() as (base, _):
-        async with A2AAgentTool(base, "echo", "Echo.") as tool:
-            with pytest.raises(A2ARefusedError, match="TaskNotFound|not found"):
-                await tool.send("hello", task_id="no-such-task")
+    async with sdk_agent() as (base, _), A2AAgentTool(base, "echo", "Echo.") as tool:
+        with pytest.raises(A2ARefusedError, match=r"TaskNotFound|not found"):
+            await tool.send("hello", task_id="no-such-task")
 
 
 async def test_an_agent_that_is_not_listening_is_unreachable() -> None:
@@ -125,7 +124,7 @@ async def test_a_peer_that_stops_answering_mid_stream_times_out_and_its_task_is_
     async with sdk_agent(stall) as (base, executor):
         async with A2AAgentTool(base, "echo", "Echo.", idle_timeout=0.5, timeout=30) as tool:
             seen: list[str] = []
-            with pytest.raises(A2ATimeoutError, match="idle_timeout=0.5"):
+            with pytest.raises(A2ATimeoutError, match=r"idle_timeout=0.5"):
                 async for delta in tool.stream("hello"):
                     seen.append(delta)
         assert seen == ["first "]
@@ -133,8 +132,6 @@ async def test_a_peer_that_stops_answering_mid_stream_times_out_and_its_task_is_
 
 
 async def test_the_whole_call_is_bounded_by_timeout() -> None:
-    never = asyncio.Event()
-
     async def slow(text: str, updater: TaskUpdater) -> None:
         # Always talking, never done: only the whole-call timeout can end this.
         for i in range(10_000):
@@ -143,7 +140,7 @@ async def test_the_whole_call_is_bounded_by_timeout() -> None:
 
     async with sdk_agent(slow) as (base, executor):
         async with A2AAgentTool(base, "echo", "Echo.", idle_timeout=5, timeout=0.6) as tool:
-            with pytest.raises(A2ATimeoutError, match="timeout=0.6"):
+            with pytest.raises(A2ATimeoutError, match=r"timeout=0.6"):
                 await tool.send("hello")
         assert len(executor.cancelled) == 1
 
@@ -175,37 +172,29 @@ async def test_input_required_ends_the_call_and_the_task_continues() -> None:
             await updater.add_artifact([Part(text=f"booked for {text}")], artifact_id="answer")
             await updater.complete()
 
-    async with sdk_agent(ask) as (base, _):
-        async with A2AAgentTool(base, "echo", "Echo.") as tool:
-            first = await tool.send("book a table")
-            assert (first.state, first.text) == ("input-required", "for how many?")
-            second = await tool.send("4", task_id=first.task_id, context_id=first.context_id)
+    async with sdk_agent(ask) as (base, _), A2AAgentTool(base, "echo", "Echo.") as tool:
+        first = await tool.send("book a table")
+        assert (first.state, first.text) == ("input-required", "for how many?")
+        second = await tool.send("4", task_id=first.task_id, context_id=first.context_id)
     assert (second.state, second.text, second.task_id) == ("completed", "booked for 4", first.task_id)
 
 
+class PlainExecutor(AgentExecutor):
+    """Answers with a message, no task."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        await event_queue.enqueue_event(new_text_message("plain " + context.get_user_input(), role=Role.ROLE_AGENT))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise AssertionError("not cancellable")
+
+
 async def test_a_plain_message_answer() -> None:
-    async with sdk_agent() as (base, executor):
-
-        async def answer(text: str, updater: TaskUpdater) -> None:
-            raise AssertionError("not reached")
-
-        executor.behaviour = answer
-        del answer
-    # An executor that answers with a Message and no task.
-    from a2a.server.agent_execution import AgentExecutor, RequestContext
-    from a2a.server.events import EventQueue
-    from a2a_peers import card_for, sdk_app, serving
-
-    class Plain(AgentExecutor):
-        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            await event_queue.enqueue_event(new_text_message("plain " + context.get_user_input(), role=Role.ROLE_AGENT))
-
-        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-            raise AssertionError("not cancellable")
-
-    async with serving(lambda b: sdk_app(Plain(), card_for(b))) as base:
-        async with A2AAgentTool(base, "echo", "Echo.") as tool:
-            reply = await tool.send("hi")
+    async with (
+        serving(lambda b: sdk_app(PlainExecutor(), card_for(b))) as base,
+        A2AAgentTool(base, "echo", "Echo.") as tool,
+    ):
+        reply = await tool.send("hi")
     assert (reply.text, reply.state, reply.task_id) == ("plain hi", "message", "")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import httpx
+
 from a2a.client import A2ACardResolver, AgentCardResolutionError
 from a2a.types.a2a_pb2 import AgentCard
 from a2a.utils.constants import TransportProtocol

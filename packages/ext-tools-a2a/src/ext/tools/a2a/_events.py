@@ -8,6 +8,7 @@ else the text of the last agent message or status message."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from a2a.types.a2a_pb2 import Artifact, Message, Part, StreamResponse, Task, TaskState, TaskStatus
@@ -26,13 +27,14 @@ INTERRUPTED_STATES = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.T
 
 def state_name(state: int) -> str:
     """`TASK_STATE_INPUT_REQUIRED` -> `input-required`, the protocol's own spelling."""
-    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")  # type: ignore[arg-type]
+    name: str = TaskState.Name(state)
+    return name.removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
-def parts_text(parts: list[Part] | object, sep: str = "\n") -> str:
+def parts_text(parts: Iterable[Part], sep: str = "\n") -> str:
     """The text parts joined by `sep`; non-text parts are left out. An artifact's parts are joined with no
     separator: a streamed artifact arrives as chunks, each appended as a part."""
-    return sep.join(part.text for part in parts if part.HasField("text"))  # type: ignore[attr-defined]
+    return sep.join(part.text for part in parts if part.HasField("text"))
 
 
 @dataclass(frozen=True)
@@ -76,9 +78,9 @@ class Follow:
             self._status(update.status)
             return ""
         if kind == "artifact_update":
-            update = event.artifact_update
-            self.task_id = update.task_id or self.task_id
-            return self._artifact(update.artifact, append=update.append)
+            chunk = event.artifact_update
+            self.task_id = chunk.task_id or self.task_id
+            return self._artifact(chunk.artifact, append=chunk.append)
         return ""
 
     def task(self, task: Task) -> None:

@@ -11,6 +11,9 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+from google.protobuf import json_format
+from pydantic import BaseModel, ConfigDict, Field
+
 from a2a.client import A2AClientError, A2AClientTimeoutError, Client, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
     AgentCard,
@@ -24,9 +27,6 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.errors import A2AError
-from google.protobuf import json_format
-from pydantic import BaseModel, ConfigDict, Field
-
 from ext.core import (
     CancellationToken,
     CancelScope,
@@ -213,9 +213,7 @@ class A2AAgentTool(SchemaTool[A2AAgentToolConfig]):
                     streaming=cfg.streaming,
                 )
                 factory = ClientFactory(
-                    ClientConfig(
-                        streaming=cfg.streaming, httpx_client=self._http, supported_protocol_bindings=bindings
-                    )
+                    ClientConfig(streaming=cfg.streaming, httpx_client=self._http, supported_protocol_bindings=bindings)
                 )
                 self._card, self._client = card, factory.create(card)
             return self._client
@@ -297,7 +295,10 @@ class A2AAgentTool(SchemaTool[A2AAgentToolConfig]):
                         if delta:
                             yield delta
                 finally:
-                    await events.aclose()
+                    # Closing the SDK's generator closes the HTTP stream at once, not at garbage collection.
+                    aclose = getattr(events, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
                 while not follow.done:
                     if not follow.task_id:
                         raise A2ARefusedError(f"the agent at {cfg.url} ended its answer without a task or message")
@@ -329,8 +330,7 @@ class A2AAgentTool(SchemaTool[A2AAgentToolConfig]):
         except (asyncio.TimeoutError, A2AClientTimeoutError, httpx.TimeoutException) as exc:
             which = "timeout" if remaining <= self._config.idle_timeout else "idle_timeout"
             raise A2ATimeoutError(
-                f"the agent at {self._config.url} did not answer within {which}="
-                f"{getattr(self._config, which)} s"
+                f"the agent at {self._config.url} did not answer within {which}={getattr(self._config, which)} s"
             ) from exc
 
     async def _cancel_remote(self, client: Client, task_id: str) -> None:
