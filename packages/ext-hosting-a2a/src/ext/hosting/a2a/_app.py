@@ -86,9 +86,10 @@ def a2a_app(
         transports=transports,
     )
     shared = store if store is not None else InMemoryStateStore()
+    tasks = StateStoreTaskStore(shared)
     handler = DefaultRequestHandler(
-        agent_executor=ResponderExecutor(responder),
-        task_store=StateStoreTaskStore(shared),
+        agent_executor=ResponderExecutor(responder, cancelled=tasks.is_cancelled, poll_interval=poll_interval),
+        task_store=tasks,
         agent_card=card,
         event_stream=StateStoreEventStream(shared, poll_interval=poll_interval),
     )

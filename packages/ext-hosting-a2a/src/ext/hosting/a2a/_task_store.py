@@ -149,6 +149,11 @@ class StateStoreTaskStore(VersionedTaskStore):
                 await view.save(json_format.ParseDict(record.state["task"], Task()), context)
         return await view.list(params, context)
 
+    async def is_cancelled(self, task_id: str) -> bool:
+        """Whether the stored task is `canceled` (by any process); for a running turn to notice."""
+        record = await self._store.get(self._id(task_id))
+        return record is not None and _stored_state(record.state) == TaskState.TASK_STATE_CANCELED
+
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         stored = await self.get(task_id, context)
         if stored is not None:
