@@ -65,7 +65,9 @@ def start_server_process(port: int, redis_url: str) -> subprocess.Popen[bytes]:
     line = process.stdout.readline()
     if line.strip() != b"ready":
         process.kill()
-        raise RuntimeError(f"server process did not start: {line!r} {process.stderr.read() if process.stderr else b''!r}")
+        raise RuntimeError(
+            f"server process did not start: {line!r} {process.stderr.read() if process.stderr else b''!r}"
+        )
     return process
 
 
@@ -80,7 +82,13 @@ async def _serve_forever(port: int, redis_url: str) -> None:
 
     store = RedisStateStore(redis_url)
     sock = bound_socket(port)
-    app = a2a_app(FunctionResponder(answer), name="Worker", description="Echo or wait.", url=f"http://127.0.0.1:{port}", store=store)
+    app = a2a_app(
+        FunctionResponder(answer),
+        name="Worker",
+        description="Echo or wait.",
+        url=f"http://127.0.0.1:{port}",
+        store=store,
+    )
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     print("ready", flush=True)
     await server.serve(sockets=[sock])

@@ -4,11 +4,11 @@ a server killed mid-task and restarted still serves the task's state."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
-from a2a.client import ClientConfig, ClientFactory
+from a2a.client import A2AClientError, Client, ClientConfig, ClientFactory
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -42,8 +42,10 @@ def request(text: str) -> SendMessageRequest:
     )
 
 
-async def client_for(port: int, http: httpx.AsyncClient):  # type: ignore[no-untyped-def]
-    return await ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create_from_url(f"http://127.0.0.1:{port}")
+async def client_for(port: int, http: httpx.AsyncClient) -> Client:
+    return await ClientFactory(ClientConfig(streaming=True, httpx_client=http)).create_from_url(
+        f"http://127.0.0.1:{port}"
+    )
 
 
 async def test_a_task_started_on_one_server_is_read_followed_and_cancelled_on_another(redis: RedisServer) -> None:
@@ -88,7 +90,7 @@ def final_state(event: StreamResponse) -> int:
     return state
 
 
-async def _drain(events):  # type: ignore[no-untyped-def]
+async def _drain(events: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
     return [e async for e in events]
 
 
@@ -109,7 +111,7 @@ async def test_a_server_killed_mid_task_and_restarted_still_serves_the_task(redi
                     break
             server.kill()
             server.wait(10)
-            with pytest.raises(Exception):  # the stream breaks with the server: an error, not a hang
+            with pytest.raises(A2AClientError):  # the stream breaks with the server: an error, not a hang
                 await asyncio.wait_for(_drain(events), 15)
             server = start_server_process(port, redis.url)
             client = await client_for(port, http)

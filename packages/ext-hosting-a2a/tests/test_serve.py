@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
@@ -20,8 +20,9 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import TaskNotFoundError
 from a2a_hosting_support import echo, serving, slow
+from starlette.applications import Starlette
 
-from ext.core import ConfigurationError, InMemoryStateStore
+from ext.core import ConfigurationError, InMemoryStateStore, StateStore
 from ext.hosting.a2a import FunctionResponder, a2a_app
 from ext.tools.a2a import A2AAgentTool, A2ARefusedError
 
@@ -35,12 +36,16 @@ def request(text: str, *, task_id: str = "", return_immediately: bool = False) -
     )
 
 
-def app_for(fn=echo, store=None):  # type: ignore[no-untyped-def]
+def app_for(
+    fn: Callable[[str], AsyncIterator[str]] = echo, store: StateStore | None = None
+) -> Callable[[str], Starlette]:
     return lambda base: a2a_app(FunctionResponder(fn), name="Echo", description="Echoes.", url=base, store=store)
 
 
 async def sdk_client(base: str, transport: str, *, streaming: bool = True, http: httpx.AsyncClient):  # type: ignore[no-untyped-def]
-    factory = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http, supported_protocol_bindings=[transport]))
+    factory = ClientFactory(
+        ClientConfig(streaming=streaming, httpx_client=http, supported_protocol_bindings=[transport])
+    )
     return await factory.create_from_url(base)
 
 
@@ -59,11 +64,17 @@ async def test_the_sdk_client_streams_artifact_updates_ending_in_a_terminal_stat
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_the_sdk_client_sends_reads_and_cancels(transport: str) -> None:
-    async with serving(app_for(lambda t: echo(t) if t != "wait" else slow(t))) as base, httpx.AsyncClient(timeout=10) as http:
+    async with (
+        serving(app_for(lambda t: echo(t) if t != "wait" else slow(t))) as base,
+        httpx.AsyncClient(timeout=10) as http,
+    ):
         client = await sdk_client(base, transport, streaming=False, http=http)
         [done] = [e async for e in client.send_message(request("hi"))]
         assert done.task.status.state == TaskState.TASK_STATE_COMPLETED
-        assert done.task.artifacts[0].parts[0].text + "".join(p.text for p in done.task.artifacts[0].parts[1:]) == "echo: hi"
+        assert (
+            done.task.artifacts[0].parts[0].text + "".join(p.text for p in done.task.artifacts[0].parts[1:])
+            == "echo: hi"
+        )
         read = await client.get_task(GetTaskRequest(id=done.task.id))
         assert read.status.state == TaskState.TASK_STATE_COMPLETED
         [started] = [e async for e in client.send_message(request("wait", return_immediately=True))]
@@ -75,12 +86,11 @@ async def test_the_sdk_client_sends_reads_and_cancels(transport: str) -> None:
 
 
 async def test_ext_tool_calls_ext_server() -> None:
-    async with serving(app_for()) as base:
-        async with await A2AAgentTool.from_url(base, required_skills=["chat"]) as tool:
-            assert tool.name == "Echo"
-            assert [d async for d in tool.stream("abc")] == ["ech", "o: ", "abc"]
-            with pytest.raises(A2ARefusedError):
-                await tool.send("x", task_id="unknown-task")
+    async with serving(app_for()) as base, await A2AAgentTool.from_url(base, required_skills=["chat"]) as tool:
+        assert tool.name == "Echo"
+        assert [d async for d in tool.stream("abc")] == ["ech", "o: ", "abc"]
+        with pytest.raises(A2ARefusedError):
+            await tool.send("x", task_id="unknown-task")
 
 
 async def test_malformed_requests_get_protocol_errors() -> None:
@@ -89,15 +99,16 @@ async def test_malformed_requests_get_protocol_errors() -> None:
         assert parse.json()["error"]["code"] == -32700
         unknown = await http.post(base + "/", json={"jsonrpc": "2.0", "id": 1, "method": "NoSuchMethod", "params": {}})
         assert unknown.json()["error"]["code"] == -32601
-        bad = await http.post(base + "/", json={"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": 7}})
+        bad = await http.post(
+            base + "/", json={"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": 7}}
+        )
         assert bad.json()["error"]["code"] in (-32602, -32600)
 
 
 async def test_tasks_outlive_the_server_that_ran_them() -> None:
     store = InMemoryStateStore()
-    async with serving(app_for(store=store)) as base:
-        async with A2AAgentTool(base, "echo", "Echo.") as tool:
-            reply = await tool.send("keep me")
+    async with serving(app_for(store=store)) as base, A2AAgentTool(base, "echo", "Echo.") as tool:
+        reply = await tool.send("keep me")
     async with serving(app_for(store=store)) as base, httpx.AsyncClient(timeout=10) as http:
         client = await sdk_client(base, "JSONRPC", http=http)
         task = await client.get_task(GetTaskRequest(id=reply.task_id))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from starlette.applications import Starlette
+
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes, create_rest_routes
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
-from starlette.applications import Starlette
-
 from ext.core import ConfigurationError, InMemoryStateStore, StateStore
 
 from ._executor import ResponderExecutor
@@ -44,7 +44,9 @@ def agent_card(
         name=name,
         description=description or name,
         version=version,
-        supported_interfaces=[AgentInterface(url=where[t], protocol_binding=t, protocol_version="1.0") for t in transports],
+        supported_interfaces=[
+            AgentInterface(url=where[t], protocol_binding=t, protocol_version="1.0") for t in transports
+        ],
         capabilities=AgentCapabilities(streaming=True),
         skills=skills,
         default_input_modes=["text/plain"],

@@ -17,7 +17,6 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Part, TaskState
-
 from ext.core import CancellationToken
 
 from ._responders import InputRequired, Responder
@@ -101,7 +100,7 @@ class ResponderExecutor(AgentExecutor):
 
     async def _watch(self, task_id: str) -> None:
         assert self._cancelled is not None
-        while not await self._cancelled(task_id):
+        while not await self._cancelled(task_id):  # noqa: ASYNC110 - polling a store other processes write
             await asyncio.sleep(self._poll)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

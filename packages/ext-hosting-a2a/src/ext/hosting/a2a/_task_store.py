@@ -18,6 +18,8 @@ import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+from google.protobuf import json_format
+
 from a2a.server.cluster import (
     ConcurrentTaskModificationError,
     StoredTask,
@@ -30,9 +32,15 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.tasks import InMemoryTaskStore
-from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, StreamResponse, Task, TaskState
-from google.protobuf import json_format
-
+from a2a.types.a2a_pb2 import (
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    StreamResponse,
+    Task,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
 from ext.core import AgentId, StateConflictError, StateStore
 
 logger = logging.getLogger(__name__)
@@ -53,9 +61,9 @@ def _event_json(event: Event) -> dict[str, Any]:
     response = StreamResponse()
     if isinstance(event, Task):
         response.task.CopyFrom(event)
-    elif event.DESCRIPTOR.name == "Message":
+    elif isinstance(event, Message):
         response.message.CopyFrom(event)
-    elif event.DESCRIPTOR.name == "TaskStatusUpdateEvent":
+    elif isinstance(event, TaskStatusUpdateEvent):
         response.status_update.CopyFrom(event)
     else:
         response.artifact_update.CopyFrom(event)
@@ -180,9 +188,7 @@ class StateStoreEventStream(TaskEventStream):
     async def publish(self, task_id: str, event: VersionedEvent) -> None:
         del task_id, event
 
-    async def subscribe(  # type: ignore[override]
-        self, task_id: str, *, after: TaskVersion
-    ) -> AsyncGenerator[VersionedEvent, None]:
+    async def subscribe(self, task_id: str, *, after: TaskVersion) -> AsyncGenerator[VersionedEvent, None]:
         cursor = _version_int(after) or 0
         while True:
             record = await self._store.get(AgentId(self._type, task_id))
