@@ -75,8 +75,15 @@ async def test_a2a_serve_an_agent_spec(tmp_path: Path) -> None:
 
 async def test_a2a_serve_needs_exactly_one_source() -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "ext.cli", "a2a", "serve", cwd=HERE, env=clean_env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "ext.cli",
+        "a2a",
+        "serve",
+        cwd=HERE,
+        env=clean_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2

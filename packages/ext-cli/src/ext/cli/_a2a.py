@@ -24,9 +24,7 @@ def a2a_group() -> None:
 
 @a2a_group.command("serve")
 @click.option("--agent", "agent_file", type=click.Path(dir_okay=False, exists=True), help="An agent spec file.")
-@click.option(
-    "--pipeline", "pipeline_file", type=click.Path(dir_okay=False, exists=True), help="A chat pipeline file."
-)
+@click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False, exists=True), help="A chat pipeline file.")
 @click.option("--name", help="The agent's name on its card (default: the spec's name, or the pipeline file's stem).")
 @click.option("--description", help="The agent's description on its card.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
