@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from .__about__ import __version__
+from ._a2a import a2a_group
 from ._context import State, run_command
 from ._errors import CliError
-from ._a2a import a2a_group
 from ._eval import eval_command
 
 
