@@ -83,7 +83,11 @@ def reference_app(answer: Answer, url: str) -> Starlette:
 
 def ext_app(answer: Answer, url: str) -> Starlette:
     return a2a_app(
-        FunctionResponder(answer), name="bench", description="bench", url=url, store=InMemoryStateStore(),
+        FunctionResponder(answer),
+        name="bench",
+        description="bench",
+        url=url,
+        store=InMemoryStateStore(),
         transports=("JSONRPC",),
     )
 

@@ -99,6 +99,8 @@ class StateStoreTaskStore(VersionedTaskStore):
         self._store = store
         self._owner = owner_resolver
         self._type = task_type
+        # Per running task: the version, owner and event log this process last wrote (dropped when it ends).
+        self._last: dict[str, tuple[int, str, list[Any]]] = {}
 
     def _id(self, task_id: str) -> AgentId:
         return AgentId(self._type, task_id)
@@ -114,31 +116,41 @@ class StateStoreTaskStore(VersionedTaskStore):
     ) -> TaskVersion:
         owner = self._owner(context)
         key = self._id(task.id)
-        record = await self._store.get(key)
-        events: list[Any] = list(record.state.get("events", [])) if record is not None else []
-        if record is not None and record.state.get("owner") != owner:
-            raise ConcurrentTaskModificationError(task.id)
-        if task.status.state == TaskState.TASK_STATE_CANCELED and event is not None and prev is not None:
-            # A cancel overwrites any non-terminal state without a version check (the SDK's contract).
-            if record is None or _stored_state(record.state) in TERMINAL:
-                raise ConcurrentTaskModificationError(task.id)
-            expected: int | None = record.version
+        expected = _version_int(prev_version)
+        cancel = task.status.state == TaskState.TASK_STATE_CANCELED and event is not None and prev is not None
+        known = self._last.get(task.id)
+        if known is not None and known[0] == expected and known[1] == owner and not cancel:
+            # This process wrote the version the caller derives from: no read needed (the put still checks it).
+            events: list[Any] = list(known[2])
         else:
-            expected = _version_int(prev_version)
-            if record is not None and expected is None and not prev_version.is_missing:
+            record = await self._store.get(key)
+            if record is not None and record.state.get("owner") != owner:
                 raise ConcurrentTaskModificationError(task.id)
-        state = {"owner": owner, "task": json_format.MessageToDict(task), "events": events}
+            events = list(record.state.get("events", [])) if record is not None else []
+            if cancel:
+                # A cancel overwrites any non-terminal state without a version check (the SDK's contract).
+                if record is None or _stored_state(record.state) in TERMINAL:
+                    raise ConcurrentTaskModificationError(task.id)
+                expected = record.version
+        task_json = json_format.MessageToDict(task)
+        # Every store here numbers a record's writes one by one; the event is logged under the version its write
+        # should get, and logged again under the one it got if a store numbers otherwise.
+        predicted = (expected or 0) + 1
+        if event is not None:
+            events.append([predicted, _event_json(event)])
+            del events[:-EVENT_WINDOW]
         try:
-            if event is not None:
-                # The version this write will get is not known before the put; the log records it after.
-                version = await self._store.put(key, {**state, "events": events}, expected)
-                events.append([version, _event_json(event)])
-                del events[:-EVENT_WINDOW]
-                version = await self._store.put(key, {**state, "events": events}, version)
-            else:
-                version = await self._store.put(key, state, expected)
+            version = await self._store.put(key, {"owner": owner, "task": task_json, "events": events}, expected)
+            if event is not None and version != predicted:
+                events[-1] = [version, events[-1][1]]
+                version = await self._store.put(key, {"owner": owner, "task": task_json, "events": events}, version)
         except StateConflictError:
+            self._last.pop(task.id, None)
             raise ConcurrentTaskModificationError(task.id) from None
+        if task.status.state in TERMINAL:
+            self._last.pop(task.id, None)
+        else:
+            self._last[task.id] = (version, owner, events)
         return TaskVersion(version)
 
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
