@@ -120,7 +120,7 @@ async def main(blocks: int, block: int, chunks: int) -> None:
             factory = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http))
             sides: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
             for name, make in (("SDK", reference_app), ("SDK (A/A)", reference_app), ("ext", ext_app)):
-                url = await serve(stack, lambda u, make=make: make(answer, u))  # type: ignore[misc]
+                url = await serve(stack, lambda u, make=make, answer=answer: make(answer, u))  # type: ignore[misc]
                 client: Client = await factory.create_from_url(url)
 
                 def op(client: Client = client) -> Awaitable[Any]:
