@@ -73,6 +73,57 @@ async def test_a2a_serve_an_agent_spec(tmp_path: Path) -> None:
     assert any((tmp_path / "store").rglob("*"))
 
 
+async def test_a2a_serve_a_pipeline_file(tmp_path: Path) -> None:
+    async with OpenAIServer(api_key=KEY) as server:
+        server.enqueue(Reply(text="From the pipeline"))
+        pipeline = tmp_path / "helper.yaml"
+        pipeline.write_text(
+            yaml.safe_dump(
+                {
+                    "client": {
+                        "provider": "openai",
+                        "options": {
+                            "endpoint": server.base_url + "/v1",
+                            "default_model": "gpt-4o-mini",
+                            "api_key_env": "OPENAI_API_KEY",
+                            "max_retries": 0,
+                        },
+                    },
+                    "middleware": [{"retry": {"max_retries": 0}}],
+                }
+            )
+        )
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "ext.cli",
+            "a2a",
+            "serve",
+            "--pipeline",
+            str(pipeline),
+            "--description",
+            "A helpful pipeline.",
+            "--port",
+            str(port),
+            cwd=HERE,
+            env=clean_env(OPENAI_API_KEY=KEY),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert proc.stderr is not None
+            line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
+            assert f"serving 'helper' over A2A at http://127.0.0.1:{port}" in line, line
+            async with await A2AAgentTool.from_url(f"http://127.0.0.1:{port}") as tool:
+                assert (tool.name, tool.description) == ("helper", "A helpful pipeline.")
+                reply = await tool.send("hello")
+            assert (reply.state, reply.text) == ("completed", "From the pipeline")
+        finally:
+            proc.terminate()
+            await asyncio.wait_for(proc.wait(), 20)
+
+
 async def test_a2a_serve_needs_exactly_one_source() -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
