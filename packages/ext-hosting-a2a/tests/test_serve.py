@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 
 from ext.core import ConfigurationError, InMemoryStateStore, StateStore
 from ext.hosting.a2a import FunctionResponder, a2a_app
-from ext.tools.a2a import A2AAgentTool, A2ARefusedError
+from ext.tools.a2a import A2AAgentTool, A2ARefusedError, A2ATaskFailedError
 
 TRANSPORTS = ["JSONRPC", "HTTP+JSON"]
 
@@ -121,3 +121,15 @@ def test_bad_configuration_is_refused() -> None:
         a2a_app(FunctionResponder(echo), name="x", url="http://127.0.0.1:1", transports=["GRPC"])
     with pytest.raises(ConfigurationError, match="url must be"):
         a2a_app(FunctionResponder(echo), name="x", url="127.0.0.1:1")
+
+
+async def test_an_agent_error_fails_the_task_with_its_message() -> None:
+    async def broken(text: str) -> AsyncIterator[str]:
+        yield "partial "
+        raise RuntimeError("the model is down")
+
+    async with serving(app_for(broken)) as base, A2AAgentTool(base, "echo", "Echo.") as tool:
+        with pytest.raises(A2ATaskFailedError) as info:
+            await tool.send("hi")
+    assert info.value.state == "failed"
+    assert info.value.agent_message == "RuntimeError: the model is down"
