@@ -133,3 +133,27 @@ async def test_an_agent_error_fails_the_task_with_its_message() -> None:
             await tool.send("hi")
     assert info.value.state == "failed"
     assert info.value.agent_message == "RuntimeError: the model is down"
+
+
+async def test_an_a2a_0_3_client_is_answered_in_0_3() -> None:
+    # The A2A 0.3 wire (method names, `kind` fields, camelCase) as 0.3 peers send it.
+    send = {
+        "jsonrpc": "2.0",
+        "id": "1",
+        "method": "message/send",
+        "params": {
+            "message": {
+                "role": "user",
+                "parts": [{"kind": "text", "text": "old"}],
+                "kind": "message",
+                "messageId": "m1",
+            }
+        },
+    }
+    async with serving(app_for()) as base, httpx.AsyncClient(timeout=10) as http:
+        task = (await http.post(base + "/", json=send)).json()["result"]
+        assert (task["kind"], task["status"]["state"]) == ("task", "completed")
+        assert "".join(p["text"] for p in task["artifacts"][0]["parts"]) == "echo: old"
+        get = {"jsonrpc": "2.0", "id": "2", "method": "tasks/get", "params": {"id": task["id"]}}
+        read = (await http.post(base + "/", json=get)).json()["result"]
+        assert (read["id"], read["status"]["state"]) == (task["id"], "completed")

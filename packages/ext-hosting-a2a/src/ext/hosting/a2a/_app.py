@@ -63,11 +63,13 @@ def a2a_app(
     store: StateStore | None = None,
     transports: Sequence[str] = (JSONRPC, HTTP_JSON),
     poll_interval: float = 0.1,
+    v0_3_compat: bool = True,
 ) -> Starlette:
     """Serve `agent` (a `Responder`, or a `ChatAgent`) at `url` (the address clients reach, written in the card).
 
     Tasks are kept in `store` (an ext `StateStore`; in memory when None): every process serving the same agent on
-    the same store (a file store, Redis) reads, follows and cancels the same tasks, and they survive restarts."""
+    the same store (a file store, Redis) reads, follows and cancels the same tasks, and they survive restarts.
+    With `v0_3_compat` (the default) the endpoints also answer A2A 0.3 clients (`message/send`, `tasks/get`...)."""
     for t in transports:
         if t not in (JSONRPC, HTTP_JSON):
             raise ConfigurationError(f"transports: {t!r} is not served here; use {JSONRPC!r} and/or {HTTP_JSON!r}")
@@ -97,7 +99,7 @@ def a2a_app(
     )
     routes: list[Any] = [*create_agent_card_routes(card)]
     if JSONRPC in transports:
-        routes += create_jsonrpc_routes(handler, rpc_url="/")
+        routes += create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=v0_3_compat)
     if HTTP_JSON in transports:
-        routes += create_rest_routes(handler, path_prefix=REST_PREFIX)
+        routes += create_rest_routes(handler, path_prefix=REST_PREFIX, enable_v0_3_compat=v0_3_compat)
     return Starlette(routes=routes)
