@@ -34,6 +34,7 @@ from pathlib import Path
 from _workspace import Finding, canonical_name, discover, import_name, python_files, requirement_name, run_check
 
 IMPORT_NAMES: Mapping[str, str] = {
+    "a2a": "a2a-sdk",
     "azure.ai.inference": "azure-ai-inference",
     "azure.core": "azure-core",
     "dotenv": "python-dotenv",

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from .__about__ import __version__
+from ._a2a import a2a_group
 from ._context import State, run_command
 from ._errors import CliError
 from ._eval import eval_command
@@ -471,6 +472,7 @@ def config_check(ctx: click.Context, file: str) -> None:
 
 
 cli.add_command(eval_command)
+cli.add_command(a2a_group)
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
