@@ -24,9 +24,11 @@ import sqlite_vec
 from pydantic import BaseModel, ConfigDict, Field
 
 from ext.core import (
+    ALL_SEARCH_MODES,
     BaseVectorStore,
     ClientClosedError,
     ConfigurationError,
+    KeywordQuery,
     MetadataValue,
     VectorMatch,
     VectorQuery,
@@ -49,6 +51,32 @@ CREATE TABLE IF NOT EXISTS ext_records (
     PRIMARY KEY (collection, id)
 );
 """
+# Keyword search: an FTS5 index over ext_records' text (external content: the text is stored once), kept in step by
+# triggers, so every writer (another store, another process) updates it in its own transaction. Upserts update rows
+# in place (ON CONFLICT DO UPDATE) so the rowid, which the index keys on, stays the row's. `ext_changes` logs each
+# written id for the approximate index of other connections (`_ann`).
+_SEARCH_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS ext_fts USING fts5(
+    text, content='ext_records', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TABLE IF NOT EXISTS ext_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, collection TEXT NOT NULL, id TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS ext_records_ai AFTER INSERT ON ext_records BEGIN
+    INSERT INTO ext_fts(rowid, text) VALUES (new.rowid, new.text);
+    INSERT INTO ext_changes(collection, id) VALUES (new.collection, new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS ext_records_ad AFTER DELETE ON ext_records BEGIN
+    INSERT INTO ext_fts(ext_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+    INSERT INTO ext_changes(collection, id) VALUES (old.collection, old.id);
+END;
+CREATE TRIGGER IF NOT EXISTS ext_records_au AFTER UPDATE ON ext_records BEGIN
+    INSERT INTO ext_fts(ext_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+    INSERT INTO ext_fts(rowid, text) VALUES (new.rowid, new.text);
+    INSERT INTO ext_changes(collection, id) VALUES (new.collection, new.id);
+END;
+"""
+_TABLES = ("ext_collections", "ext_records", "ext_fts", "ext_changes")
 
 _UNUSABLE = (apsw.CantOpenError, apsw.IOError, apsw.PermissionsError, apsw.NotADBError)
 # SQLite JSON paths have no escape for a double quote: keys are limited to what `$."key"` can name.
@@ -113,6 +141,18 @@ def _condition(key: str, values: list[MetadataValue], params: list[Any]) -> str:
     return "(" + " OR ".join(options) + ")"
 
 
+def _has_schema(conn: apsw.Connection) -> bool:
+    names = ",".join(f"'{name}'" for name in _TABLES)
+    row = conn.execute(f"SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ({names})").fetchone()
+    return row is not None and row[0] == len(_TABLES)
+
+
+def _match(terms: list[str]) -> str:
+    """An FTS5 query matching any of `terms`, each a quoted string (a phrase of its tokens): the text is never
+    read as FTS5 syntax (`AND`, `NEAR`, `*`, `^`, column filters), whatever it holds. FTS5 escapes `"` by doubling."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
 def _where(filter: dict[str, list[MetadataValue]], params: list[Any]) -> str:
     return "".join(f" AND {_condition(key, values, params)}" for key, values in filter.items())
 
@@ -124,6 +164,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
     blocks on disk; each batch is one transaction.
     """
 
+    search_modes = ALL_SEARCH_MODES
     component_config_schema = SqliteVectorStoreConfig
     component_provider_override = "ext.vectors.sqlite.SqliteVectorStore"
 
@@ -185,12 +226,14 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
             conn.execute("PRAGMA foreign_keys = ON")
             # Only a file without the tables takes the write lock to make them: readers need not queue behind
             # a writer's transaction just to open the file.
-            found = conn.execute(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('ext_collections', 'ext_records')"
-            ).fetchone()
-            if found is None or found[0] != 2:
+            if not _has_schema(conn):
                 with _writing(conn):
                     conn.execute(_SCHEMA)
+                    if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'ext_fts'").fetchone() is None:
+                        # A file written before keyword search: index the text it already holds.
+                        conn.execute(_SEARCH_SCHEMA)
+                        conn.execute("INSERT INTO ext_fts(ext_fts) VALUES ('rebuild')")
+                    conn.execute(_SEARCH_SCHEMA)
         except _UNUSABLE as exc:
             conn.close()
             raise VectorStoreUnavailableError(f"SQLite database {self._path!r} cannot be opened: {exc}") from exc
@@ -242,8 +285,9 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
             with _writing(conn):  # one transaction: a failure rolls the whole batch back
                 self._require(conn)
                 conn.executemany(
-                    "INSERT OR REPLACE INTO ext_records(collection, id, embedding, text, metadata) "
-                    "VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO ext_records(collection, id, embedding, text, metadata) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (collection, id) DO UPDATE SET embedding = excluded.embedding, "
+                    "text = excluded.text, metadata = excluded.metadata",
                     rows,
                 )
 
@@ -267,6 +311,26 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
             self._require(conn)
             return [
                 VectorMatch(id=row[0], score=float(row[1]), text=row[2], metadata=json.loads(row[3]))
+                for row in conn.execute(sql, params)
+            ]
+
+        return await self._run(work)
+
+    _match = staticmethod(_match)
+
+    async def _keyword_query(self, query: KeywordQuery) -> list[VectorMatch]:
+        params: list[Any] = [self._match(query.terms), self.collection_name]
+        where = _where(query.filter, params)
+        params.append(query.top_k)
+        sql = (
+            "SELECT r.id, r.text, r.metadata FROM ext_fts JOIN ext_records AS r ON r.rowid = ext_fts.rowid "
+            f"WHERE ext_fts MATCH ? AND r.collection = ?{where} ORDER BY bm25(ext_fts), r.id LIMIT ?"
+        )
+
+        def work(conn: apsw.Connection) -> list[VectorMatch]:
+            self._require(conn)
+            return [
+                VectorMatch(id=row[0], score=0.0, text=row[1], metadata=json.loads(row[2]))
                 for row in conn.execute(sql, params)
             ]
 
