@@ -1,6 +1,10 @@
 """`SqliteVectorStore`: ext-core's `VectorStore` in one SQLite file (or in memory), with the `sqlite-vec`
 extension loaded through apsw (which bundles its own SQLite, so it works on Python builds that cannot load
-SQLite extensions). Search is exact: a scan with `vec_distance_cosine`, filters in SQL (README: why).
+SQLite extensions). A collection of fewer than `index_threshold` records is searched exactly, by a scan with
+`vec_distance_cosine` and filters in SQL; a larger one through an in-memory index (`_ann`: exact SIMD scan up to
+`exact_limit` records, HNSW past it) that follows the rows, with filters checked in SQL on an adaptively grown
+candidate list and an exact scan when a filter is too selective for that (README: the numbers). Keyword search is
+SQLite's FTS5.
 
 Writes run in `BEGIN IMMEDIATE` transactions: the write lock is taken first, so a second writer (another store,
 another process) waits up to `busy_timeout` for it. A deferred transaction that reads before it writes could not
@@ -21,7 +25,7 @@ from typing import Any, TypeVar
 
 import apsw
 import sqlite_vec
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ext.core import (
     ALL_SEARCH_MODES,
@@ -37,6 +41,7 @@ from ext.core import (
     VectorStoreOptions,
     VectorStoreUnavailableError,
 )
+from ext.vectors.sqlite._ann import VectorIndex, prune_log
 
 T = TypeVar("T")
 
@@ -92,11 +97,36 @@ class SqliteVectorStoreConfig(BaseModel):
     collection_name: str = Field(min_length=1, description="The collection in that file.")
     vector_size: int = Field(gt=0, description="Dimensions of each vector.")
     busy_timeout: float = Field(default=5.0, ge=0, description="Seconds to wait for another writer's lock.")
+    index_threshold: int | None = Field(
+        default=1000,
+        ge=0,
+        description="Collections of at least this many records are searched through the in-memory index; smaller "
+        "ones by an exact SQL scan. None: always the scan.",
+    )
+    exact_limit: int = Field(
+        default=20_000, ge=0, description="Up to this many records the index is scanned exactly (SIMD); past it, HNSW."
+    )
+    hnsw_connectivity: int = Field(default=16, ge=2, le=256, description="HNSW graph degree (usearch `connectivity`).")
+    hnsw_expansion_add: int = Field(default=128, ge=1, le=4096, description="HNSW build quality.")
+    hnsw_expansion_search: int = Field(
+        default=256, ge=1, le=4096, description="HNSW candidates per query (raised to the count asked for)."
+    )
 
 
 def _pack(vector: list[float]) -> bytes:
     # sqlite-vec reads a BLOB as little-endian float32, the layout of array('f') on every platform we ship to.
     return array("f", vector).tobytes()
+
+
+@contextmanager
+def _reading(conn: apsw.Connection) -> Iterator[None]:
+    """One read transaction: the change log, the rows and the results of a search see the same snapshot."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
 
 
 @contextmanager
@@ -169,9 +199,34 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
     component_provider_override = "ext.vectors.sqlite.SqliteVectorStore"
 
     def __init__(
-        self, path: str = ":memory:", *, collection_name: str, vector_size: int, busy_timeout: float = 5.0
+        self,
+        path: str = ":memory:",
+        *,
+        collection_name: str,
+        vector_size: int,
+        busy_timeout: float = 5.0,
+        index_threshold: int | None = 1000,
+        exact_limit: int = 20_000,
+        hnsw_connectivity: int = 16,
+        hnsw_expansion_add: int = 128,
+        hnsw_expansion_search: int = 256,
     ) -> None:
         super().__init__(collection_name=collection_name, vector_size=vector_size)
+        try:
+            self._index_config = SqliteVectorStoreConfig(
+                collection_name=collection_name,
+                vector_size=vector_size,
+                index_threshold=index_threshold,
+                exact_limit=exact_limit,
+                hnsw_connectivity=hnsw_connectivity,
+                hnsw_expansion_add=hnsw_expansion_add,
+                hnsw_expansion_search=hnsw_expansion_search,
+            )
+        except ValidationError as exc:
+            error = exc.errors(include_input=False, include_url=False)[0]
+            raise ConfigurationError(f"SqliteVectorStore: {error['loc'][0]}: {error['msg']}") from None
+        self._index: VectorIndex | None = None
+        self._sized: tuple[int, int] | None = None  # (log position, record count) when last counted
         if not isinstance(path, str) or not path:
             raise ConfigurationError(f"SqliteVectorStore: path must be a file path or ':memory:', got {path!r}")
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or not 0 <= busy_timeout < 1e6:
@@ -284,6 +339,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         def work(conn: apsw.Connection) -> None:
             with _writing(conn):  # one transaction: a failure rolls the whole batch back
                 self._require(conn)
+                prune_log(conn)
                 conn.executemany(
                     "INSERT INTO ext_records(collection, id, embedding, text, metadata) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT (collection, id) DO UPDATE SET embedding = excluded.embedding, "
@@ -292,6 +348,68 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
                 )
 
         await self._run(work)
+
+    # --- the in-memory index (`_ann`) -------------------------------------------------------------------
+
+    def _index_for(self, conn: apsw.Connection) -> VectorIndex | None:
+        """The collection's index, level with the rows, or None while the collection is below the threshold."""
+        config = self._index_config
+        if self._index is None:
+            threshold = config.index_threshold
+            if threshold is None:
+                return None
+            if threshold > 0:
+                last = conn.execute("SELECT max(seq) FROM ext_changes").fetchone()
+                position = -1 if last is None or last[0] is None else int(last[0])
+                if self._sized is None or self._sized[0] != position:
+                    row = conn.execute(
+                        "SELECT count(*) FROM ext_records WHERE collection = ?", (self.collection_name,)
+                    ).fetchone()
+                    self._sized = (position, 0 if row is None else int(row[0]))
+                if self._sized[1] < threshold:
+                    return None
+            self._index = VectorIndex(
+                self.collection_name,
+                self.vector_size,
+                connectivity=config.hnsw_connectivity,
+                expansion_add=config.hnsw_expansion_add,
+                expansion_search=config.hnsw_expansion_search,
+            )
+        self._index.sync(conn)
+        return self._index
+
+    def _indexed_query(self, conn: apsw.Connection, index: VectorIndex, query: VectorQuery) -> list[VectorMatch] | None:
+        """The query through the index, or None when its filter is too selective for the candidates it gives
+        (then the exact scan answers). Filters are checked in SQL on the candidates, whose number grows until
+        `top_k` of them pass: never a filter applied after a cut at `top_k`."""
+        exact = len(index) <= self._index_config.exact_limit
+        count = query.top_k if not query.filter else max(4 * query.top_k, 40)
+        while True:
+            candidates = index.search(query.vector, count, exact=exact)
+            params: list[Any] = [self.collection_name, json.dumps([id_ for id_, _ in candidates])]
+            sql = (
+                "SELECT id, text, metadata FROM ext_records WHERE collection = ? "
+                "AND id IN (SELECT value FROM json_each(?))" + _where(query.filter, params)
+            )
+            rows = {row[0]: (row[1], row[2]) for row in conn.execute(sql, params)}
+            floor = -2.0 if query.min_score is None else query.min_score
+            found = [(id_, score) for id_, score in candidates if id_ in rows and score >= floor]
+            done = (
+                len(found) >= query.top_k
+                or len(candidates) < count  # the whole index was searched
+                or (candidates and candidates[-1][1] < floor)  # no further candidate can pass min_score
+                or not query.filter
+            )
+            if done:
+                break
+            if count * 4 > max(len(index) // 4, 1000):
+                return None  # a selective filter: the exact scan, over the matching rows only, is cheaper
+            count *= 4
+        found.sort(key=lambda item: (-item[1], item[0]))
+        return [
+            VectorMatch(id=id_, score=score, text=rows[id_][0], metadata=json.loads(rows[id_][1]))
+            for id_, score in found[: query.top_k]
+        ]
 
     async def _query(self, query: VectorQuery) -> list[VectorMatch]:
         params: list[Any] = [_pack(query.vector), self.collection_name]
@@ -308,11 +426,17 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         )
 
         def work(conn: apsw.Connection) -> list[VectorMatch]:
-            self._require(conn)
-            return [
-                VectorMatch(id=row[0], score=float(row[1]), text=row[2], metadata=json.loads(row[3]))
-                for row in conn.execute(sql, params)
-            ]
+            with _reading(conn):
+                self._require(conn)
+                index = self._index_for(conn)
+                if index is not None:
+                    indexed = self._indexed_query(conn, index, query)
+                    if indexed is not None:
+                        return indexed
+                return [
+                    VectorMatch(id=row[0], score=float(row[1]), text=row[2], metadata=json.loads(row[3]))
+                    for row in conn.execute(sql, params)
+                ]
 
         return await self._run(work)
 
@@ -395,6 +519,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
             return
 
         def shut() -> None:
+            self._index = None
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -405,12 +530,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
     # --- components ----------------------------------------------------------------------------------
 
     def _to_config(self) -> SqliteVectorStoreConfig:
-        return SqliteVectorStoreConfig(
-            path=self._path,
-            collection_name=self.collection_name,
-            vector_size=self.vector_size,
-            busy_timeout=self._busy_timeout,
-        )
+        return self._index_config.model_copy(update={"path": self._path, "busy_timeout": self._busy_timeout})
 
     @classmethod
     def _from_config(cls, config: SqliteVectorStoreConfig) -> SqliteVectorStore:
@@ -419,4 +539,9 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
             collection_name=config.collection_name,
             vector_size=config.vector_size,
             busy_timeout=config.busy_timeout,
+            index_threshold=config.index_threshold,
+            exact_limit=config.exact_limit,
+            hnsw_connectivity=config.hnsw_connectivity,
+            hnsw_expansion_add=config.hnsw_expansion_add,
+            hnsw_expansion_search=config.hnsw_expansion_search,
         )
