@@ -59,7 +59,9 @@ class Ext:
             chunk = data[first : first + BATCH]
             await self.store.upsert(
                 [
-                    VectorRecord(id=str(first + i), vector=v.tolist(), metadata={"i": first + i, "part": (first + i) % 10})
+                    VectorRecord(
+                        id=str(first + i), vector=v.tolist(), metadata={"i": first + i, "part": (first + i) % 10}
+                    )
                     for i, v in enumerate(chunk)
                 ]
             )

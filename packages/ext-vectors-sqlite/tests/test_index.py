@@ -8,12 +8,13 @@ import asyncio
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import apsw
 import numpy as np
 import pytest
 
-from ext.core import ConfigurationError, VectorRecord
+from ext.core import BaseVectorStore, ConfigurationError, VectorRecord
 from ext.vectors.sqlite import SqliteVectorStore
 
 DIM = 32
@@ -30,7 +31,9 @@ def _data(n: int = N, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def _records(data: np.ndarray, first: int = 0) -> list[VectorRecord]:
     return [
-        VectorRecord(id=f"r{first + i}", vector=v.tolist(), text=f"row {first + i}", metadata={"part": (first + i) % 10})
+        VectorRecord(
+            id=f"r{first + i}", vector=v.tolist(), text=f"row {first + i}", metadata={"part": (first + i) % 10}
+        )
         for i, v in enumerate(data)
     ]
 
@@ -46,7 +49,7 @@ def _store(path: str, **options: object) -> SqliteVectorStore:
     return SqliteVectorStore(path, collection_name="c", vector_size=DIM, **options)  # type: ignore[arg-type]
 
 
-async def _ids(store: SqliteVectorStore, vector: np.ndarray, **kwargs: object) -> list[str]:
+async def _ids(store: BaseVectorStore[Any], vector: np.ndarray, **kwargs: object) -> list[str]:
     return [m.id for m in await store.query(vector.tolist(), **kwargs)]  # type: ignore[arg-type]
 
 
@@ -108,7 +111,7 @@ async def test_filters_apply_before_the_cut(path: str, exact_limit: int) -> None
 
 
 async def test_follows_writes_of_another_store(path: str) -> None:
-    data, queries = _data()
+    data, _queries = _data()
     await _fill(path, data)
     async with _store(path) as reader, _store(path) as writer:
         assert (await _ids(reader, data[5], top_k=1)) == ["r5"]
@@ -123,7 +126,7 @@ async def test_follows_writes_of_another_store(path: str) -> None:
 
 
 async def test_rebuilds_when_the_log_no_longer_reaches_back(path: str) -> None:
-    data, _ = _data()
+    data, _queries = _data()
     await _fill(path, data)
     async with _store(path) as reader:
         assert (await _ids(reader, data[5], top_k=1)) == ["r5"]

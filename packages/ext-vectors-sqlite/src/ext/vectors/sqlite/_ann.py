@@ -33,7 +33,8 @@ def _unit(blobs: Sequence[bytes], size: int) -> np.ndarray:
 
 def log_position(conn: apsw.Connection) -> tuple[int, int]:
     """(first, last) sequence numbers in the change log; (0, 0) when it is empty."""
-    row = conn.execute("SELECT min(seq), max(seq) FROM ext_changes").fetchone()
+    # Two subqueries: SQLite reads min() or max() of a rowid from the b-tree's edge only when each stands alone.
+    row = conn.execute("SELECT (SELECT min(seq) FROM ext_changes), (SELECT max(seq) FROM ext_changes)").fetchone()
     if row is None or row[0] is None:
         return 0, 0
     return int(row[0]), int(row[1])
@@ -51,19 +52,24 @@ class VectorIndex:
         self._collection = collection
         self._size = size
         self._expansion_search = expansion_search
-        self._index = Index(
-            ndim=size,
-            metric="ip",
-            dtype="f32",
-            connectivity=connectivity,
-            expansion_add=expansion_add,
-            expansion_search=expansion_search,
-        )
+        self._connectivity = connectivity
+        self._expansion_add = expansion_add
+        self._index = self._new_index()
         self._key_of: dict[str, int] = {}
         self._id_of: dict[int, str] = {}
         self._next_key = 0
         self._removed = 0  # entries HNSW keeps as tombstones: past the live count, a rebuild is cheaper
         self._seq = -1  # no change applied yet: the first sync builds
+
+    def _new_index(self) -> Index:
+        return Index(
+            ndim=self._size,
+            metric="ip",
+            dtype="f32",
+            connectivity=self._connectivity,
+            expansion_add=self._expansion_add,
+            expansion_search=self._expansion_search,
+        )
 
     def __len__(self) -> int:
         return len(self._key_of)
@@ -93,7 +99,7 @@ class VectorIndex:
         )
 
     def _rebuild(self, conn: apsw.Connection, last: int) -> None:
-        self._index.reset()
+        self._index = self._new_index()
         self._removed = 0
         self._key_of.clear()
         self._id_of.clear()
@@ -130,7 +136,8 @@ class VectorIndex:
         query = np.asarray(vector, dtype=np.float64)
         query = (query / np.linalg.norm(query)).astype(np.float32)
         count = min(count, len(self._key_of))
-        self._index.expansion_search = max(self._expansion_search, count)
+        # usearch's setter is public but unannotated, which mypy reads as no setter at all.
+        self._index.expansion_search = max(self._expansion_search, count)  # type: ignore[misc]
         found = self._index.search(query, count, exact=exact, threads=1)
         return [
             (self._id_of[int(key)], 1.0 - float(distance))
