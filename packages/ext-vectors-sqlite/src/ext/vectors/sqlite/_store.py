@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import apsw
@@ -42,50 +39,21 @@ from ext.core import (
     VectorStoreUnavailableError,
 )
 from ext.vectors.sqlite._ann import VectorIndex, prune_log
+from ext.vectors.sqlite._sql import (
+    SCHEMA,
+    SEARCH_SCHEMA,
+    fts_match,
+    has_schema,
+    pack,
+    reading,
+    unpack,
+    where_sql,
+    writing,
+)
 
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS ext_collections (name TEXT PRIMARY KEY, vector_size INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS ext_records (
-    collection TEXT NOT NULL REFERENCES ext_collections(name) ON DELETE CASCADE,
-    id TEXT NOT NULL,
-    embedding BLOB NOT NULL,
-    text TEXT NOT NULL,
-    metadata TEXT NOT NULL,
-    PRIMARY KEY (collection, id)
-);
-"""
-# Keyword search: an FTS5 index over ext_records' text (external content: the text is stored once), kept in step by
-# triggers, so every writer (another store, another process) updates it in its own transaction. Upserts update rows
-# in place (ON CONFLICT DO UPDATE) so the rowid, which the index keys on, stays the row's. `ext_changes` logs each
-# written id for the approximate index of other connections (`_ann`).
-_SEARCH_SCHEMA = """
-CREATE VIRTUAL TABLE IF NOT EXISTS ext_fts USING fts5(
-    text, content='ext_records', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
-);
-CREATE TABLE IF NOT EXISTS ext_changes (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, collection TEXT NOT NULL, id TEXT NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS ext_records_ai AFTER INSERT ON ext_records BEGIN
-    INSERT INTO ext_fts(rowid, text) VALUES (new.rowid, new.text);
-    INSERT INTO ext_changes(collection, id) VALUES (new.collection, new.id);
-END;
-CREATE TRIGGER IF NOT EXISTS ext_records_ad AFTER DELETE ON ext_records BEGIN
-    INSERT INTO ext_fts(ext_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-    INSERT INTO ext_changes(collection, id) VALUES (old.collection, old.id);
-END;
-CREATE TRIGGER IF NOT EXISTS ext_records_au AFTER UPDATE ON ext_records BEGIN
-    INSERT INTO ext_fts(ext_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-    INSERT INTO ext_fts(rowid, text) VALUES (new.rowid, new.text);
-    INSERT INTO ext_changes(collection, id) VALUES (new.collection, new.id);
-END;
-"""
-_TABLES = ("ext_collections", "ext_records", "ext_fts", "ext_changes")
-
 _UNUSABLE = (apsw.CantOpenError, apsw.IOError, apsw.PermissionsError, apsw.NotADBError)
-# SQLite JSON paths have no escape for a double quote: keys are limited to what `$."key"` can name.
-_PATH_KEY = re.compile(r'^[^"\\]+$')
 
 
 class SqliteVectorStoreConfig(BaseModel):
@@ -107,84 +75,10 @@ class SqliteVectorStoreConfig(BaseModel):
         default=20_000, ge=0, description="Up to this many records the index is scanned exactly (SIMD); past it, HNSW."
     )
     hnsw_connectivity: int = Field(default=16, ge=2, le=256, description="HNSW graph degree (usearch `connectivity`).")
-    hnsw_expansion_add: int = Field(default=128, ge=1, le=4096, description="HNSW build quality.")
+    hnsw_expansion_add: int = Field(default=64, ge=1, le=4096, description="HNSW build quality.")
     hnsw_expansion_search: int = Field(
-        default=256, ge=1, le=4096, description="HNSW candidates per query (raised to the count asked for)."
+        default=128, ge=1, le=4096, description="HNSW candidates per query (raised to the count asked for)."
     )
-
-
-def _pack(vector: list[float]) -> bytes:
-    # sqlite-vec reads a BLOB as little-endian float32, the layout of array('f') on every platform we ship to.
-    return array("f", vector).tobytes()
-
-
-@contextmanager
-def _reading(conn: apsw.Connection) -> Iterator[None]:
-    """One read transaction: the change log, the rows and the results of a search see the same snapshot."""
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        if conn.in_transaction:
-            conn.execute("COMMIT")
-
-
-@contextmanager
-def _writing(conn: apsw.Connection) -> Iterator[None]:
-    """One write transaction that holds the write lock from its start (waiting up to busy_timeout for it)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        # A COMMIT that could not get its lock leaves the transaction open: roll it back, nothing half-written.
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _unpack(blob: bytes) -> list[float]:
-    values = array("f")
-    values.frombytes(blob)
-    return values.tolist()
-
-
-def _condition(key: str, values: list[MetadataValue], params: list[Any]) -> str:
-    if not _PATH_KEY.match(key):
-        raise ValueError(f"filter key {key!r}: SqliteVectorStore cannot filter on keys containing '\"' or '\\'")
-    path = f'$."{key}"'
-    options: list[str] = []
-    for value in values:
-        # json_type keeps JSON's kinds apart (true is not 1), which json_extract alone would not.
-        if value is None:
-            options.append("(json_type(metadata, ?) IS NULL OR json_type(metadata, ?) = 'null')")
-            params += [path, path]
-        elif isinstance(value, bool):
-            options.append("json_type(metadata, ?) = ?")
-            params += [path, "true" if value else "false"]
-        elif isinstance(value, (int, float)):
-            options.append("(json_type(metadata, ?) IN ('integer', 'real') AND json_extract(metadata, ?) = ?)")
-            params += [path, path, value]
-        else:
-            options.append("(json_type(metadata, ?) = 'text' AND json_extract(metadata, ?) = ?)")
-            params += [path, path, value]
-    return "(" + " OR ".join(options) + ")"
-
-
-def _has_schema(conn: apsw.Connection) -> bool:
-    names = ",".join(f"'{name}'" for name in _TABLES)
-    row = conn.execute(f"SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ({names})").fetchone()
-    return row is not None and row[0] == len(_TABLES)
-
-
-def _match(terms: list[str]) -> str:
-    """An FTS5 query matching any of `terms`, each a quoted string (a phrase of its tokens): the text is never
-    read as FTS5 syntax (`AND`, `NEAR`, `*`, `^`, column filters), whatever it holds. FTS5 escapes `"` by doubling."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
-def _where(filter: dict[str, list[MetadataValue]], params: list[Any]) -> str:
-    return "".join(f" AND {_condition(key, values, params)}" for key, values in filter.items())
 
 
 class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
@@ -208,8 +102,8 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         index_threshold: int | None = 1000,
         exact_limit: int = 20_000,
         hnsw_connectivity: int = 16,
-        hnsw_expansion_add: int = 128,
-        hnsw_expansion_search: int = 256,
+        hnsw_expansion_add: int = 64,
+        hnsw_expansion_search: int = 128,
     ) -> None:
         super().__init__(collection_name=collection_name, vector_size=vector_size)
         try:
@@ -281,14 +175,14 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
             conn.execute("PRAGMA foreign_keys = ON")
             # Only a file without the tables takes the write lock to make them: readers need not queue behind
             # a writer's transaction just to open the file.
-            if not _has_schema(conn):
-                with _writing(conn):
-                    conn.execute(_SCHEMA)
+            if not has_schema(conn):
+                with writing(conn):
+                    conn.execute(SCHEMA)
                     if conn.execute("SELECT 1 FROM sqlite_schema WHERE name = 'ext_fts'").fetchone() is None:
                         # A file written before keyword search: index the text it already holds.
-                        conn.execute(_SEARCH_SCHEMA)
+                        conn.execute(SEARCH_SCHEMA)
                         conn.execute("INSERT INTO ext_fts(ext_fts) VALUES ('rebuild')")
-                    conn.execute(_SEARCH_SCHEMA)
+                    conn.execute(SEARCH_SCHEMA)
         except _UNUSABLE as exc:
             conn.close()
             raise VectorStoreUnavailableError(f"SQLite database {self._path!r} cannot be opened: {exc}") from exc
@@ -308,7 +202,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
 
     async def create_collection(self) -> None:
         def work(conn: apsw.Connection) -> None:
-            with _writing(conn):
+            with writing(conn):
                 conn.execute(
                     "INSERT OR IGNORE INTO ext_collections(name, vector_size) VALUES (?, ?)",
                     (self.collection_name, self.vector_size),
@@ -322,7 +216,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
 
     async def delete_collection(self) -> None:
         def work(conn: apsw.Connection) -> None:
-            with _writing(conn):
+            with writing(conn):
                 conn.execute("DELETE FROM ext_records WHERE collection = ?", (self.collection_name,))
                 conn.execute("DELETE FROM ext_collections WHERE name = ?", (self.collection_name,))
 
@@ -332,12 +226,12 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
 
     async def _upsert(self, records: list[VectorRecord]) -> None:
         rows = [
-            (self.collection_name, r.id, _pack(r.vector), r.text, json.dumps(r.metadata, ensure_ascii=False))
+            (self.collection_name, r.id, pack(r.vector), r.text, json.dumps(r.metadata, ensure_ascii=False))
             for r in records
         ]
 
         def work(conn: apsw.Connection) -> None:
-            with _writing(conn):  # one transaction: a failure rolls the whole batch back
+            with writing(conn):  # one transaction: a failure rolls the whole batch back
                 self._require(conn)
                 prune_log(conn)
                 conn.executemany(
@@ -389,7 +283,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
             params: list[Any] = [self.collection_name, json.dumps([id_ for id_, _ in candidates])]
             sql = (
                 "SELECT id, text, metadata FROM ext_records WHERE collection = ? "
-                "AND id IN (SELECT value FROM json_each(?))" + _where(query.filter, params)
+                "AND id IN (SELECT value FROM json_each(?))" + where_sql(query.filter, params)
             )
             rows = {row[0]: (row[1], row[2]) for row in conn.execute(sql, params)}
             floor = -2.0 if query.min_score is None else query.min_score
@@ -412,8 +306,8 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         ]
 
     async def _query(self, query: VectorQuery) -> list[VectorMatch]:
-        params: list[Any] = [_pack(query.vector), self.collection_name]
-        where = _where(query.filter, params)
+        params: list[Any] = [pack(query.vector), self.collection_name]
+        where = where_sql(query.filter, params)
         floor = ""
         if query.min_score is not None:
             floor = " WHERE score >= ?"
@@ -426,7 +320,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         )
 
         def work(conn: apsw.Connection) -> list[VectorMatch]:
-            with _reading(conn):
+            with reading(conn):
                 self._require(conn)
                 index = self._index_for(conn)
                 if index is not None:
@@ -440,11 +334,11 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
 
         return await self._run(work)
 
-    _match = staticmethod(_match)
+    _match = staticmethod(fts_match)
 
     async def _keyword_query(self, query: KeywordQuery) -> list[VectorMatch]:
         params: list[Any] = [self._match(query.terms), self.collection_name]
-        where = _where(query.filter, params)
+        where = where_sql(query.filter, params)
         params.append(query.top_k)
         sql = (
             "SELECT r.id, r.text, r.metadata FROM ext_fts JOIN ext_records AS r ON r.rowid = ext_fts.rowid "
@@ -469,16 +363,14 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
                 "AND id IN (SELECT value FROM json_each(?))",
                 (self.collection_name, json.dumps(ids)),
             ):
-                found[row[0]] = VectorRecord(
-                    id=row[0], vector=_unpack(row[1]), text=row[2], metadata=json.loads(row[3])
-                )
+                found[row[0]] = VectorRecord(id=row[0], vector=unpack(row[1]), text=row[2], metadata=json.loads(row[3]))
             return [found[i] for i in ids if i in found]
 
         return await self._run(work)
 
     async def _delete(self, ids: list[str]) -> int:
         def work(conn: apsw.Connection) -> int:
-            with _writing(conn):
+            with writing(conn):
                 self._require(conn)
                 conn.execute(
                     "DELETE FROM ext_records WHERE collection = ? AND id IN (SELECT value FROM json_each(?))",
@@ -491,10 +383,10 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
 
     async def _delete_where(self, filter: dict[str, list[MetadataValue]]) -> int:
         params: list[Any] = [self.collection_name]
-        sql = "DELETE FROM ext_records WHERE collection = ?" + _where(filter, params)
+        sql = "DELETE FROM ext_records WHERE collection = ?" + where_sql(filter, params)
 
         def work(conn: apsw.Connection) -> int:
-            with _writing(conn):
+            with writing(conn):
                 self._require(conn)
                 conn.execute(sql, params)
                 deleted = conn.changes()
@@ -504,7 +396,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
 
     async def _count(self, filter: dict[str, list[MetadataValue]]) -> int:
         params: list[Any] = [self.collection_name]
-        sql = "SELECT count(*) FROM ext_records WHERE collection = ?" + _where(filter, params)
+        sql = "SELECT count(*) FROM ext_records WHERE collection = ?" + where_sql(filter, params)
 
         def work(conn: apsw.Connection) -> int:
             self._require(conn)
