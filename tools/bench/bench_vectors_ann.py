@@ -17,7 +17,7 @@ import asyncio
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +95,9 @@ class Chroma:
         await self.search(data[0].tolist(), None)
 
     async def search(self, vector: list[float], part: int | None) -> list[str]:
-        where = None if part is None else {"part": part}
-        found = self.collection.query(query_embeddings=[vector], n_results=10, where=where)
+        where: Any = None if part is None else {"part": part}
+        query: Any = [vector]  # chromadb's stubs list nested Sequence[float] only through a union mypy rejects
+        found = self.collection.query(query_embeddings=query, n_results=10, where=where)
         return list(found["ids"][0])
 
     async def close(self) -> None:
