@@ -21,28 +21,13 @@ import apsw
 import numpy as np
 from usearch.index import Index
 
-LOG_KEEP = 200_000
-"""Change-log entries kept: writers delete older ones. An index that fell further behind is rebuilt."""
+from ext.vectors.sqlite._sql import log_position
 
 
 def _unit(blobs: Sequence[bytes], size: int) -> np.ndarray:
     vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), size).astype(np.float64)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors.astype(np.float32)
-
-
-def log_position(conn: apsw.Connection) -> tuple[int, int]:
-    """(first, last) sequence numbers in the change log; (0, 0) when it is empty."""
-    # Two subqueries: SQLite reads min() or max() of a rowid from the b-tree's edge only when each stands alone.
-    row = conn.execute("SELECT (SELECT min(seq) FROM ext_changes), (SELECT max(seq) FROM ext_changes)").fetchone()
-    if row is None or row[0] is None:
-        return 0, 0
-    return int(row[0]), int(row[1])
-
-
-def prune_log(conn: apsw.Connection) -> None:
-    """Forget change-log entries older than the last `LOG_KEEP` (inside a write transaction)."""
-    conn.execute("DELETE FROM ext_changes WHERE seq <= (SELECT max(seq) FROM ext_changes) - ?", (LOG_KEEP,))
 
 
 class VectorIndex:

@@ -128,3 +128,21 @@ def fts_match(terms: list[str]) -> str:
 
 def where_sql(filter: dict[str, list[MetadataValue]], params: list[Any]) -> str:
     return "".join(f" AND {_condition(key, values, params)}" for key, values in filter.items())
+
+
+LOG_KEEP = 200_000
+"""Change-log entries kept: writers delete older ones. An index that fell further behind is rebuilt."""
+
+
+def log_position(conn: apsw.Connection) -> tuple[int, int]:
+    """(first, last) sequence numbers in the change log; (0, 0) when it is empty."""
+    # Two subqueries: SQLite reads min() or max() of a rowid from the b-tree's edge only when each stands alone.
+    row = conn.execute("SELECT (SELECT min(seq) FROM ext_changes), (SELECT max(seq) FROM ext_changes)").fetchone()
+    if row is None or row[0] is None:
+        return 0, 0
+    return int(row[0]), int(row[1])
+
+
+def prune_log(conn: apsw.Connection) -> None:
+    """Forget change-log entries older than the last `LOG_KEEP` (inside a write transaction)."""
+    conn.execute("DELETE FROM ext_changes WHERE seq <= (SELECT max(seq) FROM ext_changes) - ?", (LOG_KEEP,))

@@ -18,7 +18,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import apsw
 import sqlite_vec
@@ -38,18 +38,21 @@ from ext.core import (
     VectorStoreOptions,
     VectorStoreUnavailableError,
 )
-from ext.vectors.sqlite._ann import VectorIndex, prune_log
 from ext.vectors.sqlite._sql import (
     SCHEMA,
     SEARCH_SCHEMA,
     fts_match,
     has_schema,
     pack,
+    prune_log,
     reading,
     unpack,
     where_sql,
     writing,
 )
+
+if TYPE_CHECKING:  # numpy and usearch load with the first index, not with the store (`ext memory` starts faster)
+    from ext.vectors.sqlite._ann import VectorIndex
 
 T = TypeVar("T")
 
@@ -262,6 +265,8 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
                     self._sized = (position, 0 if row is None else int(row[0]))
                 if self._sized[1] < threshold:
                     return None
+            from ext.vectors.sqlite._ann import VectorIndex
+
             self._index = VectorIndex(
                 self.collection_name,
                 self.vector_size,
