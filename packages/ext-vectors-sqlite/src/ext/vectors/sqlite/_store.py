@@ -80,7 +80,7 @@ class SqliteVectorStoreConfig(BaseModel):
     hnsw_connectivity: int = Field(default=16, ge=2, le=256, description="HNSW graph degree (usearch `connectivity`).")
     hnsw_expansion_add: int = Field(default=64, ge=1, le=4096, description="HNSW build quality.")
     hnsw_expansion_search: int = Field(
-        default=128, ge=1, le=4096, description="HNSW candidates per query (raised to the count asked for)."
+        default=160, ge=1, le=4096, description="HNSW candidates per query (raised to the count asked for)."
     )
 
 
@@ -106,7 +106,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
         exact_limit: int = 20_000,
         hnsw_connectivity: int = 16,
         hnsw_expansion_add: int = 64,
-        hnsw_expansion_search: int = 128,
+        hnsw_expansion_search: int = 160,
     ) -> None:
         super().__init__(collection_name=collection_name, vector_size=vector_size)
         try:
@@ -280,8 +280,10 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
     def _indexed_query(self, conn: apsw.Connection, index: VectorIndex, query: VectorQuery) -> list[VectorMatch] | None:
         """The query through the index, or None when its filter is too selective for the candidates it gives
         (then the exact scan answers). Filters are checked in SQL on the candidates, whose number grows until
-        `top_k` of them pass: never a filter applied after a cut at `top_k`."""
+        `top_k` of them pass: never a filter applied after a cut at `top_k`. Through HNSW it grows until four
+        times `top_k` pass, as an approximate list's best passing records need not be its first ones."""
         exact = len(index) <= self._index_config.exact_limit
+        enough = query.top_k if exact else 4 * query.top_k
         count = query.top_k if not query.filter else max(4 * query.top_k, 40)
         while True:
             candidates = index.search(query.vector, count, exact=exact)
@@ -294,7 +296,7 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
             floor = -2.0 if query.min_score is None else query.min_score
             found = [(id_, score) for id_, score in candidates if id_ in rows and score >= floor]
             done = (
-                len(found) >= query.top_k
+                len(found) >= enough
                 or len(candidates) < count  # the whole index was searched
                 or (candidates and candidates[-1][1] < floor)  # no further candidate can pass min_score
                 or not query.filter
@@ -302,6 +304,8 @@ class SqliteVectorStore(BaseVectorStore[SqliteVectorStoreConfig]):
             if done:
                 break
             if count * 4 > max(len(index) // 4, 1000):
+                if len(found) >= query.top_k:
+                    break  # enough to answer; a search four times wider would cost more than it adds
                 return None  # a selective filter: the exact scan, over the matching rows only, is cheaper
             count *= 4
         found.sort(key=lambda item: (-item[1], item[0]))
