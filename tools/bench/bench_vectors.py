@@ -162,7 +162,10 @@ async def run_store(kind: str, n: int, dim: int, args: argparse.Namespace, direc
         from ext.vectors.sqlite import SqliteVectorStore
 
         path = str(directory / f"bench-{n}.db")
-        store: BaseVectorStore[Any] = SqliteVectorStore(path, collection_name="bench", vector_size=dim)
+        # The exact scan, the SQL the raw side runs (bench_vectors_ann.py measures the in-memory index).
+        store: BaseVectorStore[Any] = SqliteVectorStore(
+            path, collection_name="bench", vector_size=dim, index_threshold=None
+        )
         load_s = await fill(store, data)
         sides, raw_search = sqlite_sides(path, store, queries)
     elif kind == "chroma":

@@ -142,7 +142,7 @@ async def test_middleware_puts_scored_memories_before_the_call(memory: VectorMem
     assert memories.startswith(MEMORY_HEADER)
     assert "| ops.md (chunk 0): The deploy key" in memories
     first_line = memories.splitlines()[1]
-    assert first_line.startswith("[1] score 0.")
+    assert first_line.startswith("[1] score 1.000")  # hybrid search: first by meaning and by words
     assert [m.text for m in request.messages] == ["How often does the deploy key rotate?"]
     hits = seen[0].context[MEMORY_CONTEXT_KEY]
     assert hits[0].source == "ops.md" and f"{hits[0].score:.3f}" in first_line

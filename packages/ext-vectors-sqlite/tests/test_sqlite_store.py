@@ -25,6 +25,28 @@ class TestSqliteFile(VectorStoreConformance):
         return SqliteVectorStore(self.path + "-missing/sub/v.db", collection_name="c", vector_size=4)
 
 
+class TestSqliteIndexedExact(TestSqliteFile):
+    """The whole suite through the in-memory index (from the first record), scanned exactly."""
+
+    async def make_store(self, collection_name: str, vector_size: int) -> BaseVectorStore[Any]:
+        return SqliteVectorStore(self.path, collection_name=collection_name, vector_size=vector_size, index_threshold=0)
+
+    async def reopen_store(self, store: BaseVectorStore[Any], vector_size: int) -> BaseVectorStore[Any] | None:
+        return await self.make_store(store.collection_name, vector_size)
+
+
+class TestSqliteIndexedHnsw(TestSqliteFile):
+    """The whole suite through the index's HNSW graph (`exact_limit=0`)."""
+
+    async def make_store(self, collection_name: str, vector_size: int) -> BaseVectorStore[Any]:
+        return SqliteVectorStore(
+            self.path, collection_name=collection_name, vector_size=vector_size, index_threshold=0, exact_limit=0
+        )
+
+    async def reopen_store(self, store: BaseVectorStore[Any], vector_size: int) -> BaseVectorStore[Any] | None:
+        return await self.make_store(store.collection_name, vector_size)
+
+
 class TestSqliteMemory(VectorStoreConformance):
     async def make_store(self, collection_name: str, vector_size: int) -> BaseVectorStore[Any]:
         return SqliteVectorStore(collection_name=collection_name, vector_size=vector_size)

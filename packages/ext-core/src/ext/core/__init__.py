@@ -214,6 +214,14 @@ from ._topics import (
 )
 from ._trace_context import TraceContext
 from ._tracing import MessageSpan, RuntimeObserver, SendInfo
+from ._vector_search import (
+    ALL_SEARCH_MODES,
+    VECTOR_ONLY,
+    KeywordQuery,
+    SearchMode,
+    fuse_rankings,
+    keyword_terms,
+)
 from ._vectors import (
     BaseVectorStore,
     CollectionNotFoundError,
@@ -294,6 +302,8 @@ __all__ = [
     "MetadataValue",
     "VectorMatch",
     "VectorQuery",
+    "KeywordQuery",
+    "SearchMode",
     "VectorRecord",
     "VectorStore",
     # application code: components, configuration and retries
@@ -392,6 +402,10 @@ __all__ = [
     "json_loads",
     "KNOWN_MODELS",
     "matches_filter",
+    "fuse_rankings",
+    "keyword_terms",
+    "ALL_SEARCH_MODES",
+    "VECTOR_ONLY",
     "merge_default_options",
     "model_info_dict",
     "ModelRule",

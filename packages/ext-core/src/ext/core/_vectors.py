@@ -14,7 +14,8 @@ without NUL characters, at most 1000 values in one filter. A bool never equals a
 `None` matches a key that is null or absent. `{}` (or None) matches every record.
 
 What a store accepts (float32 vectors of a bounded length, strings without NUL, ...) is checked in
-`_vector_values`, once, before any backend is reached; its docstring says why each rule exists.
+`_vector_values`, once, before any backend is reached; its docstring says why each rule exists. Keyword and hybrid
+search (`mode=`), for the backends that declare them in `search_modes`, are described in `_vector_search`.
 """
 
 from __future__ import annotations
@@ -22,12 +23,22 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._component import Component, ConfigT
 from ._errors import ExtError
+from ._vector_search import (
+    SEARCH_MODES,
+    VECTOR_ONLY,
+    KeywordQuery,
+    SearchMode,
+    fuse_rankings,
+    fusion_depth,
+    keyword_terms,
+    rank_score,
+)
 from ._vector_values import (
     MetadataValue,
     check_id,
@@ -116,7 +127,10 @@ class VectorMatch(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
     id: str
-    score: float = Field(description="Cosine similarity in [-1, 1]; higher is closer.")
+    score: float = Field(
+        description="Higher is closer. Vector search: cosine similarity in [-1, 1]. Keyword search: the rank score "
+        "(1.0 for the first match). Hybrid: the fused rank score in (0, 1], 1.0 when first in both rankings."
+    )
     text: str = ""
     metadata: dict[str, MetadataValue] = Field(default_factory=dict)
 
@@ -176,6 +190,12 @@ class VectorStore(Protocol):
     @property
     def vector_size(self) -> int: ...
 
+    @property
+    def search_modes(self) -> frozenset[SearchMode]:
+        """The `mode`s `query` accepts: always `"vector"`; `"keyword"` and `"hybrid"` where the backend has full-text
+        search."""
+        ...
+
     async def create_collection(self) -> None:
         """Create the collection, or open it if it exists with the same vector size (else `VectorSizeError`)."""
         ...
@@ -192,13 +212,18 @@ class VectorStore(Protocol):
 
     async def query(
         self,
-        vector: Sequence[float],
+        vector: Sequence[float] | None = None,
         *,
         top_k: int = 10,
         filter: MetadataFilter | None = None,
         min_score: float | None = None,
+        text: str | None = None,
+        mode: SearchMode = "vector",
     ) -> list[VectorMatch]:
-        """The `top_k` closest records passing `filter` with a score of at least `min_score`, best first."""
+        """The `top_k` best records passing `filter`, best first. `mode="vector"`: closest to `vector`, with a cosine
+        similarity of at least `min_score`. `"keyword"`: whose text holds the words of `text` (no `vector`).
+        `"hybrid"`: both, fused by rank (`vector` and `text`; `min_score` cuts the vector side). A mode outside
+        `search_modes` is a `ValueError`, before the backend is reached."""
         ...
 
     async def get(self, ids: Sequence[str]) -> list[VectorRecord]:
@@ -244,6 +269,8 @@ class BaseVectorStore(ABC, Component[ConfigT]):
     `_`-prefixed methods, which receive validated input."""
 
     component_type = "vector_store"
+    search_modes: ClassVar[frozenset[SearchMode]] = VECTOR_ONLY
+    """A backend with full-text search sets `ALL_SEARCH_MODES` and implements `_keyword_query`."""
 
     def __init__(self, *, collection_name: str, vector_size: int) -> None:
         if not isinstance(collection_name, str) or not collection_name:
@@ -306,6 +333,29 @@ class BaseVectorStore(ABC, Component[ConfigT]):
         self._check_size(query.vector, "query vector")
         return query
 
+    def make_keyword_query(
+        self, text: object, top_k: int, filter: MetadataFilter | None, mode: SearchMode
+    ) -> KeywordQuery:
+        """The validated keyword side of a `keyword` or `hybrid` query."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"query: text must be a non-empty string in {mode} mode, got {type(text).__name__}")
+        check_text(text, "query text")
+        try:
+            return KeywordQuery(terms=keyword_terms(text), top_k=top_k, filter=normalize_filter(filter))
+        except ValidationError as exc:
+            raise ValueError(f"query: {_first_error(exc)}") from None
+
+    def check_mode(self, mode: object) -> SearchMode:
+        """`mode` if this store can search that way, else a `ValueError` naming what it can do."""
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"query: mode must be one of {list(SEARCH_MODES)}, got {mode!r}")
+        if mode not in self.search_modes:
+            raise ValueError(
+                f"{type(self).__name__} does not support {mode} search (its search_modes are "
+                f"{sorted(self.search_modes)}): this backend has no full-text search"
+            )
+        return mode
+
     def check_stored_size(self, size: int | None) -> None:
         """For a backend: raise unless the collection exists (`size` is the vector size the backend recorded for
         it, None when it has no such collection) with this store's vector size."""
@@ -331,13 +381,40 @@ class BaseVectorStore(ABC, Component[ConfigT]):
 
     async def query(
         self,
-        vector: Sequence[float],
+        vector: Sequence[float] | None = None,
         *,
         top_k: int = 10,
         filter: MetadataFilter | None = None,
         min_score: float | None = None,
+        text: str | None = None,
+        mode: SearchMode = "vector",
     ) -> list[VectorMatch]:
-        return await self._query(self.make_query(vector, top_k, filter, min_score))
+        mode = self.check_mode(mode)
+        if mode == "vector":
+            if text is not None:
+                raise ValueError("query: text is used in keyword and hybrid mode only; pass mode='hybrid' to use it")
+            if vector is None:
+                raise ValueError("query: a vector is required in vector mode")
+            return await self._query(self.make_query(vector, top_k, filter, min_score))
+        if mode == "keyword":
+            if vector is not None:
+                raise ValueError("query: keyword mode takes no vector; pass mode='hybrid' to use both")
+            if min_score is not None:
+                raise ValueError("query: min_score is a cosine-similarity floor; keyword mode has none")
+            keyword = self.make_keyword_query(text, top_k, filter, mode)
+            if not keyword.terms:
+                return []
+            found = await self._keyword_query(keyword)
+            return [m.model_copy(update={"score": rank_score(rank)}) for rank, m in enumerate(found[:top_k], 1)]
+        if vector is None:
+            raise ValueError("query: a vector is required in hybrid mode (and text)")
+        keyword = self.make_keyword_query(text, top_k, filter, mode)
+        depth = fusion_depth(top_k)
+        near = await self._query(self.make_query(vector, depth, filter, min_score))
+        words = await self._keyword_query(keyword.model_copy(update={"top_k": depth})) if keyword.terms else []
+        by_id = {m.id: m for m in words} | {m.id: m for m in near}
+        fused = fuse_rankings([[m.id for m in near], [m.id for m in words]])
+        return [by_id[id_].model_copy(update={"score": score}) for id_, score in fused[:top_k]]
 
     async def get(self, ids: Sequence[str]) -> list[VectorRecord]:
         return await self._get(check_ids(ids))
@@ -390,6 +467,12 @@ class BaseVectorStore(ABC, Component[ConfigT]):
 
     @abstractmethod
     async def _query(self, query: VectorQuery) -> list[VectorMatch]: ...
+
+    async def _keyword_query(self, query: KeywordQuery) -> list[VectorMatch]:
+        """The records whose text holds any of `query.terms` (each a literal phrase, never query syntax), passing
+        `query.filter`, best first by the backend's text relevance, at most `query.top_k` (scores are replaced).
+        Only called when `search_modes` includes `"keyword"`."""
+        raise NotImplementedError(f"{type(self).__name__} declares keyword search but does not implement it")
 
     @abstractmethod
     async def _get(self, ids: list[str]) -> list[VectorRecord]: ...

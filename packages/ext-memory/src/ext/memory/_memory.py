@@ -16,6 +16,7 @@ from ext.core import (
     EmbeddingClient,
     MetadataFilter,
     MetadataValue,
+    SearchMode,
     VectorRecord,
     VectorSizeError,
     VectorStore,
@@ -62,7 +63,8 @@ class MemorySource(BaseModel):
 
 
 class MemoryHit(BaseModel):
-    """One remembered chunk found by a query, with its score (cosine similarity, higher is closer)."""
+    """One remembered chunk found by a query, with its score (higher is closer: cosine similarity in vector search,
+    the fused rank score in hybrid search, 1.0 when first by both meaning and words)."""
 
     model_config = ConfigDict(defer_build=True)
 
@@ -86,8 +88,11 @@ class VectorMemory:
     `add` splits each text or `MemoryDocument` into chunks (`split_text`: at most `chunk_size` words and
     `max_chunk_chars` characters, `chunk_overlap` words shared with the previous chunk), embeds them `batch_size`
     at a time and upserts them with their source and position; adding a source again replaces its chunks.
-    `query` embeds a text and returns the closest chunks. The collection is created on first use. The memory owns
-    neither the embedder nor the store: close them yourself.
+    `query` returns the chunks closest to a text: by `search="hybrid"` (the default where the store has keyword
+    search: the text's embedding and its words, fused by rank, so an exact identifier the embedder does not know is
+    still found), `"vector"` (the embedding alone; the default on a store without keyword search) or `"keyword"`
+    (the words alone; nothing is embedded). The collection is created on first use. The memory owns neither the
+    embedder nor the store: close them yourself.
     """
 
     def __init__(
@@ -99,6 +104,7 @@ class VectorMemory:
         chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
         max_chunk_chars: int = DEFAULT_MAX_CHUNK_CHARS,
         batch_size: int | None = None,
+        search: SearchMode | None = None,
     ) -> None:
         if not isinstance(embedder, EmbeddingClient):
             raise ConfigurationError(
@@ -118,6 +124,7 @@ class VectorMemory:
                 f"VectorMemory: the embedder makes vectors of size {size}, the store's collection "
                 f"{store.collection_name!r} holds size {store.vector_size}"
             )
+        self._search = _check_search(store, search, "VectorMemory: search")
         self._embedder = embedder
         self._store = store
         self._chunk_size = chunk_size
@@ -125,6 +132,11 @@ class VectorMemory:
         self._max_chunk_chars = max_chunk_chars
         self._batch_size = batch_size
         self._ready = False
+
+    @property
+    def search(self) -> SearchMode:
+        """How `query` searches unless told otherwise: `"hybrid"`, `"vector"` or `"keyword"`."""
+        return self._search
 
     @property
     def store(self) -> VectorStore:
@@ -282,13 +294,23 @@ class VectorMemory:
         filter: MetadataFilter | None = None,
         min_score: float | None = None,
         cancellation_token: CancellationToken | None = None,
+        search: SearchMode | None = None,
     ) -> list[MemoryHit]:
-        """The `top_k` chunks closest to `text` (best first), passing `filter` and scoring at least `min_score`."""
+        """The `top_k` chunks closest to `text` (best first), passing `filter`, searched the memory's way or as
+        `search` says. `min_score` is a cosine-similarity floor: in hybrid search it applies to the embedding's
+        ranking only (a chunk holding the words stays); keyword search refuses it."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("query text must be a non-empty string")
+        mode = self._search if search is None else _check_search(self._store, search, "query: search")
         await self._ensure()
-        [vector] = await self._embed([text], cancellation_token)
-        matches = await self._store.query(vector, top_k=top_k, filter=filter, min_score=min_score)
+        if mode == "keyword":
+            matches = await self._store.query(top_k=top_k, filter=filter, min_score=min_score, text=text, mode=mode)
+        else:
+            [vector] = await self._embed([text], cancellation_token)
+            words = text if mode == "hybrid" else None
+            matches = await self._store.query(
+                vector, top_k=top_k, filter=filter, min_score=min_score, text=words, mode=mode
+            )
         return [_hit(m.id, m.text, m.score, m.metadata) for m in matches]
 
     async def remove(self, source: str) -> int:
@@ -304,8 +326,23 @@ class VectorMemory:
     def __repr__(self) -> str:
         return (
             f"VectorMemory(store={self._store!r}, chunk_size={self._chunk_size}, chunk_overlap={self._chunk_overlap}, "
-            f"max_chunk_chars={self._max_chunk_chars})"
+            f"max_chunk_chars={self._max_chunk_chars}, search={self._search!r})"
         )
+
+
+def _check_search(store: VectorStore, search: object, where: str) -> SearchMode:
+    """`search`, or the store's best mode when None; a `ConfigurationError` for a mode the store cannot run."""
+    modes = store.search_modes
+    if search is None:
+        return "hybrid" if "hybrid" in modes else "vector"
+    if search not in ("vector", "keyword", "hybrid"):
+        raise ConfigurationError(f"{where} must be 'hybrid', 'vector' or 'keyword', got {search!r}")
+    if search not in modes:
+        raise ConfigurationError(
+            f"{where}={search!r}: {type(store).__name__} has no keyword search (its search_modes are "
+            f"{sorted(modes)}); use search='vector'"
+        )
+    return search
 
 
 def _hit(id: str, text: str, score: float, metadata: Mapping[str, Any]) -> MemoryHit:

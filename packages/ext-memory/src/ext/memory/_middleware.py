@@ -14,7 +14,7 @@ from ext.pipeline import ChatCall, ChatItem, ChatMiddleware, CreateNext, StreamN
 
 from ._memory import MemoryHit, VectorMemory
 
-MEMORY_HEADER = "Relevant memories (most relevant first; score = similarity to the request, 1.0 is identical):"
+MEMORY_HEADER = "Relevant memories (most relevant first; score 1.0 = the closest match to the request):"
 MEMORY_CONTEXT_KEY = "memories"
 """Key of `ChatCall.context` under which `MemoryMiddleware` leaves the `MemoryHit`s it used."""
 
@@ -22,8 +22,8 @@ DEFAULT_TOP_K = 5
 DEFAULT_TOKEN_BUDGET = 1500
 """Estimated tokens of memories per call: `DEFAULT_TOP_K` chunks of `DEFAULT_MAX_CHUNK_CHARS` (1,000) characters
 fit whole, with sources up to 140 characters. A line costs ceil((33 + len(source) + 1000) / 4) + 1 tokens (its
-`[5] score 0.812 | ` and ` (chunk 1234): ` are 33 characters, the newline one token) and the header 24:
-24 + 5 x (ceil(1173 / 4) + 1) = 1,499."""
+`[5] score 0.812 | ` and ` (chunk 1234): ` are 33 characters, the newline one token) and the header 22:
+22 + 5 x (ceil(1173 / 4) + 1) = 1,497."""
 CUT_MARK = " …"
 """Ends the text of a memory cut to fit the budget."""
 _MIN_CUT_CHARS = 100  # a memory cut shorter than this says too little to be worth its place

@@ -40,6 +40,7 @@ from ext.core import (
     VectorStoreUnavailableError,
 )
 from ext.testing.conformance._component import assert_dump_round_trip
+from ext.testing.conformance._vectors_search import SearchConformance
 
 SIZE = 4
 
@@ -64,8 +65,9 @@ def _records() -> list[VectorRecord]:
 QUERY = [1.0, 0.0, 0.0, 0.0]
 
 
-class VectorStoreConformance:
-    """Backend-neutral cases for a `VectorStore` built on `BaseVectorStore`. See the module docstring."""
+class VectorStoreConformance(SearchConformance):
+    """Backend-neutral cases for a `VectorStore` built on `BaseVectorStore` (with the keyword and hybrid cases of
+    `SearchConformance`, which run as far as the store's `search_modes` declare). See the module docstring."""
 
     secrets: ClassVar[tuple[str, ...]] = ()
     """Secret values the store was given (passwords, keys): never in its repr, errors or dump."""

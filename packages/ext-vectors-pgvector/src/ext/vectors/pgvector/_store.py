@@ -1,7 +1,8 @@
 """`PgVectorStore`: ext-core's `VectorStore` on PostgreSQL with pgvector, through psycopg 3's async driver.
 
-One table per collection (`vector(N)` column, HNSW index with cosine distance), listed in a catalog table
-`ext_vector_collections` so a collection's vector size is known before anything is written. Each call is one
+One table per collection (`vector(N)` column, HNSW index with cosine distance; a generated `tsvector` of the text
+with a GIN index for keyword search), listed in a catalog table `ext_vector_collections` so a collection's vector
+size is known before anything is written. Each call is one
 transaction on one connection per store (calls of one store are serialised; `_session` runs them).
 
 Concurrent writers: an upsert writes its rows in id order, so two batches over the same ids lock them in the same
@@ -21,9 +22,11 @@ from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from ext.core import (
+    ALL_SEARCH_MODES,
     BaseVectorStore,
     ClientClosedError,
     ConfigurationError,
+    KeywordQuery,
     MetadataValue,
     VectorMatch,
     VectorQuery,
@@ -37,6 +40,9 @@ from ext.vectors.pgvector._url import check_secret_names, split_secrets
 T = TypeVar("T")
 # pgvector caps hnsw.ef_search at 1000 (its docs: "Query options").
 _MAX_EF_SEARCH = 1000
+# Full-text search configuration: English stemming ("rotates" finds "rotate"), as SQLite's porter tokenizer does.
+# Fixed when a collection's table is made (the generated column holds its result).
+_TS_CONFIG = "english"
 
 
 class PgVectorStoreConfig(BaseModel):
@@ -104,6 +110,7 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
     (README).
     """
 
+    search_modes = ALL_SEARCH_MODES
     component_config_schema = PgVectorStoreConfig
     component_provider_override = "ext.vectors.pgvector.PgVectorStore"
 
@@ -213,6 +220,18 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
                     "text text NOT NULL, metadata jsonb NOT NULL)"
                 ).format(self._table, sql.Literal(self.vector_size))
             )
+            # A table made before keyword search gets the column here (computed for its rows).
+            await conn.execute(
+                sql.SQL(
+                    "ALTER TABLE {} ADD COLUMN IF NOT EXISTS tsv tsvector "
+                    "GENERATED ALWAYS AS (to_tsvector({}, text)) STORED"
+                ).format(self._table, sql.Literal(_TS_CONFIG))
+            )
+            await conn.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (tsv)").format(
+                    sql.Identifier(f"{self._table_name}_tsv"), self._table
+                )
+            )
             await conn.execute(
                 sql.SQL(
                     "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops) "
@@ -288,6 +307,26 @@ class PgVectorStore(BaseVectorStore[PgVectorStoreConfig]):
                 VectorMatch(id=row[0], score=float(row[1]), text=row[2], metadata=row[3])
                 for row in await cur.fetchall()
             ]
+
+        return await self._run(work)
+
+    async def _keyword_query(self, query: KeywordQuery) -> list[VectorMatch]:
+        # Each word becomes a phrase through phraseto_tsquery (a bound parameter, never tsquery syntax: `&`, `|`,
+        # `!`, `:*` are plain text to it), and the phrases are OR-ed: a record holding any of them matches.
+        config = sql.Literal(_TS_CONFIG)
+        tsquery = sql.SQL(" || ").join(sql.SQL("phraseto_tsquery({}, %s)").format(config) for _ in query.terms)
+        params: list[Any] = [*query.terms]
+        where = _filter_sql(query.filter, params)
+        params.append(query.top_k)
+        statement = sql.SQL(
+            "SELECT id, text, metadata FROM {}, ({}) AS q(query) WHERE tsv @@ q.query{} "
+            "ORDER BY ts_rank_cd(tsv, q.query) DESC, id LIMIT %s"
+        ).format(self._table, sql.SQL("SELECT ") + tsquery, where)
+
+        async def work(conn: Conn) -> list[VectorMatch]:
+            await self._require(conn)
+            cur = await conn.execute(statement, params)
+            return [VectorMatch(id=row[0], score=0.0, text=row[1], metadata=row[2]) for row in await cur.fetchall()]
 
         return await self._run(work)
 
