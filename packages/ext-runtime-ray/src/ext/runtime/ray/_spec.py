@@ -1,0 +1,42 @@
+"""`TypeSpec`: what a registered agent type's actors need, built by the runtime that registered it, kept by the
+registry and given to each of the type's actors when it is created (and again when Ray restarts it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ext.core import RuntimeObserver, SavePolicy, StateStore
+
+from ._link import ServedObserver, ServedStateStore
+
+__all__ = ["TypeSpec"]
+
+
+@dataclass(frozen=True)
+class TypeSpec:
+    factory: bytes
+    """The factory, pickled by `dump_factory`."""
+    owner: str
+    """The id of the runtime that registered the type: its `stop()` deactivates the type's agents."""
+    link: Any
+    """The owner's `Link` actor handle."""
+    namespace: str
+    registry_name: str
+    save_policy: SavePolicy | None
+    idle_timeout: float | None
+    stop_timeout: float
+    store: StateStore | None = None
+    """A store each actor opens for itself (pickled), or None."""
+    served_store: int | None = None
+    """The owner's served `InMemoryStateStore`, or None."""
+    served_observer: int | None = None
+    actor_options: dict[str, Any] = field(default_factory=dict)
+
+    def state_store(self) -> StateStore | None:
+        if self.served_store is not None:
+            return ServedStateStore(self.link, self.served_store)
+        return self.store
+
+    def observer(self) -> RuntimeObserver | None:
+        return None if self.served_observer is None else ServedObserver(self.link, self.served_observer)
