@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import warnings
+from collections import OrderedDict
+from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -27,6 +29,7 @@ from ext.core import AgentId, RuntimeClosedError
 from ext.runtime.local import Delivery, LocalAgentRuntime
 
 from ._link import load_factory
+from ._ordering import Streams
 from ._spec import TypeSpec
 from ._wire import Envelope, Outcome, portable_error
 
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["AgentActor"]
 
 logger = logging.getLogger(__name__)
+
+_CANCELLED_KEPT = 1000
 
 
 class AgentActor:
@@ -49,31 +54,47 @@ class AgentActor:
         self._spec = spec
         self._idle_timeout = spec.idle_timeout
         factory = load_factory(spec.factory, spec.link)
-        self._client: RayAgentRuntime = RayAgentRuntime(namespace=namespace, observer=spec.observer())
+        # Started on the agent's first send (joining the registry takes a call this constructor cannot await).
+        self._client: RayAgentRuntime = RayAgentRuntime(namespace=namespace, observer=spec.observer(), lazy_start=True)
         self._local = LocalAgentRuntime(
             stop_timeout=spec.stop_timeout,
             state_store=spec.state_store(),
             save_policy=spec.save_policy,
             observer=spec.observer(),
         )
-        self._factory = factory
-        self._registered = False
+        # Registered now, before any message can arrive: the local runtime's registration is a coroutine with no
+        # await in it (it only records the factory), so it completes in one step.
+        client = self._client
+        _complete(self._local.register_agent_factory(agent_id.type, lambda aid, _local: factory(aid, client)))
         self._running: dict[str, Delivery] = {}
+        with warnings.catch_warnings():  # Ray 2.60 calls a deprecated API of its own in this property
+            warnings.simplefilter("ignore", DeprecationWarning)
+            restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self._streams = Streams(restarted=restarted)
+        # Cancellations that arrived before their message (Ray runs an async actor's calls out of order).
+        self._cancelled: OrderedDict[str, None] = OrderedDict()
         self._idle: asyncio.TimerHandle | None = None
         self._retiring = False
 
-    async def _local_runtime(self) -> LocalAgentRuntime:
-        if not self._registered:
-            self._registered = True
-            factory, client = self._factory, self._client
-            await self._local.register_agent_factory(self._agent_id.type, lambda aid, _local: factory(aid, client))
-        return self._local
+    def ready(self) -> bool:
+        """Answers once the actor is constructed (the sender waits for it before an RPC's deadline starts)."""
+        return True
 
     async def deliver(self, envelope: Envelope) -> Outcome:
+        await self._streams.turn(envelope.stream, envelope.seq)
+        try:
+            return await self._deliver(envelope)
+        finally:
+            # Queued (or refused): the stream's next message may go in.
+            self._streams.queued(envelope.stream, envelope.seq)
+
+    async def _deliver(self, envelope: Envelope) -> Outcome:
         if self._retiring:
             return Outcome(retired=True)
+        if self._cancelled.pop(envelope.message_id, False) is None:
+            return Outcome(cancelled=True)
         self._cancel_idle()
-        local = await self._local_runtime()
+        local = self._local
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
 
         async def reply(result: Any, error: BaseException | None) -> None:
@@ -94,6 +115,7 @@ class AgentActor:
         except RuntimeClosedError:
             return Outcome(retired=True)
         self._running[envelope.message_id] = delivery
+        self._streams.queued(envelope.stream, envelope.seq)
         try:
             return await future
         finally:
@@ -104,21 +126,24 @@ class AgentActor:
         delivery = self._running.get(message_id)
         if delivery is not None:
             self._local.cancel_delivery(delivery)
+            return
+        self._cancelled[message_id] = None
+        while len(self._cancelled) > _CANCELLED_KEPT:
+            self._cancelled.popitem(last=False)
 
     async def broadcast(self, message: Any, sender: AgentId | None, trace: Any) -> int:
         """`broadcast`: reaches the agent only if it exists (a broadcast creates no agent)."""
         if self._retiring:
             return 0
-        local = await self._local_runtime()
-        return local.broadcast_now(message, self._agent_id.type, sender=sender, trace=trace)
+        return self._local.broadcast_now(message, self._agent_id.type, sender=sender, trace=trace)
 
     async def save_state(self) -> Mapping[str, Any] | None:
         """The agent's state (taken in turn with its messages), None when it is not active or keeps none."""
-        saved = await (await self._local_runtime()).save_state()
+        saved = await self._local.save_state()
         return saved.get(str(self._agent_id)) if await self._local.list_agents() else None
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
-        await (await self._local_runtime()).load_state({str(self._agent_id): state})
+        await self._local.load_state({str(self._agent_id): state})
 
     async def is_active(self) -> bool:
         return bool(await self._local.list_agents())
@@ -161,6 +186,15 @@ class AgentActor:
 
     def __repr__(self) -> str:
         return f"AgentActor({self._agent_id})"
+
+
+def _complete(coroutine: Coroutine[Any, Any, Any]) -> None:
+    try:
+        coroutine.send(None)
+    except StopIteration:
+        return
+    coroutine.close()
+    raise RuntimeError("the local runtime's registration awaited: it cannot run in an actor's constructor")
 
 
 def _outcome(result: Any, error: BaseException | None, trace: Any) -> Outcome:

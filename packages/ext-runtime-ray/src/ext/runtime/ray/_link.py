@@ -1,9 +1,8 @@
 """The driver link: how an agent's actor reaches objects that stay in the process that built the runtime.
 
-Ray has no calls from an actor into a driver, so each runtime that registers a factory owns a small `Link` actor
-(not detached: it dies with its driver). An actor queues a call on it (`call`); the runtime's `DriverServices`
-task long-polls the queue (`take`), runs each call on the object in the driver's event loop and answers it
-(`answer`). What is served this way:
+Ray has no calls from an actor into a driver, so the namespace's registry actor keeps a queue of calls per member
+runtime (`CallQueues`): an actor queues a call there; the runtime's `DriverServices` task long-polls its queue,
+runs each call on the object in the driver's event loop and answers it. What is served this way:
 
 - an `InMemoryStateStore` (it lives in one process by definition; other stores are pickled into each actor and
   open their own connections), through `ServedStateStore`;
@@ -27,11 +26,12 @@ from typing import Any
 import cloudpickle
 import ray
 
-from ext.core import AgentId, AgentType, MessageContext, SendInfo, StoredState, TraceContext
+from ext.core import AgentId, AgentType, MessageContext, RuntimeClosedError, SendInfo, StoredState, TraceContext
 
 from ._wire import portable_error
 
 __all__ = [
+    "CallQueues",
     "DriverServices",
     "Link",
     "ServedObject",
@@ -44,47 +44,71 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class Link:
-    """The queue of calls from actors to one driver (a Ray actor; see the module docstring)."""
+class CallQueues:
+    """The calls from actors to each member (driver) of a namespace, kept by the namespace's registry actor: an
+    actor queues a call (`call`), the member long-polls its queue (`take`) and answers each call (`answer`)."""
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[tuple[int, int, tuple[str, ...], tuple[Any, ...]]] = asyncio.Queue()
-        self._waiting: dict[int, asyncio.Future[tuple[bool, Any]]] = {}
+        self._queues: dict[str, asyncio.Queue[tuple[int, int, tuple[str, ...], tuple[Any, ...]] | None]] = {}
+        self._waiting: dict[int, tuple[str, asyncio.Future[tuple[bool, Any]]]] = {}
         self._ids = itertools.count(1)
 
-    async def call(self, target: int, path: tuple[str, ...], args: tuple[Any, ...]) -> tuple[bool, Any]:
+    def open(self, member: str) -> None:
+        self._queues.setdefault(member, asyncio.Queue())
+
+    def close(self, member: str) -> None:
+        """The member left: its poll ends and the calls waiting for it fail."""
+        queue = self._queues.pop(member, None)
+        if queue is not None:
+            queue.put_nowait(None)
+        for call_id, (owner, future) in list(self._waiting.items()):
+            if owner == member and not future.done():
+                future.set_result((False, RuntimeClosedError("the runtime that owns this object stopped")))
+
+    async def call(self, member: str, target: int, path: tuple[str, ...], args: tuple[Any, ...]) -> tuple[bool, Any]:
+        queue = self._queues.get(member)
+        if queue is None:
+            return False, RuntimeClosedError("the runtime that owns this object stopped")
         call_id = next(self._ids)
         future: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[call_id] = future
-        self._queue.put_nowait((call_id, target, path, args))
+        self._waiting[call_id] = (member, future)
+        queue.put_nowait((call_id, target, path, args))
         try:
             return await future
         finally:
             self._waiting.pop(call_id, None)
 
-    async def take(self) -> list[tuple[int, int, tuple[str, ...], tuple[Any, ...]]]:
-        batch = [await self._queue.get()]
-        while not self._queue.empty():
-            batch.append(self._queue.get_nowait())
+    async def take(self, member: str) -> list[tuple[int, int, tuple[str, ...], tuple[Any, ...]]] | None:
+        queue = self._queues.get(member)
+        if queue is None:
+            return None
+        first = await queue.get()
+        if first is None:
+            return None
+        batch = [first]
+        while not queue.empty():
+            item = queue.get_nowait()
+            if item is None:
+                queue.put_nowait(None)
+                break
+            batch.append(item)
         return batch
 
     def answer(self, call_id: int, ok: bool, value: Any) -> None:
-        future = self._waiting.get(call_id)
-        if future is not None and not future.done():
-            future.set_result((ok, value))
-
-
-RemoteLink = ray.remote(num_cpus=0)(Link)
+        waiting = self._waiting.get(call_id)
+        if waiting is not None and not waiting[1].done():
+            waiting[1].set_result((ok, value))
 
 
 class DriverServices:
     """The driver's side: the served objects and the task answering their calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, registry: Any, member: str) -> None:
         self._objects: dict[int, Any] = {}
         self._ids = itertools.count(1)
         self._spans: dict[int, Any] = {}
-        self.handle: Any = None
+        self._registry = registry
+        self.link = Link(registry, member)
         self._poller: asyncio.Task[None] | None = None
         self._calls: set[asyncio.Task[None]] = set()
 
@@ -97,29 +121,27 @@ class DriverServices:
         return key
 
     def start(self) -> None:
-        if self.handle is None:
-            self.handle = RemoteLink.remote()
+        if self._poller is None:
             self._poller = asyncio.get_running_loop().create_task(self._poll())
 
     async def stop(self) -> None:
+        """After the member left the registry (which ends the poll)."""
         if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+            with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
+                await asyncio.wait_for(self._poller, 5)
         for task in list(self._calls):
             task.cancel()
-        if self.handle is not None:
-            ray.kill(self.handle)
-        self.handle = None
 
     async def _poll(self) -> None:
         while True:
             try:
-                batch = await self.handle.take.remote()
+                batch = await self._registry.take.remote(self.link.member)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("the driver link failed: actors can no longer reach this process's objects")
+                return
+            if batch is None:
                 return
             for call_id, target, path, args in batch:
                 task = asyncio.get_running_loop().create_task(self._run(call_id, target, path, args))
@@ -134,7 +156,7 @@ class DriverServices:
             ok = True
         except Exception as exc:
             ok, value = False, portable_error(exc)
-        self.handle.answer.remote(call_id, ok, value)
+        self._registry.answer.remote(call_id, ok, value)
 
     def _invoke(self, target: int, path: tuple[str, ...], args: tuple[Any, ...]) -> Any:
         if path and path[0] == "__span__":  # the end of a handling span begun by `on_process`
@@ -152,17 +174,30 @@ class DriverServices:
         return value
 
 
-def _call_sync(link: Any, target: int, path: tuple[str, ...], args: tuple[Any, ...]) -> Any:
+class Link:
+    """How an actor reaches one member's objects: the registry's handle and the member's id (pickled into specs)."""
+
+    __slots__ = ("member", "registry")
+
+    def __init__(self, registry: Any, member: str) -> None:
+        self.registry = registry
+        self.member = member
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Link, (self.registry, self.member))
+
+
+def _call_sync(link: Link, target: int, path: tuple[str, ...], args: tuple[Any, ...]) -> Any:
     # Blocks the actor's event loop for one round trip: the caller (a handler, the observer) goes on only once the
     # driver ran the call, so what it did is seen there before the agent's answer is.
-    ok, value = ray.get(link.call.remote(target, path, args))
+    ok, value = ray.get(link.registry.call.remote(link.member, target, path, args))
     if not ok:
         raise value
     return value
 
 
-async def _call(link: Any, target: int, path: tuple[str, ...], args: tuple[Any, ...]) -> Any:
-    ok, value = await link.call.remote(target, path, args)
+async def _call(link: Link, target: int, path: tuple[str, ...], args: tuple[Any, ...]) -> Any:
+    ok, value = await link.registry.call.remote(link.member, target, path, args)
     if not ok:
         raise value
     return value

@@ -3,8 +3,11 @@
 agents' actors, and it is the one place that creates an agent's actor, so two processes asking for the same agent
 at once get the same actor.
 
-Lifetime: runtimes `join` on start and `leave` on stop; when the last one leaves and no agent is active, the
-registry exits, so a namespace leaves nothing running behind it. A driver that dies without `stop()` keeps it
+It also carries the calls from actors to the objects that stay in a member's process (`_link.py`).
+
+Lifetime: runtimes `join` on start and `leave` on stop. When the last one leaves, the subscriptions go, and once no
+agent is active either the registry exits (after a few seconds, so a runtime starting just then reuses it): a
+namespace leaves nothing running behind it. A driver that dies without `stop()` keeps it
 (and the agents of the types it registered) alive until the actors go idle or are killed; `ray.kill` of the
 registry is the reset.
 """
@@ -22,6 +25,7 @@ import ray
 from ext.core import AgentId, Subscription, SubscriptionTable, TopicId
 
 from ._agent_actor import AgentActor
+from ._link import CallQueues
 from ._spec import TypeSpec
 from ._wire import actor_name
 
@@ -30,7 +34,7 @@ __all__ = ["NOT_FOUND", "Registry", "RemoteRegistry"]
 logger = logging.getLogger(__name__)
 
 NOT_FOUND = "not-found"
-_EXIT_DELAY = 1.0
+_EXIT_DELAY = 5.0
 _RETIRED_KEPT = 10_000
 
 RemoteAgentActor = ray.remote(AgentActor)
@@ -47,33 +51,58 @@ class Registry:
         self._subscriptions = SubscriptionTable()
         self._members: set[str] = set()
         self._exit: asyncio.TimerHandle | None = None
+        self._calls = CallQueues()
 
     # --- members ---
 
     async def join(self, member: str) -> None:
         self._members.add(member)
+        self._calls.open(member)
         if self._exit is not None:
             self._exit.cancel()
             self._exit = None
 
     def _exit_if_unused(self) -> None:
-        # Deferred, so that the call that emptied the registry returns first; a `join` meanwhile cancels it.
+        # The namespace's subscriptions last while a runtime of it runs. The exit is deferred, so that the call that
+        # emptied the registry returns first and a runtime starting soon after reuses it (a `join` cancels it).
+        if not self._members:
+            self._subscriptions = SubscriptionTable()
         if not self._members and not self._agents and self._exit is None:
             me = ray.get_runtime_context().current_actor
             self._exit = asyncio.get_running_loop().call_later(_EXIT_DELAY, ray.kill, me)
 
-    async def leave(self, member: str) -> list[tuple[AgentId, Any]]:
-        """Forget `member` and the types it registered; the active agents of those types, which the member
-        deactivates. Exits when nobody is left."""
-        self._members.discard(member)
+    async def release_types(self, member: str) -> list[tuple[AgentId, Any]]:
+        """Forget the types `member` registered; the active agents of those types, which the member deactivates
+        (before it leaves: their last saves may reach objects in its process)."""
         owned = {name for name, spec in self._types.items() if spec.owner == member}
         for name in owned:
             del self._types[name]
         agents = [(a, h) for a, h in self._agents.items() if a.type in owned]
         for agent_id, _ in agents:
             self._forget(agent_id)
-        self._exit_if_unused()
         return agents
+
+    async def leave(self, member: str) -> None:
+        """Forget `member` (its queue of calls closes). Exits when nobody is left."""
+        self._members.discard(member)
+        self._calls.close(member)
+        self._exit_if_unused()
+
+    async def dead(self, agent_id: AgentId, incarnation: str) -> None:
+        """The agent's actor could not start (a dying one still held its name): the next activation makes another."""
+        if self._incarnations.get(agent_id) == incarnation:
+            self._forget(agent_id)
+
+    # --- calls from actors to members (see _link.py) ---
+
+    async def call(self, member: str, target: int, path: tuple[str, ...], args: tuple[Any, ...]) -> tuple[bool, Any]:
+        return await self._calls.call(member, target, path, args)
+
+    async def take(self, member: str) -> list[tuple[int, int, tuple[str, ...], tuple[Any, ...]]] | None:
+        return await self._calls.take(member)
+
+    async def answer(self, call_id: int, ok: bool, value: Any) -> None:
+        self._calls.answer(call_id, ok, value)
 
     # --- types ---
 

@@ -84,6 +84,9 @@ class RayAgentRuntime(AsyncStartStop):
             restarted actor (`max_task_retries`), so a handler may see a message twice.
         driver_objects: types whose instances, captured by a factory, stay in this process: the actor gets a
             stand-in whose method calls run on the original here (a collector of results, a test's journal).
+        activation_timeout: seconds an agent's actor may take to be placed and started (default 60) before the
+            message fails with `UndeliverableError`; an RPC's `timeout` runs from when the actor is up.
+        lazy_start: start on first use instead of by `start()` (the runtime an agent's actor gives its agent).
     """
 
     def __init__(
@@ -98,6 +101,8 @@ class RayAgentRuntime(AsyncStartStop):
         max_restarts: int = 3,
         delivery: Literal["at_most_once", "at_least_once"] = "at_most_once",
         driver_objects: tuple[type, ...] = (),
+        activation_timeout: float = 60.0,
+        lazy_start: bool = False,
     ) -> None:
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise ValueError(f"namespace must be a non-empty str or None, got {namespace!r}")
@@ -109,6 +114,7 @@ class RayAgentRuntime(AsyncStartStop):
             raise TypeError(f"save_policy must be a SavePolicy, got {type(save_policy).__name__}")
         self._idle_timeout = check_timeout(idle_timeout, "idle_timeout")
         self._stop_timeout = check_seconds(stop_timeout, "stop_timeout")
+        self._activation_timeout = check_seconds(activation_timeout, "activation_timeout")
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
             raise ValueError(f"max_restarts must be an int >= -1 (-1: always restart), got {max_restarts!r}")
         if delivery not in ("at_most_once", "at_least_once"):
@@ -131,6 +137,7 @@ class RayAgentRuntime(AsyncStartStop):
         self._sender: Sender | None = None
         self._started = False
         self._closed = False
+        self._lazy_start = lazy_start
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -158,7 +165,7 @@ class RayAgentRuntime(AsyncStartStop):
                     raise
                 # The registry was exiting (its last member had just left): a new one takes its name.
                 await asyncio.sleep(0.2 * (attempt + 1))
-        self._sender = Sender(self._registry, self._member, self._observer, self._delivery)
+        self._sender = Sender(self._registry, self._member, self._observer, self._delivery, self._activation_timeout)
         self._started = True
 
     async def stop(self) -> None:
@@ -172,11 +179,11 @@ class RayAgentRuntime(AsyncStartStop):
         assert self._sender is not None
         await self._sender.close()
         try:
-            agents = await self._registry.leave.remote(self._member)
+            agents = await self._registry.release_types.remote(self._member)
+            await asyncio.gather(*(self._deactivate(agent_id, handle) for agent_id, handle in agents))
+            await self._registry.leave.remote(self._member)
         except RayActorError:
-            agents = []
             logger.warning("the registry of namespace %r is gone: agents of this runtime's types stay", self._namespace)
-        await asyncio.gather(*(self._deactivate(agent_id, handle) for agent_id, handle in agents))
         if self._services is not None:
             await self._services.stop()
 
@@ -191,10 +198,13 @@ class RayAgentRuntime(AsyncStartStop):
         if self._closed:
             raise RuntimeClosedError("the runtime was stopped")
 
-    def _ready(self) -> Sender:
+    async def _ready(self) -> Sender:
         self._check_open()
         if self._sender is None:
-            raise RuntimeError("the runtime is not started: await runtime.start() first")
+            if not self._lazy_start:
+                raise RuntimeError("the runtime is not started: await runtime.start() first")
+            await self.start()
+            assert self._sender is not None
         return self._sender
 
     @property
@@ -227,7 +237,7 @@ class RayAgentRuntime(AsyncStartStop):
         unknown = sorted(set(options) - ACTOR_OPTIONS)
         if unknown:
             raise ValueError(f"actor_options: {', '.join(unknown)} not accepted (one of {sorted(ACTOR_OPTIONS)})")
-        self._ready()
+        await self._ready()
         services = self._services_started()
         options.setdefault("max_restarts", self._max_restarts)
         store = self._store
@@ -247,7 +257,7 @@ class RayAgentRuntime(AsyncStartStop):
         spec = TypeSpec(
             factory=data,
             owner=self._member,
-            link=services.handle,
+            link=services.link,
             namespace=self._namespace,
             registry_name=REGISTRY_NAME,
             save_policy=self._save_policy,
@@ -265,14 +275,14 @@ class RayAgentRuntime(AsyncStartStop):
 
     def _services_started(self) -> DriverServices:
         if self._services is None:
-            self._services = DriverServices()
+            self._services = DriverServices(self._registry, self._member)
             self._services.start()
         return self._services
 
     async def list_agents(self, agent_type: str | AgentType | None = None) -> list[AgentId]:
         """The active agents of the namespace (of one type, or all), sorted by type then key."""
         name = None if agent_type is None else agent_type_name(agent_type)
-        self._ready()
+        await self._ready()
         actors = await self._registry.active.remote(name)
         active = await asyncio.gather(*(_is_active(h) for _, h in actors))
         return sorted((a for (a, _), on in zip(actors, active) if on), key=lambda a: (a.type, a.key))
@@ -280,7 +290,7 @@ class RayAgentRuntime(AsyncStartStop):
     async def save_state(self) -> dict[str, Mapping[str, Any]]:
         """Each active agent's `save_state()` (taken in turn with its messages) and the stored state of each
         deactivated agent of the types this runtime registered (from its store), keyed by `str(agent_id)`."""
-        self._ready()
+        await self._ready()
         result: dict[str, Mapping[str, Any]] = {}
         if self._store is not None:
             for agent_id in await self._store.keys():
@@ -297,7 +307,7 @@ class RayAgentRuntime(AsyncStartStop):
     async def load_state(self, state: Mapping[str, Mapping[str, Any]]) -> None:
         """Give each agent named in `state` its state, activating it if needed (and saving it to its store).
         Bad keys and unregistered types fail before any agent changes."""
-        sender = self._ready()
+        sender = await self._ready()
         targets = _parse_state(state)
         types = sorted({a.type for a, _ in targets})
         known = set(await self._registry.registered.remote(types))
@@ -322,7 +332,7 @@ class RayAgentRuntime(AsyncStartStop):
         handler's error is logged here, with the agent's name. `AgentNotFoundError` at once for an unknown type."""
         recipient = check_agent_id(recipient)
         check_sender(sender)
-        await self._ready().send(message, recipient, sender, cancellation_token)
+        await (await self._ready()).send(message, recipient, sender, cancellation_token)
 
     async def send_and_await_response(
         self,
@@ -339,13 +349,13 @@ class RayAgentRuntime(AsyncStartStop):
         recipient = check_agent_id(recipient)
         check_sender(sender)
         timeout = check_timeout(timeout)
-        return await self._ready().call(message, recipient, sender, timeout, cancellation_token)
+        return await (await self._ready()).call(message, recipient, sender, timeout, cancellation_token)
 
     async def broadcast(self, message: Any, agent_type: str | AgentType, *, sender: AgentId | None = None) -> None:
         """Send one way to every active agent of `agent_type` in the namespace, except `sender`. Creates none."""
         name = agent_type_name(agent_type)
         check_sender(sender)
-        await self._ready().broadcast(message, name, sender)
+        await (await self._ready()).broadcast(message, name, sender)
 
     async def publish(
         self,
@@ -361,24 +371,24 @@ class RayAgentRuntime(AsyncStartStop):
         topic_id = check_topic_id(topic_id)
         check_sender(sender)
         check_message_id(message_id)
-        await self._ready().publish(message, topic_id, sender, cancellation_token, message_id)
+        await (await self._ready()).publish(message, topic_id, sender, cancellation_token, message_id)
 
     async def add_subscription(self, subscription: Subscription) -> None:
         """Add a subscription for the whole namespace (an equal one already there changes nothing)."""
         SubscriptionTable().add(subscription)  # checks it before it leaves
-        self._ready()
+        await self._ready()
         await self._registry.add_subscription.remote(subscription)
 
     async def remove_subscription(self, id: str) -> None:
         """Remove the subscription `id`; `LookupError` naming it when there is none."""
-        self._ready()
+        await self._ready()
         error = await self._registry.remove_subscription.remote(id)
         if error is not None:
             raise LookupError(error)
 
     async def list_subscriptions(self) -> list[Subscription]:
         """The namespace's subscriptions, in the order they were added."""
-        self._ready()
+        await self._ready()
         subscriptions: list[Subscription] = await self._registry.subscriptions.remote()
         return subscriptions
 

@@ -13,6 +13,7 @@ sending one-way messages and RPCs to it, and reading what comes back.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 from typing import Any
@@ -27,6 +28,7 @@ from ext.core import (
     RuntimeObserver,
     SendInfo,
     TopicId,
+    UndeliverableError,
 )
 
 from ._registry import NOT_FOUND
@@ -39,9 +41,17 @@ logger = logging.getLogger(__name__)
 _RESENDS = 3
 
 
+class _DyingActor(Exception):
+    pass
+
+
 class Sender:
-    def __init__(self, registry: Any, member: str, observer: RuntimeObserver | None, delivery: str) -> None:
+    def __init__(
+        self, registry: Any, member: str, observer: RuntimeObserver | None, delivery: str, activation_timeout: float
+    ) -> None:
         self._registry = registry
+        self._activation_timeout = activation_timeout
+        self._seqs: dict[tuple[AgentId, str], int] = {}
         self._observer = observer
         self._retries = -1 if delivery == "at_least_once" else 0
         self._actors: dict[AgentId, tuple[Any, str]] = {}
@@ -70,10 +80,33 @@ class Sender:
         found = self._actors.get(agent_id)
         if found is not None:
             return found
+        for attempt in range(_RESENDS):
+            try:
+                return await self._activate_once(agent_id)
+            except _DyingActor:
+                # The name still belonged to a retiring actor: wait for it to go, and ask again.
+                await asyncio.sleep(0.1 * (attempt + 1))
+        return await self._activate_once(agent_id)
+
+    async def _activate_once(self, agent_id: AgentId) -> tuple[Any, str]:
         answer = await self._registry.activate.remote(agent_id)
         if answer == NOT_FOUND:
             raise AgentNotFoundError(f"no agent factory is registered for agent type {agent_id.type!r}")
         handle, incarnation = answer
+        try:
+            # Placing and starting an actor can take long (a busy cluster, an autoscaler): it has its own bound, and
+            # an RPC's deadline starts once the agent's actor runs.
+            await asyncio.wait_for(handle.ready.remote(), self._activation_timeout)
+        except asyncio.TimeoutError:
+            raise UndeliverableError(
+                f"the actor of {agent_id} did not start within {self._activation_timeout:g} s "
+                "(does a node have the resources its type asks for?)"
+            ) from None
+        except RayActorError as exc:
+            await self._registry.dead.remote(agent_id, incarnation)
+            if isinstance(exc, ActorDiedError) and "ray.kill" in str(exc):
+                raise _DyingActor() from None
+            raise UndeliverableError(f"the actor of {agent_id} could not start: {exc}") from None
         self._actors[agent_id] = (handle, incarnation)
         return handle, incarnation
 
@@ -84,6 +117,7 @@ class Sender:
         """Whether `incarnation` retired (so the message was not handled: send it again); forgets it either way."""
         if self._actors.get(agent_id, (None, None))[1] == incarnation:
             del self._actors[agent_id]
+        self._seqs.pop((agent_id, incarnation), None)
         if error is None:
             return True  # it answered `retired`
         return isinstance(error, ActorDiedError) and bool(await self._registry.was_retired.remote(incarnation))
@@ -92,8 +126,11 @@ class Sender:
         """Send `envelope` to its agent's actor and wait for the outcome (and the actor's handle)."""
         for _ in range(_RESENDS):
             handle, incarnation = await self._activate(envelope.recipient)
+            key = (envelope.recipient, incarnation)
+            seq = self._seqs[key] = self._seqs.get(key, 0) + 1
+            numbered = dataclasses.replace(envelope, stream=self._prefix, seq=seq)
             try:
-                outcome: Outcome = await handle.deliver.options(max_task_retries=self._retries).remote(envelope)
+                outcome: Outcome = await handle.deliver.options(max_task_retries=self._retries).remote(numbered)
             except RayActorError as exc:
                 if await self._stale(envelope.recipient, incarnation, exc):
                     continue
@@ -166,6 +203,12 @@ class Sender:
         if self._observer is not None:
             span = self._observer.on_send(SendInfo("rpc", recipient.type, recipient, sender, message_id))
         envelope = Envelope(message, recipient, sender, True, message_id, None if span is None else span.trace)
+        try:
+            await self._activate(recipient)
+        except BaseException as exc:
+            if span is not None:
+                span.end(exc)
+            raise
         waiter = asyncio.ensure_future(self._deliver(envelope))
         remove = token.add_callback(waiter.cancel) if token is not None else None
         outcome: Outcome | None = None

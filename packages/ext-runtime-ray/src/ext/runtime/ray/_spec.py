@@ -8,7 +8,7 @@ from typing import Any
 
 from ext.core import RuntimeObserver, SavePolicy, StateStore
 
-from ._link import ServedObserver, ServedStateStore
+from ._link import Link, ServedObserver, ServedStateStore
 
 __all__ = ["TypeSpec"]
 
@@ -19,8 +19,8 @@ class TypeSpec:
     """The factory, pickled by `dump_factory`."""
     owner: str
     """The id of the runtime that registered the type: its `stop()` deactivates the type's agents."""
-    link: Any
-    """The owner's `Link` actor handle."""
+    link: Link
+    """How the type's actors reach objects in the owner's process."""
     namespace: str
     registry_name: str
     save_policy: SavePolicy | None

@@ -51,6 +51,9 @@ class Envelope:
     message_id: str
     trace: TraceContext | None = None
     topic_id: TopicId | None = None
+    stream: str = ""
+    """The sender's stream and the message's number in it (see `_ordering.py`)."""
+    seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,38 @@
+"""One Ray instance for the whole test session (starting one takes seconds): 2 CPUs, no dashboard, no usage
+reporting, bound to 127.0.0.1, shut down at the end. Each test's runtimes use a Ray namespace of their own."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # ray_support: agents the actors' workers import by name
+# Ray's workers inherit the environment the driver had when it started Ray.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+import ray  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ray_instance() -> Iterator[str]:
+    """The session's Ray; yields its GCS address (for the tests' other driver processes)."""
+    if ray.is_initialized():
+        ray.shutdown()
+    context = ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        namespace="ext-tests",
+        logging_level="WARNING",
+        log_to_driver=True,
+    )
+    try:
+        yield context.address_info["gcs_address"]
+    finally:
+        ray.shutdown()
