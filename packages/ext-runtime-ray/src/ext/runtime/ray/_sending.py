@@ -18,7 +18,7 @@ import itertools
 import logging
 from typing import Any
 
-from ray.exceptions import ActorDiedError, RayActorError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from ext.core import (
     AgentId,
@@ -43,6 +43,18 @@ _RESENDS = 3
 
 class _DyingActor(Exception):
     pass
+
+
+async def _until_ready(handle: Any) -> None:
+    """Until the actor answers; while Ray restarts it, it is asked again (the caller bounds the wait)."""
+    delay = 0.05
+    while True:
+        try:
+            await handle.ready.remote()
+            return
+        except ActorUnavailableError:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 class Sender:
@@ -96,7 +108,7 @@ class Sender:
         try:
             # Placing and starting an actor can take long (a busy cluster, an autoscaler): it has its own bound, and
             # an RPC's deadline starts once the agent's actor runs.
-            await asyncio.wait_for(handle.ready.remote(), self._activation_timeout)
+            await asyncio.wait_for(_until_ready(handle), self._activation_timeout)
         except asyncio.TimeoutError:
             raise UndeliverableError(
                 f"the actor of {agent_id} did not start within {self._activation_timeout:g} s "
@@ -115,6 +127,8 @@ class Sender:
 
     async def _stale(self, agent_id: AgentId, incarnation: str, error: BaseException | None) -> bool:
         """Whether `incarnation` retired (so the message was not handled: send it again); forgets it either way."""
+        if isinstance(error, ActorUnavailableError):
+            return False  # restarting: the same actor (and handle) will be back
         if self._actors.get(agent_id, (None, None))[1] == incarnation:
             del self._actors[agent_id]
         self._seqs.pop((agent_id, incarnation), None)
