@@ -3,6 +3,7 @@ reporting, bound to 127.0.0.1, shut down at the end. Each test's runtimes use a 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -29,10 +30,10 @@ def ray_instance() -> Iterator[str]:
         include_dashboard=False,
         _node_ip_address="127.0.0.1",
         namespace="ext-tests",
-        logging_level="WARNING",
+        logging_level=logging.WARNING,
         log_to_driver=True,
     )
     try:
-        yield context.address_info["gcs_address"]
+        yield str(context.address_info["gcs_address"])  # type: ignore[attr-defined]
     finally:
         ray.shutdown()

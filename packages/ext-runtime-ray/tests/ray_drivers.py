@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from typing import Any
 
@@ -19,7 +20,7 @@ async def _bump(address: str, namespace: str, key: str) -> dict[str, Any]:
 
     from ext.runtime.ray import RayAgentRuntime
 
-    ray.init(address=address, namespace=namespace, logging_level="WARNING", log_to_driver=False)
+    ray.init(address=address, namespace=namespace, logging_level=logging.WARNING, log_to_driver=False)
     runtime = RayAgentRuntime(namespace=namespace)
     await runtime.start()
     try:
@@ -44,27 +45,28 @@ async def _two_nodes() -> dict[str, Any]:
             "num_cpus": 1,
             "resources": {"head": 1},
             "include_dashboard": False,
-            "node_ip_address": "127.0.0.1",
         },
     )
     try:
-        cluster.add_node(num_cpus=1, resources={"second": 1}, node_ip_address="127.0.0.1")
+        cluster.add_node(num_cpus=1, resources={"second": 1})
         cluster.wait_for_nodes()
-        ray.init(address=cluster.address, namespace="two-nodes", logging_level="WARNING", log_to_driver=False)
+        ray.init(address=cluster.address, namespace="two-nodes", logging_level=logging.WARNING, log_to_driver=False)
         runtime = RayAgentRuntime()
         await runtime.start()
         try:
             await runtime.register_agent_factory("left", CounterAgent, actor_options={"resources": {"head": 0.01}})
             await runtime.register_agent_factory("right", CounterAgent, actor_options={"resources": {"second": 0.01}})
-            route = await runtime.send_and_await_response(Forward(target_type="right", target_key="b"), AgentId("left", "a"), 120.0)
+            route = await runtime.send_and_await_response(
+                Forward(target_type="right", target_key="b"), AgentId("left", "a"), 120.0
+            )
             again = await runtime.send_and_await_response(Bump(), AgentId("right", "b"), 60.0)
-            nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+            nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])  # type: ignore[no-untyped-call]
             return {"route": route.model_dump(), "again": again.model_dump(), "nodes": nodes}
         finally:
             await runtime.stop()
             ray.shutdown()
     finally:
-        cluster.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]
 
 
 if __name__ == "__main__":

@@ -64,9 +64,7 @@ async def test_two_driver_processes_asking_for_the_same_agent_get_one_actor(
 ) -> None:
     assert runtime.namespace is not None
     args = {"address": ray_instance, "namespace": runtime.namespace, "key": "shared"}
-    first, second = await asyncio.gather(
-        asyncio.to_thread(_run, "bump", args), asyncio.to_thread(_run, "bump", args)
-    )
+    first, second = await asyncio.gather(asyncio.to_thread(_run, "bump", args), asyncio.to_thread(_run, "bump", args))
     assert first["pid"] == second["pid"]  # one actor, one process
     assert sorted([first["count"], second["count"]]) == [1, 2]  # one agent: its count went 1, 2
     mine = await within(runtime.send_and_await_response(Bump(), AgentId("counter", "shared")), 60)

@@ -24,7 +24,6 @@ from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import ray
-
 from ext.core import AgentId, RuntimeClosedError
 from ext.runtime.local import Delivery, LocalAgentRuntime
 

@@ -23,9 +23,9 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
-import cloudpickle
-import ray
+import cloudpickle  # type: ignore[import-untyped]
 
+import ray
 from ext.core import AgentId, AgentType, MessageContext, RuntimeClosedError, SendInfo, StoredState, TraceContext
 
 from ._wire import portable_error
@@ -61,7 +61,7 @@ class CallQueues:
         queue = self._queues.pop(member, None)
         if queue is not None:
             queue.put_nowait(None)
-        for call_id, (owner, future) in list(self._waiting.items()):
+        for owner, future in list(self._waiting.values()):
             if owner == member and not future.done():
                 future.set_result((False, RuntimeClosedError("the runtime that owns this object stopped")))
 
@@ -257,7 +257,9 @@ class _ServedSpan:
 
     def end(self, error: BaseException | None = None, response: TraceContext | None = None) -> None:
         try:
-            _call_sync(self._link, self._key, ("__span__",), (None if error is None else portable_error(error), response))
+            _call_sync(
+                self._link, self._key, ("__span__",), (None if error is None else portable_error(error), response)
+            )
         except Exception:
             logger.warning("the driver's observer could not be told a handling ended", exc_info=True)
 
@@ -302,7 +304,7 @@ class ServedObserver:
         return _ServedSpan(self._link, key, trace)
 
 
-class _Pickler(cloudpickle.CloudPickler):
+class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]
     def __init__(self, file: io.BytesIO, services: DriverServices, types: tuple[type, ...]) -> None:
         super().__init__(file)
         self._services = services

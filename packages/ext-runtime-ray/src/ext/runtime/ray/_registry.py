@@ -21,7 +21,6 @@ from collections import OrderedDict
 from typing import Any
 
 import ray
-
 from ext.core import AgentId, Subscription, SubscriptionTable, TopicId
 
 from ._agent_actor import AgentActor

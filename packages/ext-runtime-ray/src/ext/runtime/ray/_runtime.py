@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import ray
-from ray.exceptions import RayActorError
-
 from ext.core import (
     DEFAULT_RPC_TIMEOUT,
     AgentFactory,
@@ -27,7 +25,6 @@ from ext.core import (
     RuntimeClosedError,
     RuntimeObserver,
     SavePolicy,
-    SendInfo,
     StateStore,
     Subscription,
     SubscriptionTable,
@@ -41,6 +38,7 @@ from ext.core import (
     check_timeout,
     check_topic_id,
 )
+from ray.exceptions import RayActorError
 
 from ._link import DriverServices, dump_factory
 from ._registry import RemoteRegistry
@@ -53,7 +51,16 @@ __all__ = ["ACTOR_OPTIONS", "RayAgentRuntime"]
 logger = logging.getLogger(__name__)
 
 ACTOR_OPTIONS = frozenset(
-    {"num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy", "runtime_env", "max_restarts", "label_selector"}
+    {
+        "num_cpus",
+        "num_gpus",
+        "memory",
+        "resources",
+        "scheduling_strategy",
+        "runtime_env",
+        "max_restarts",
+        "label_selector",
+    }
 )
 """The Ray actor options `register_agent_factory(..., actor_options=...)` accepts for a type's actors."""
 
@@ -285,7 +292,7 @@ class RayAgentRuntime(AsyncStartStop):
         await self._ready()
         actors = await self._registry.active.remote(name)
         active = await asyncio.gather(*(_is_active(h) for _, h in actors))
-        return sorted((a for (a, _), on in zip(actors, active) if on), key=lambda a: (a.type, a.key))
+        return sorted((a for (a, _), on in zip(actors, active, strict=True) if on), key=lambda a: (a.type, a.key))
 
     async def save_state(self) -> dict[str, Mapping[str, Any]]:
         """Each active agent's `save_state()` (taken in turn with its messages) and the stored state of each
@@ -299,7 +306,7 @@ class RayAgentRuntime(AsyncStartStop):
                     result[str(agent_id)] = record.state
         actors = await self._registry.active.remote(None)
         states = await asyncio.gather(*(h.save_state.remote() for _, h in actors))
-        for (agent_id, _), state in zip(actors, states):
+        for (agent_id, _), state in zip(actors, states, strict=True):
             if state is not None:
                 result[str(agent_id)] = state
         return dict(sorted(result.items()))
@@ -313,7 +320,9 @@ class RayAgentRuntime(AsyncStartStop):
         known = set(await self._registry.registered.remote(types))
         for agent_id, _ in targets:
             if agent_id.type not in known:
-                raise AgentNotFoundError(f"state[{str(agent_id)!r}]: no agent factory is registered for {agent_id.type!r}")
+                raise AgentNotFoundError(
+                    f"state[{str(agent_id)!r}]: no agent factory is registered for {agent_id.type!r}"
+                )
         for agent_id, agent_state in targets:
             handle = await sender.actor(agent_id)
             await handle.load_state.remote(dict(agent_state))
@@ -416,4 +425,3 @@ def _parse_state(state: object) -> list[tuple[AgentId, Mapping[str, Any]]]:
             raise TypeError(f"state[{key!r}] must be a mapping, got {type(agent_state).__name__}")
         targets.append((agent_id, agent_state))
     return targets
-

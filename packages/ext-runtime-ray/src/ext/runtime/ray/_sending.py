@@ -18,8 +18,6 @@ import itertools
 import logging
 from typing import Any
 
-from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
-
 from ext.core import (
     AgentId,
     AgentNotFoundError,
@@ -30,6 +28,7 @@ from ext.core import (
     TopicId,
     UndeliverableError,
 )
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
 from ._registry import NOT_FOUND
 from ._wire import AgentActorDiedError, Envelope, Outcome
@@ -236,6 +235,7 @@ class Sender:
                 if outcome is None:
                     self._cancel_remote(recipient, message_id)
             await self._settled_one_way(recipient)
+            assert outcome is not None
             if outcome.cancelled:
                 raise asyncio.CancelledError()
             if outcome.error is not None:
@@ -247,6 +247,7 @@ class Sender:
         finally:
             if remove is not None:
                 remove()
+        assert outcome is not None
         if span is not None:
             span.end(None, outcome.answer_trace)
         return outcome.result
@@ -262,7 +263,9 @@ class Sender:
         self._check_open()
         if not await self._registry.registered.remote([agent_type]):
             raise AgentNotFoundError(f"no agent factory is registered for agent type {agent_type!r}")
-        span = None if self._observer is None else self._observer.on_send(SendInfo("broadcast", agent_type, None, sender))
+        span = (
+            None if self._observer is None else self._observer.on_send(SendInfo("broadcast", agent_type, None, sender))
+        )
         trace = None if span is None else span.trace
         actors = await self._registry.active.remote(agent_type)
         calls = [h.broadcast.remote(message, sender, trace) for a, h in actors if a != sender]
@@ -284,7 +287,9 @@ class Sender:
         recipients, missing = await self._registry.recipients.remote(topic_id, sender)
         if missing:
             names = ", ".join(repr(m) for m in missing)
-            raise AgentNotFoundError(f"no agent factory is registered for agent type {names} (subscribed to {topic_id})")
+            raise AgentNotFoundError(
+                f"no agent factory is registered for agent type {names} (subscribed to {topic_id})"
+            )
         if not recipients:
             return
         message_id = message_id or self._next_id()
@@ -298,4 +303,8 @@ class Sender:
         if span is not None:
             span.end()
         if token is not None:
-            token.add_callback(lambda: [self._cancel_remote(r, message_id) for r in recipients])
+            token.add_callback(lambda: self._cancel_all(recipients, message_id))
+
+    def _cancel_all(self, recipients: list[AgentId], message_id: str) -> None:
+        for recipient in recipients:
+            self._cancel_remote(recipient, message_id)
