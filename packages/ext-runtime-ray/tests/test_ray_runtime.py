@@ -9,9 +9,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import pytest_asyncio
@@ -21,9 +21,16 @@ from ray_support import Bump, CounterAgent, Hang, Where
 from ext.core import AgentId, InMemoryStateStore, UndeliverableError
 from ext.runtime.local import FileStateStore
 from ext.runtime.ray import AgentActorDiedError, RayAgentRuntime
-from ext.testing.conformance._waits import within
 
 HERE = Path(__file__).resolve().parent
+T = TypeVar("T")
+
+
+async def within(awaitable: Awaitable[T], seconds: float = 15.0) -> T:
+    """Every wait is bounded: a broken runtime fails the test, it never hangs the run."""
+    return await asyncio.wait_for(awaitable, seconds)
+
+
 DRIVERS = HERE / "ray_drivers.py"
 
 

@@ -21,7 +21,7 @@ import logging
 import warnings
 from collections import OrderedDict
 from collections.abc import Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 from ext.core import AgentId, RuntimeClosedError
@@ -31,9 +31,6 @@ from ._link import load_factory
 from ._ordering import Streams
 from ._spec import TypeSpec
 from ._wire import Envelope, Outcome, portable_error
-
-if TYPE_CHECKING:
-    from ._runtime import RayAgentRuntime
 
 __all__ = ["AgentActor"]
 
@@ -46,15 +43,14 @@ class AgentActor:
     """One agent's actor (see the module docstring). Created by the registry, named after the agent id."""
 
     def __init__(self, agent_id: AgentId, incarnation: str, spec: TypeSpec, namespace: str) -> None:
-        from ._runtime import RayAgentRuntime  # the agents' own runtime: their sends go through Ray too
-
         self._agent_id = agent_id
         self._incarnation = incarnation
         self._spec = spec
         self._idle_timeout = spec.idle_timeout
         factory = load_factory(spec.factory, spec.link)
         # Started on the agent's first send (joining the registry takes a call this constructor cannot await).
-        self._client: RayAgentRuntime = RayAgentRuntime(namespace=namespace, observer=spec.observer(), lazy_start=True)
+        # The agents' own runtime (their sends go through Ray too), of the class the spec names (`RayAgentRuntime`).
+        self._client: Any = spec.runtime_class(namespace=namespace, observer=spec.observer(), lazy_start=True)
         self._local = LocalAgentRuntime(
             stop_timeout=spec.stop_timeout,
             state_store=spec.state_store(),

@@ -329,8 +329,9 @@ class _Unpickler(pickle.Unpickler):
 
 
 def dump_factory(factory: Any, services: DriverServices, driver_types: tuple[type, ...]) -> bytes:
-    """The factory, pickled by value (cloudpickle: closures and lambdas too); objects of `driver_types` it holds
-    stay in this process (served)."""
+    """The factory, pickled by value (closures and lambdas too); objects of `driver_types` it holds stay in this
+    process (served). With Ray's own cloudpickle: a class defined in `__main__` and pickled by value then stays one
+    class in the actor, whether it arrived in the factory or in a message (Ray pickles those)."""
     buffer = io.BytesIO()
     _Pickler(buffer, services, driver_types).dump(factory)
     return buffer.getvalue()

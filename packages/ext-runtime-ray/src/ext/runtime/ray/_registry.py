@@ -26,13 +26,12 @@ from ext.core import AgentId, Subscription, SubscriptionTable, TopicId
 from ._agent_actor import AgentActor
 from ._link import CallQueues
 from ._spec import TypeSpec
-from ._wire import actor_name
+from ._wire import NOT_FOUND, actor_name
 
-__all__ = ["NOT_FOUND", "Registry", "RemoteRegistry"]
+__all__ = ["Registry", "RemoteRegistry"]
 
 logger = logging.getLogger(__name__)
 
-NOT_FOUND = "not-found"
 _EXIT_DELAY = 5.0
 _RETIRED_KEPT = 10_000
 

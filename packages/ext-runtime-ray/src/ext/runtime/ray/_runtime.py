@@ -77,7 +77,8 @@ class RayAgentRuntime(AsyncStartStop):
     apply to the type's agents, and its `stop()` deactivates them (state saved, agent closed, actor gone).
 
     Args:
-        namespace: the Ray namespace of the agents and the registry (default: the driver's namespace).
+        namespace: the Ray namespace of the agents and the registry (default "ext": every process of the cluster
+            reaches the same agents).
         state_store: where the agents' states are kept. An `InMemoryStateStore` stays in this process (actors
             reach it through it: one machine, tests); any other store is pickled into each actor, which opens its
             own connections (`FileStateStore` on one machine, a Redis store on several).
@@ -99,7 +100,7 @@ class RayAgentRuntime(AsyncStartStop):
     def __init__(
         self,
         *,
-        namespace: str | None = None,
+        namespace: str = "ext",
         state_store: StateStore | None = None,
         save_policy: SavePolicy | None = None,
         idle_timeout: float | None = None,
@@ -111,8 +112,8 @@ class RayAgentRuntime(AsyncStartStop):
         activation_timeout: float = 60.0,
         lazy_start: bool = False,
     ) -> None:
-        if namespace is not None and (not isinstance(namespace, str) or not namespace):
-            raise ValueError(f"namespace must be a non-empty str or None, got {namespace!r}")
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError(f"namespace must be a non-empty str, got {namespace!r}")
         if observer is not None and not isinstance(observer, RuntimeObserver):
             raise TypeError(f"observer must be a RuntimeObserver (on_send, on_process), got {type(observer).__name__}")
         if state_store is not None and not isinstance(state_store, StateStore):
@@ -158,8 +159,6 @@ class RayAgentRuntime(AsyncStartStop):
                 "Ray is not initialized: call ray.init() (one machine) or ray.init(address=...) (a cluster) before "
                 "starting a RayAgentRuntime"
             )
-        if self._namespace is None:
-            self._namespace = ray.get_runtime_context().namespace
         for attempt in range(3):
             self._registry = RemoteRegistry.options(
                 name=REGISTRY_NAME, namespace=self._namespace, lifetime="detached", get_if_exists=True
@@ -215,8 +214,8 @@ class RayAgentRuntime(AsyncStartStop):
         return self._sender
 
     @property
-    def namespace(self) -> str | None:
-        """The Ray namespace of the agents (known once started)."""
+    def namespace(self) -> str:
+        """The Ray namespace of the agents and the registry."""
         return self._namespace
 
     @property
@@ -274,6 +273,7 @@ class RayAgentRuntime(AsyncStartStop):
             served_store=served_store,
             served_observer=None if self._observer is None else services.serve(self._observer),
             actor_options=options,
+            runtime_class=RayAgentRuntime,
         )
         if not await self._registry.register.remote(name, spec):
             raise ValueError(f"agent_type {name!r} is already registered")

@@ -30,8 +30,7 @@ from ext.core import (
 )
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
-from ._registry import NOT_FOUND
-from ._wire import AgentActorDiedError, Envelope, Outcome
+from ._wire import NOT_FOUND, AgentActorDiedError, Envelope, Outcome
 
 __all__ = ["Sender"]
 
@@ -63,6 +62,7 @@ class Sender:
         self._registry = registry
         self._activation_timeout = activation_timeout
         self._seqs: dict[tuple[AgentId, str], int] = {}
+        self._restarting: set[AgentId] = set()
         self._observer = observer
         self._retries = -1 if delivery == "at_least_once" else 0
         self._actors: dict[AgentId, tuple[Any, str]] = {}
@@ -90,6 +90,10 @@ class Sender:
     async def _activate(self, agent_id: AgentId) -> tuple[Any, str]:
         found = self._actors.get(agent_id)
         if found is not None:
+            if agent_id in self._restarting:
+                # Its actor failed a call while Ray restarted it: wait until it is back before sending more.
+                await self._ready(agent_id, found[0])
+                self._restarting.discard(agent_id)
             return found
         for attempt in range(_RESENDS):
             try:
@@ -105,14 +109,7 @@ class Sender:
             raise AgentNotFoundError(f"no agent factory is registered for agent type {agent_id.type!r}")
         handle, incarnation = answer
         try:
-            # Placing and starting an actor can take long (a busy cluster, an autoscaler): it has its own bound, and
-            # an RPC's deadline starts once the agent's actor runs.
-            await asyncio.wait_for(_until_ready(handle), self._activation_timeout)
-        except asyncio.TimeoutError:
-            raise UndeliverableError(
-                f"the actor of {agent_id} did not start within {self._activation_timeout:g} s "
-                "(does a node have the resources its type asks for?)"
-            ) from None
+            await self._ready(agent_id, handle)
         except RayActorError as exc:
             await self._registry.dead.remote(agent_id, incarnation)
             if isinstance(exc, ActorDiedError) and "ray.kill" in str(exc):
@@ -121,12 +118,24 @@ class Sender:
         self._actors[agent_id] = (handle, incarnation)
         return handle, incarnation
 
+    async def _ready(self, agent_id: AgentId, handle: Any) -> None:
+        # Placing and starting an actor can take long (a busy cluster, an autoscaler): it has its own bound, and an
+        # RPC's deadline starts once the agent's actor runs.
+        try:
+            await asyncio.wait_for(_until_ready(handle), self._activation_timeout)
+        except asyncio.TimeoutError:
+            raise UndeliverableError(
+                f"the actor of {agent_id} did not start within {self._activation_timeout:g} s "
+                "(does a node have the resources its type asks for?)"
+            ) from None
+
     async def actor(self, agent_id: AgentId) -> Any:
         return (await self._activate(agent_id))[0]
 
     async def _stale(self, agent_id: AgentId, incarnation: str, error: BaseException | None) -> bool:
         """Whether `incarnation` retired (so the message was not handled: send it again); forgets it either way."""
         if isinstance(error, ActorUnavailableError):
+            self._restarting.add(agent_id)
             return False  # restarting: the same actor (and handle) will be back
         if self._actors.get(agent_id, (None, None))[1] == incarnation:
             del self._actors[agent_id]

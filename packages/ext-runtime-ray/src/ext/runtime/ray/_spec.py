@@ -32,6 +32,8 @@ class TypeSpec:
     """The owner's served `InMemoryStateStore`, or None."""
     served_observer: int | None = None
     actor_options: dict[str, Any] = field(default_factory=dict)
+    runtime_class: Any = None
+    """The class of the runtime an actor gives its agent (`RayAgentRuntime`, pickled by reference)."""
 
     def state_store(self) -> StateStore | None:
         if self.served_store is not None:

@@ -13,6 +13,7 @@ from ext.core import AgentId, MessageHandlerError, StateConflictError, TopicId, 
 
 __all__ = [
     "ACTOR_PREFIX",
+    "NOT_FOUND",
     "REGISTRY_NAME",
     "AgentActorDiedError",
     "Envelope",
@@ -22,6 +23,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+NOT_FOUND = "not-found"
+"""The registry's answer to an activation of an agent whose type has no factory."""
 
 REGISTRY_NAME = "ext-registry"
 """The registry actor's name in a runtime's Ray namespace."""
