@@ -41,7 +41,8 @@ def _run(command: str, args: dict[str, Any], timeout: float = 240) -> dict[str, 
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        # Its own Ray (the two-node cluster) starts workers that import ray_support from here.
+        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(HERE)},
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
