@@ -23,10 +23,9 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
-import cloudpickle  # type: ignore[import-untyped]
-
 import ray
 from ext.core import AgentId, AgentType, MessageContext, RuntimeClosedError, SendInfo, StoredState, TraceContext
+from ray import cloudpickle
 
 from ._wire import portable_error
 
@@ -304,9 +303,9 @@ class ServedObserver:
         return _ServedSpan(self._link, key, trace)
 
 
-class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]
+class _Pickler(cloudpickle.CloudPickler):
     def __init__(self, file: io.BytesIO, services: DriverServices, types: tuple[type, ...]) -> None:
-        super().__init__(file)
+        super().__init__(file)  # type: ignore[no-untyped-call]
         self._services = services
         self._types = types
 
@@ -333,7 +332,7 @@ def dump_factory(factory: Any, services: DriverServices, driver_types: tuple[typ
     process (served). With Ray's own cloudpickle: a class defined in `__main__` and pickled by value then stays one
     class in the actor, whether it arrived in the factory or in a message (Ray pickles those)."""
     buffer = io.BytesIO()
-    _Pickler(buffer, services, driver_types).dump(factory)
+    _Pickler(buffer, services, driver_types).dump(factory)  # type: ignore[no-untyped-call]
     return buffer.getvalue()
 
 
