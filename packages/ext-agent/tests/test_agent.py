@@ -214,7 +214,7 @@ async def test_a_session_continues_and_each_step_bumps_its_version(server: OpenA
     ]
     assert [a.type for a in await store.keys()] == ["agent.sessions"]  # the system text is not stored
     stored = await store.get((await store.keys())[0])
-    assert stored is not None and all(m["type"] != "SystemMessage" for m in stored.state["messages"])
+    assert stored is not None and all(json.loads(m)["type"] != "SystemMessage" for m in stored.state["messages"])
 
 
 async def test_a_write_from_a_stale_read_is_refused(server: OpenAIServer) -> None:

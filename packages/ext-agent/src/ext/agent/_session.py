@@ -337,9 +337,9 @@ class AgentSession(Generic[OutputT]):
         text = result.content
         order_results(record.messages)
         record.messages.append(result.to_assistant_message(agent.name))
-        outcome = self._result(run, "completed", text, value, [])
+        start = turn.start
         await self._close_turn(run)
-        return _with_version(outcome, run.version)
+        return self._result(run, "completed", text, value, [], start)
 
     async def _close_turn(self, run: Run) -> None:
         order_results(run.record.messages)
@@ -375,15 +375,17 @@ class AgentSession(Generic[OutputT]):
         return result
 
     def _result(
-        self, run: Run, status: Any, text: str, value: Any, pending: list[PendingApproval]
+        self, run: Run, status: Any, text: str, value: Any, pending: list[PendingApproval], start: int | None = None
     ) -> RunResult[OutputT]:
-        turn = run.turn
+        """The run's result; `start` (the turn's first message) when the turn is closed already."""
+        if start is None:
+            start = run.turn.start
         costs = run.costs
         cost = None if not costs or any(c is None for c in costs) else float(sum(c for c in costs if c is not None))
         return RunResult(
             status=status,
             text=text,
-            messages=list(run.record.messages[turn.start :]),
+            messages=list(run.record.messages[start:]),
             usage=RequestUsage.sum(run.usages),
             session_id=self._id,
             version=run.version,
@@ -391,12 +393,6 @@ class AgentSession(Generic[OutputT]):
             pending=pending,
             value=value,
         )
-
-
-def _with_version(result: RunResult[OutputT], version: int) -> RunResult[OutputT]:
-    from dataclasses import replace
-
-    return replace(result, version=version)
 
 
 def _input_messages(input: object) -> list[LLMMessage]:
