@@ -108,6 +108,31 @@ class StateStore(Protocol):
 # --- JSON checks -----------------------------------------------------------------------------------------
 
 
+def _is_json(value: Any) -> bool:
+    """Whether `value` is made of JSON values only: the check of every save, without the paths `_check_json`
+    builds for its error (walked only when this says no). Iterative, exact types first (subclasses after)."""
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is dict or (kind is not list and isinstance(item, dict)):
+            for key in item:
+                if not isinstance(key, str):
+                    return False
+            extend(item.values())
+        elif kind is list or isinstance(item, list):
+            extend(item)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif not isinstance(item, (str, int)):
+            return False
+    return True
+
+
 def _check_json(value: Any, path: str) -> None:
     if value is None or isinstance(value, (str, bool, int)):
         return
@@ -137,7 +162,8 @@ def encode_state(state: object) -> bytes:
     if not isinstance(state, Mapping):
         raise TypeError(f"state must be a mapping (a JSON object), got {type(state).__name__}")
     plain = dict(state)
-    _check_json(plain, "state")
+    if not _is_json(plain):
+        _check_json(plain, "state")  # raises, naming the first value that is not JSON
     return json_dumps_compact(plain)
 
 
