@@ -193,7 +193,9 @@ async def run_methods(
             continue
         embedder = make_embedder(method)
         async with SqliteVectorStore(collection_name="bench", vector_size=embedder.vector_size or 256) as store:
-            memory = VectorMemory(embedder, store)
+            # Vector search alone: the embedder's own ranking (VectorMemory's default is hybrid where the store
+            # has keyword search; the store's rows below measure that).
+            memory = VectorMemory(embedder, store, search="vector")
             started = time.perf_counter()
             await memory.add(documents)
             index_s = time.perf_counter() - started
