@@ -87,7 +87,8 @@ async def test_an_unknown_or_expired_session_is_not_found_everywhere(redis_serve
 async def test_a_stream_closed_on_one_server_resumes_on_the_other_with_every_event_once(
     redis_server: RedisServer,
 ) -> None:
-    release.clear()
+    global release
+    release = asyncio.Event()  # each test has its own event loop
     async with (
         serving(shared_app(redis_server, "t3")) as a,
         serving(shared_app(redis_server, "t3")) as b,
@@ -134,7 +135,8 @@ async def test_a_stream_resumes_on_the_other_server_from_its_priming_event_with_
     redis_server: RedisServer,
 ) -> None:
     # The priming event is minted from the position the request's expiry refresh read, not written to Redis.
-    release.clear()
+    global release
+    release = asyncio.Event()  # each test has its own event loop
     async with (
         serving(shared_app(redis_server, "t5")) as a,
         serving(shared_app(redis_server, "t5")) as b,
