@@ -8,8 +8,8 @@ Sides, each a separate server process on 127.0.0.1 (this script with ``--serve K
 - ``sdk``: `MCPServer` with the tool as a decorated function (its default session manager, no event store);
 - ``sdk (A/A)``: a second, identical `MCPServer` process: the spread between the two is the noise floor;
 - ``ext``: `McpServer` with the tool as an ext `FunctionTool` (`MemorySessionStore`, which also keeps events);
-- ``ext+redis``: the same with `RedisSessionStore` (session expiry refreshed and each event stored in Redis on every
-  call).
+- ``ext+redis``: the same with `RedisSessionStore` (on every call, the session's expiry refreshed and the response
+  event stored in Redis: two round trips).
 With ``--baseline-store FILE`` (an earlier ``redis.py`` of ext-hosting-mcp, e.g. from ``git show
 REV:packages/ext-hosting-mcp/src/ext/hosting/mcp/redis.py``), a fifth side ``ext+redis (baseline)`` serves with that
 file's `RedisSessionStore`, so an old and a new store are compared in one run.
