@@ -9,6 +9,11 @@ Keys (each with the session's idle expiry, refreshed by every request):
 - `<prefix>:own:<session>`: SSE stream -> the process that runs its request;
 - `<prefix>:p:<process>`: present while that process lives (refreshed every `heartbeat` seconds).
 
+One round trip per Redis write, each a Lua script: `touch` refreshes the record's expiry and, in the same call,
+reads the position of the session's last event; the priming event of the request that follows is then minted in
+memory from that position (`<position>~<process>~<stream, hex>`) rather than written, since it carries no message and
+everything the request stores comes after that position. A call costs two round trips (the touch, its response).
+
 Resuming (`GET` with `Last-Event-ID`): the events after that id on its stream are sent again from Redis. If the
 request is still running in this process, the SDK's transport then carries it on. If it runs in another process, this
 one follows the Redis stream (`XREAD BLOCK`) until the response arrives; if that process died first (its presence key
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,7 +32,7 @@ from typing import Any, TypeVar
 from uuid import uuid4
 
 import mcp_types as types
-from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
+from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventMessage, EventStore
 from redis import exceptions as redis_errors
 
 from ext.core import ConfigurationError
@@ -45,6 +51,45 @@ _T = TypeVar("_T")
 logger = logging.getLogger(__name__)
 
 
+# Refreshes the record's expiry; answers the id of the session's last event ("0-0" if none), or false if it is gone.
+_TOUCH = """
+if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then return false end
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if last[1] then return last[1][1] end
+return '0-0'
+"""
+
+# Appends an event and records which process runs its stream, refreshing both keys' expiry.
+_APPEND = """
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 's', ARGV[2], 'm', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return id
+"""
+
+# (session id, position of its last event) read by this request's `touch`, for its priming event.
+_position: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("_position", default=None)
+
+
+def _priming_id(position: str, process: str, stream_id: str) -> str:
+    # The stream id is the client's request id: hex keeps any character of it out of the SSE `id:` line.
+    return f"{position}~{process}~{stream_id.encode().hex()}"
+
+
+def _parse_priming_id(event_id: str) -> tuple[str, str, str] | None:
+    """(position, process, stream) of a minted priming id, or None when it is not one."""
+    parts = event_id.split("~")
+    if len(parts) != 3:
+        return None
+    position, process, stream_hex = parts
+    try:
+        stream = bytes.fromhex(stream_hex).decode()
+    except ValueError:
+        return None
+    return position, process, stream
+
+
 def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
@@ -61,6 +106,7 @@ def _text(value: Any) -> str:
 class _Events(EventStore):
     def __init__(self, store: RedisSessionStore, session_id: str, ttl: float) -> None:
         self._store = store
+        self._session = session_id
         self._key = f"{store.prefix}:ev:{session_id}"
         self._owners = f"{store.prefix}:own:{session_id}"
         self._ttl = _ms(ttl)
@@ -68,34 +114,43 @@ class _Events(EventStore):
 
     async def store_event(self, stream_id: str, message: types.JSONRPCMessage | None) -> str:
         self._local.add(stream_id)
+        if message is None:
+            known = _position.get()
+            if known is not None and known[0] == self._session and stream_id != GET_STREAM_KEY:
+                _position.set(None)  # one priming event per touch
+                return _priming_id(known[1], self._store.process, stream_id)
         data = "" if message is None else message.model_dump_json(by_alias=True, exclude_unset=True)
-
-        async def write() -> Any:
-            async with self._store.client.pipeline(transaction=False) as pipe:
-                pipe.xadd(self._key, {"s": stream_id, "m": data}, maxlen=self._store.max_events, approximate=True)
-                pipe.pexpire(self._key, self._ttl)
-                pipe.hset(self._owners, stream_id, self._store.process)
-                pipe.pexpire(self._owners, self._ttl)
-                return (await pipe.execute())[0]
-
-        return _text(await self._store._retrying(write))
+        store = self._store
+        args = (store.max_events, stream_id, data, self._ttl, store.process)
+        return _text(await store._eval(_APPEND, (self._key, self._owners), args))
 
     async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> str | None:
+        _position.set(None)  # a priming event for the resumed stream must follow what is replayed: written, not minted
         client = self._store.client
+        minted = _parse_priming_id(last_event_id)
+        owner: str | None = None
+        if minted is not None:
+            position, owner, stream = minted
+            after = position
+        else:
+            try:
+                first = await client.xrange(self._key, last_event_id, last_event_id)
+            except Exception:  # not an entry id (Redis refuses it): nothing to replay
+                logger.debug("unreadable Last-Event-ID %r", last_event_id[:64])
+                return None
+            if not first:
+                return None
+            stream, after = _text(first[0][1][b"s"]), last_event_id
         try:
-            first = await client.xrange(self._key, last_event_id, last_event_id)
-        except Exception:  # not an entry id (Redis refuses it): nothing to replay
+            last, answered = await self._send_after(stream, after, send_callback)
+        except redis_errors.ResponseError:  # a minted id whose position Redis refuses
             logger.debug("unreadable Last-Event-ID %r", last_event_id[:64])
             return None
-        if not first:
-            return None
-        stream = _text(first[0][1][b"s"])
-        last, answered = await self._send_after(stream, last_event_id, send_callback)
         if answered:
             return None  # the client now has the whole exchange: the replay stream ends here
         if stream in self._local:
             return stream  # the request runs here: the SDK's transport carries the stream on
-        await self._follow(stream, last, send_callback)
+        await self._follow(stream, last, send_callback, owner)
         return None
 
     async def _send_after(self, stream: str, after: str, send: EventCallback) -> tuple[str, bool]:
@@ -114,7 +169,7 @@ class _Events(EventStore):
         await send(EventMessage(message, entry_id))
         return isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) and str(message.id) == stream
 
-    async def _follow(self, stream: str, last: str, send: EventCallback) -> None:
+    async def _follow(self, stream: str, last: str, send: EventCallback, owner_hint: str | None) -> None:
         """Relay `stream`'s new events from Redis until its answer, or an error once its process is gone."""
         client = self._store.client
         block = _ms(self._store.heartbeat)
@@ -127,7 +182,8 @@ class _Events(EventStore):
                         return
             if found:
                 continue
-            owner = await client.hget(self._owners, stream)
+            # A minted priming id names the process that ran the request; else the process that stored its events.
+            owner = owner_hint if owner_hint is not None else await client.hget(self._owners, stream)
             if owner is None or not await client.exists(f"{self._store.prefix}:p:{_text(owner)}"):
                 # Its process stopped before answering: say so rather than leave the client waiting.
                 error = types.JSONRPCError(
@@ -171,12 +227,21 @@ class RedisSessionStore:
         self.heartbeat = float(heartbeat)
         self.process = uuid4().hex
         self._client: Any = None
+        self._scripts: dict[str, Any] = {}
 
     @property
     def client(self) -> Any:
         if self._client is None:
             self._client = self._connection.client()
+            self._scripts = {}
         return self._client
+
+    async def _eval(self, script: str, keys: tuple[str, ...], args: tuple[Any, ...]) -> Any:
+        # redis-py's Script runs EVALSHA and loads the script again if Redis answers NOSCRIPT (after a restart).
+        client = self.client
+        if script not in self._scripts:
+            self._scripts[script] = client.register_script(script)
+        return await self._retrying(lambda: self._scripts[script](keys=keys, args=args))
 
     async def _retrying(self, command: Callable[[], Awaitable[_T]]) -> _T:
         # After Redis restarts, each pooled connection fails its first command ("Connection closed by server"):
@@ -202,7 +267,12 @@ class RedisSessionStore:
         return SessionRecord(protocol_version=data["v"], client_params=data["c"], owner=data["o"])
 
     async def touch(self, session_id: str, ttl: float) -> bool:
-        return bool(await self._retrying(lambda: self.client.pexpire(self._key(session_id), _ms(ttl))))
+        keys = (self._key(session_id), f"{self.prefix}:ev:{session_id}")
+        last = await self._eval(_TOUCH, keys, (_ms(ttl),))
+        if last is None:
+            return False
+        _position.set((session_id, _text(last)))
+        return True
 
     async def delete(self, session_id: str) -> None:
         await self.client.delete(
