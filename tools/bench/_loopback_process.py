@@ -22,20 +22,25 @@ import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 KEY = "sk-bench"
 
 
 async def _serve(kinds: dict[str, str]) -> None:
-    from ext.testing.script import Fault, Reply
+    from ext.testing.script import FAULT_KINDS, Fault, Reply
     from ext.testing.servers import OpenAIServer
 
     reply = Reply(text="Hello! How can I help you today?", prompt_tokens=9, completion_tokens=9)
-    servers = {
-        name: OpenAIServer(api_key=KEY, default=reply if kind == "reply" else Fault(kind), record=False)
-        for name, kind in kinds.items()
-    }
+
+    def answer(kind: str) -> Reply | Fault:
+        if kind == "reply":
+            return reply
+        if kind not in FAULT_KINDS:
+            raise SystemExit(f"a server kind must be 'reply' or one of {sorted(FAULT_KINDS)}, got {kind!r}")
+        return Fault(cast("Any", kind))
+
+    servers = {name: OpenAIServer(api_key=KEY, default=answer(kind), record=False) for name, kind in kinds.items()}
     async with contextlib.AsyncExitStack() as stack:
         for server in servers.values():
             await stack.enter_async_context(server)

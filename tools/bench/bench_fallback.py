@@ -14,7 +14,7 @@ new message per call.
 ext sides (``OpenAIChatCompletionClient``, SDK retries off, interleaved blocks so machine drift weighs alike):
 ``bare`` and ``bare (A/A)`` (the noise yardstick), ``fallback`` (a ``FallbackMiddleware`` pipeline, no failure),
 ``fallback + cooldown (memory)``, ``fallback + cooldown (Redis)`` (a real redis-server, ``RedisCooldowns``: one
-PTTL before each call, one script after it, in the background for a success), ``... (Redis, refresh 0.1 s)`` (the
+round trip before each call, which also carries the earlier calls' successes), ``... (Redis, refresh 0.1 s)`` (the
 "not cooling" answer reused for 0.1 s: no round trip in the caller's path), and ``failover`` (the main client on
 ``failing``, the backup on ``ok``: every call fails once and switches), and ``bare + one Redis PING`` (a bare create
 after one PING to the same redis-server: the floor of any middleware that makes one round trip per call; its ``own``
