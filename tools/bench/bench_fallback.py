@@ -6,15 +6,19 @@ Run: ``hatch run ext-resilience:python tools/bench/bench_fallback.py [--blocks B
 need not sit beside ext's openai 3.x): this script starts the servers, runs ext's sides, then runs itself with
 ``--litellm-worker`` under that environment's Python against the same servers, and prints one table.
 
-Servers: two ext-testing ``OpenAIServer``s in this process, ``ok`` (always a short reply) and ``failing`` (always a
-500). Every side sends a new message per call.
+Servers: two ext-testing ``OpenAIServer``s in a child process (``_loopback_process``: sharing the client's event
+loop, the server's own work would be charged to whatever round trip the client awaits next, Redis's included),
+``ok`` (always a short reply) and ``failing`` (always a 500); redis-server is its own process too. Every side sends a
+new message per call.
 
 ext sides (``OpenAIChatCompletionClient``, SDK retries off, interleaved blocks so machine drift weighs alike):
 ``bare`` and ``bare (A/A)`` (the noise yardstick), ``fallback`` (a ``FallbackMiddleware`` pipeline, no failure),
 ``fallback + cooldown (memory)``, ``fallback + cooldown (Redis)`` (a real redis-server, ``RedisCooldowns``: one
-PTTL before each call, one script after it, in the background for a success), ``... (Redis, refresh 0.1 s)`` (the
+round trip before each call, which also carries the earlier calls' successes), ``... (Redis, refresh 0.1 s)`` (the
 "not cooling" answer reused for 0.1 s: no round trip in the caller's path), and ``failover`` (the main client on
-``failing``, the backup on ``ok``: every call fails once and switches). ``own`` is each call's wall time less the
+``failing``, the backup on ``ok``: every call fails once and switches), and ``bare + one Redis PING`` (a bare create
+after one PING to the same redis-server: the floor of any middleware that makes one round trip per call; its ``own``
+is the PING's time). ``own`` is each call's wall time less the
 time spent inside the bare clients' ``create`` (they are wrapped in timers): what the middlewares cost, free of the
 server's share.
 
@@ -79,6 +83,7 @@ async def run_ext(ok_url: str, failing_url: str, redis_url: str, blocks: int, bl
     from ext.core import UserMessage
     from ext.models.openai import OpenAIChatCompletionClient
     from ext.pipeline import ChatClientBuilder
+    from ext.redis import RedisConnection
     from ext.resilience import CooldownPolicy, Cooldowns, FallbackMiddleware, RedisCooldowns
 
     timer_cls = timed(OpenAIChatCompletionClient)
@@ -106,8 +111,10 @@ async def run_ext(ok_url: str, failing_url: str, redis_url: str, blocks: int, bl
         .use(FallbackMiddleware([client(ok_url, timer_cls)], names=["main", "backup"]))
         .build()
     )
-    counters = [itertools.count() for _ in range(7)]
-    own: dict[str, list[int]] = {name: [] for name in [*built, "failover"]}
+    counters = [itertools.count() for _ in range(8)]
+    own: dict[str, list[int]] = {name: [] for name in [*built, "failover", "bare + one Redis PING"]}
+    ping_redis: Any = RedisConnection(redis_url).client()
+    bare_ping = client(ok_url)
 
     def fresh(side: int) -> list[Any]:
         return [UserMessage(content=f"Say hi #{next(counters[side])}")]
@@ -122,9 +129,16 @@ async def run_ext(ok_url: str, failing_url: str, redis_url: str, blocks: int, bl
 
         return (name, call)
 
+    async def ping_then_create() -> None:
+        start = time.perf_counter_ns()
+        await ping_redis.ping()
+        own["bare + one Redis PING"].append(time.perf_counter_ns() - start)
+        await bare_ping.create(fresh(7))
+
     sides = [
         side(0, "bare", bare_a, False),
         side(1, "bare (A/A)", bare_b, False),
+        ("bare + one Redis PING", ping_then_create),
         *[side(2 + i, name, target, True) for i, (name, target) in enumerate(built.items())],
         side(6, "failover", failover, True),
     ]
@@ -134,8 +148,9 @@ async def run_ext(ok_url: str, failing_url: str, redis_url: str, blocks: int, bl
         _stats(r.name, r.latencies_ns, own.get(r.name, [])[block:] or None, None if i == 0 else base)
         for i, r in enumerate(results)
     ]
-    for target in [bare_a, bare_b, *built.values(), failover]:
+    for target in [bare_a, bare_b, bare_ping, *built.values(), failover]:
         await target.close()
+    await ping_redis.aclose()
     return rows
 
 
@@ -207,26 +222,22 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    from ext.testing.redis import start_redis_server
-    from ext.testing.script import Fault, Reply
-    from ext.testing.servers import OpenAIServer
+    from _loopback_process import loopback_servers
 
-    reply = Reply(text="Hello! How can I help you today?", prompt_tokens=9, completion_tokens=9)
+    from ext.testing.redis import start_redis_server
+
     redis_server = start_redis_server()
     try:
-        async with (
-            OpenAIServer(api_key=KEY, default=reply, record=False) as ok,
-            OpenAIServer(api_key=KEY, default=Fault("server_error"), record=False) as failing,
-        ):
-            rows = await run_ext(ok.base_url, failing.base_url, redis_server.url, args.blocks, args.block)
+        async with loopback_servers({"ok": "reply", "failing": "server_error"}) as urls:
+            rows = await run_ext(urls["ok"], urls["failing"], redis_server.url, args.blocks, args.block)
             litellm_rows: list[dict[str, Any]] = []
             if args.litellm_python:
                 command = [
                     args.litellm_python,
                     __file__,
                     "--litellm-worker",
-                    ok.base_url,
-                    failing.base_url,
+                    urls["ok"],
+                    urls["failing"],
                     "--blocks",
                     str(args.blocks),
                     "--block",

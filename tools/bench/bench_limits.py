@@ -3,8 +3,9 @@ limits against bare LiteLLM, all on the same loopback OpenAI server in one run.
 
 Run: ``hatch run bench-limits:python tools/bench/bench_limits.py [--blocks B] [--block N]``
 
-Sides, each a create over a real socket to ext-testing's OpenAIServer (in the same event loop, so every side pays
-the same server share), timed in short interleaved blocks (``measure_interleaved``):
+Sides, each a create over a real socket to ext-testing's OpenAIServer (in a child process, ``_loopback_process``:
+in the client's event loop the server's own work would be charged to the next round trip the client awaits, Redis's
+included; redis-server is its own process too), timed in short interleaved blocks (``measure_interleaved``):
 
 - ``bare`` and ``bare (A/A)``: two identical bare ``OpenAIChatCompletionClient``s; their difference is this run's noise.
 - ``pipeline (none)``: the same client in a pipeline without middleware: what the pipeline itself costs (message
@@ -35,6 +36,7 @@ from decimal import Decimal
 from typing import Any
 
 from _harness import Result, measure_interleaved
+from _loopback_process import loopback_servers
 
 from ext.core import UserMessage
 
@@ -74,15 +76,12 @@ async def run(blocks: int, block: int, with_litellm: bool) -> None:
         RedisRateLimitBackend,
     )
     from ext.testing.redis import start_redis_server
-    from ext.testing.script import Reply
-    from ext.testing.servers import OpenAIServer
 
     redis_server = start_redis_server()
-    reply = Reply(text="Hello! How can I help you today?", prompt_tokens=9, completion_tokens=9)
     closers: list[Any] = []
     try:
-        async with OpenAIServer(api_key=KEY, default=reply, record=False) as server:
-            base_url = server.base_url + "/v1"
+        async with loopback_servers({"ok": "reply"}) as urls:
+            base_url = urls["ok"] + "/v1"
 
             def client(wrap: bool = False) -> Any:
                 cls = timed(OpenAIChatCompletionClient) if wrap else OpenAIChatCompletionClient

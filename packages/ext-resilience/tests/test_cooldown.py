@@ -216,3 +216,54 @@ async def test_refresh_reuses_not_cooling_for_at_most_that_long(redis_server: Re
     assert await here.remaining("c") > 0  # seen once the period is over
     await here.close()
     await elsewhere.close()
+
+
+async def _counted_calls(redis_server: RedisServer, key: str, client: str) -> int | None:
+    from ext.redis import RedisConnection
+
+    redis = RedisConnection(redis_server.url).client()
+    try:
+        value = await redis.hget(f"{key}:{client}:n", "calls")
+    finally:
+        await redis.aclose()
+    return None if value is None else int(value)
+
+
+async def test_a_success_rides_with_the_next_check_not_a_round_trip_of_its_own(redis_server: RedisServer) -> None:
+    key = prefix()
+    backend = RedisCooldowns(redis_server.url, prefix=key)
+    policy = CooldownPolicy()
+    for _ in range(3):
+        assert await backend.record("c", failed=False, immediate=False, policy=policy) == 0.0
+    assert await _counted_calls(redis_server, key, "c") is None  # nothing sent yet
+    assert await backend.remaining("c") == 0.0  # the check carries the 3 successes
+    assert await _counted_calls(redis_server, key, "c") == 3
+    assert await backend.record("c", failed=False, immediate=False, policy=policy) == 0.0
+    await backend.close()  # close sends what is left
+    assert await _counted_calls(redis_server, key, "c") == 4
+
+
+async def test_successes_not_sent_yet_count_in_the_next_failures_rate(redis_server: RedisServer) -> None:
+    """3 successes, then 2 failures: 2 of 5 under a 0.5 rate, no cooldown (were the 3 lost, 2 of 2 would cool)."""
+    policy = CooldownPolicy(min_calls=2, failure_rate=0.5)
+    backend = RedisCooldowns(redis_server.url, prefix=prefix())
+    for failed in [False, False, False, True, True]:
+        assert await backend.record("c", failed=failed, immediate=False, policy=policy) == 0.0
+    assert await backend.remaining("c") == 0.0
+    await backend.close()
+
+
+async def test_a_success_with_no_later_call_is_sent_on_its_own(redis_server: RedisServer) -> None:
+    key = prefix()
+    backend = RedisCooldowns(redis_server.url, prefix=key)
+    assert await backend.record("c", failed=False, immediate=False, policy=CooldownPolicy()) == 0.0
+
+    seen = None
+    for _ in range(200):  # polling Redis for the background send, bounded at 10 s
+        seen = await _counted_calls(redis_server, key, "c")
+        if seen == 1:
+            break
+        await asyncio.sleep(0.05)
+    assert seen == 1  # sent within about a second, without another call or close()
+    await backend.close()
+    assert await _counted_calls(redis_server, key, "c") == 1  # and not sent twice
