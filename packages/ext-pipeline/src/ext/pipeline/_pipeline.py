@@ -94,6 +94,31 @@ class ChatCall:
         """A copy with `changes` applied (`context` stays the same dict)."""
         return replace(self, **changes)
 
+    def create_on(self, client: ChatCompletionClient) -> Awaitable[CreateResult]:
+        """`client.create` with this call's arguments: the end of a pipeline, or a middleware sending the call to
+        another client (a fallback)."""
+        return client.create(
+            self.messages,
+            self.cancellation_token,
+            tools=self.tools,
+            tool_choice=self.tool_choice,
+            json_output=self.json_output,
+            options=self.options,
+            extra_create_args=self.extra_create_args,
+        )
+
+    def stream_on(self, client: ChatCompletionClient) -> AsyncIterator[ChatItem]:
+        """`client.create_stream` with this call's arguments."""
+        return client.create_stream(
+            self.messages,
+            self.cancellation_token,
+            tools=self.tools,
+            tool_choice=self.tool_choice,
+            json_output=self.json_output,
+            options=self.options,
+            extra_create_args=self.extra_create_args,
+        )
+
     @property
     def model(self) -> str:
         """The model this call asks for: `options.model_id`, else the client's model."""
@@ -394,26 +419,10 @@ class ChatPipeline(UsageLifecycle[PipelineConfig]):
 
 def _terminal(client: ChatCompletionClient) -> tuple[CreateNext, StreamNext]:
     def create(call: ChatCall) -> Awaitable[CreateResult]:
-        return client.create(
-            call.messages,
-            call.cancellation_token,
-            tools=call.tools,
-            tool_choice=call.tool_choice,
-            json_output=call.json_output,
-            options=call.options,
-            extra_create_args=call.extra_create_args,
-        )
+        return call.create_on(client)
 
     def stream(call: ChatCall) -> AsyncIterator[ChatItem]:
-        return client.create_stream(
-            call.messages,
-            call.cancellation_token,
-            tools=call.tools,
-            tool_choice=call.tool_choice,
-            json_output=call.json_output,
-            options=call.options,
-            extra_create_args=call.extra_create_args,
-        )
+        return call.stream_on(client)
 
     return create, stream
 

@@ -266,7 +266,7 @@ class FallbackMiddleware(ChatMiddleware):
             if pending is not None:
                 self.switch_event(call, pending, candidate, 0)
             try:
-                result = await (next(call) if candidate.client is None else _create(candidate.client, call))
+                result = await (next(call) if candidate.client is None else call.create_on(candidate.client))
             except Exception as exc:
                 kind, switches = self.classify(exc)
                 if kind is not None:
@@ -310,7 +310,7 @@ class FallbackMiddleware(ChatMiddleware):
     def open_stream(self, candidate: Candidate, call: ChatCall, next: StreamNext) -> AsyncIterator[ChatItem]:
         if candidate.client is None:
             return next(call)
-        return _stream(candidate.client, call)
+        return call.stream_on(candidate.client)
 
     async def close(self) -> None:
         if not self._close_clients:
@@ -319,30 +319,6 @@ class FallbackMiddleware(ChatMiddleware):
         for client in held:
             if client is not None:
                 await client.close()
-
-
-def _create(client: ChatCompletionClient, call: ChatCall) -> Any:
-    return client.create(
-        call.messages,
-        call.cancellation_token,
-        tools=call.tools,
-        tool_choice=call.tool_choice,
-        json_output=call.json_output,
-        options=call.options,
-        extra_create_args=call.extra_create_args,
-    )
-
-
-def _stream(client: ChatCompletionClient, call: ChatCall) -> AsyncIterator[ChatItem]:
-    return client.create_stream(
-        call.messages,
-        call.cancellation_token,
-        tools=call.tools,
-        tool_choice=call.tool_choice,
-        json_output=call.json_output,
-        options=call.options,
-        extra_create_args=call.extra_create_args,
-    )
 
 
 def _named(clients: list[ChatCompletionClient], given: list[str | None]) -> list[Candidate]:
