@@ -56,4 +56,5 @@ async def test_each_fault_has_its_kind(
     error = await error_of(server, fault, monkeypatch)
     found = classify_error(error)
     assert found is not None and found.kind is kind, (found, error)
-    assert provider_error(error).kind is kind
+    typed = provider_error(error)
+    assert typed is not None and typed.kind is kind and typed.__cause__ is error
