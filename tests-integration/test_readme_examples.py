@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import json
 import os
 import re
 import sys
@@ -71,11 +72,35 @@ EXAMPLES = _examples()
 
 
 def _answer(request: RecordedRequest) -> Reply:
-    """What the loopback model answers a README example: JSON when the request asks for it, else a sentence."""
+    """What the loopback model answers a README example: JSON when the request asks for it (an instance of the
+    schema it sends, when it sends one), else a sentence."""
     body = request.json if isinstance(request.json, dict) else {}
-    if body.get("response_format"):
+    response_format = body.get("response_format")
+    if response_format:
+        schema = (response_format.get("json_schema") or {}).get("schema") if isinstance(response_format, dict) else None
+        if isinstance(schema, dict) and schema.get("properties"):
+            return Reply(text=json.dumps(_instance(schema, schema)))
         return Reply(text='{"name": "Oslo", "population": 709000}')
     return Reply(text="The capital of France is Paris.")
+
+
+def _instance(schema: dict[str, Any], root: dict[str, Any], depth: int = 0) -> Any:
+    """A small value that validates against `schema` (the subset structured-output schemas use)."""
+    if "$ref" in schema and depth < 8:
+        target: Any = root
+        for part in str(schema["$ref"]).removeprefix("#/").split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        return _instance(target, root, depth + 1)
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "anyOf" in schema:
+        return _instance(schema["anyOf"][0], root, depth + 1)
+    kind = schema.get("type")
+    if kind == "object":
+        return {name: _instance(sub, root, depth + 1) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return []
+    return {"string": "Oslo", "integer": 5, "number": 5.0, "boolean": True}.get(str(kind))
 
 
 def test_examples_are_found() -> None:

@@ -69,6 +69,7 @@ async def test_eval_compares_two_configurations_and_writes_json_and_html(
     assert [r["correct"] for r in a["results"]] == [True, False, True]
     # The tables on stdout: each configuration, then B against A.
     assert "openai:gpt-4o-mini" in ran.out and "openai:gpt-4o vs openai:gpt-4o-mini" in ran.out
+    assert ran.out.count("cost $") == 2  # both models are in the price table (ext-resilience)
     overall_rows = [line for line in ran.out.splitlines() if "overall" in line]
     assert len(overall_rows) == 3
     assert "66.7%" in overall_rows[0] and "33.3%" in overall_rows[0]  # accuracy, malformed rate of A

@@ -190,10 +190,13 @@ def _summary_table(config: ConfigReport) -> Table:
     from rich.table import Table
 
     table = Table(title=config.name, title_justify="left")
-    for name in ("category", "cases", "accuracy", "malformed", "errors", "p50 s", "p99 s", "tokens in/out", "cost $"):
+    priced = config.overall.cost_usd is not None  # a cost column only when ext-resilience priced the model
+    names = ("category", "cases", "accuracy", "malformed", "errors", "p50 s", "p99 s", "tokens in/out")
+    for name in (*names, "cost $") if priced else names:
         table.add_column(name, justify="left" if name == "category" else "right", no_wrap=True)
     rows: list[tuple[str, Any]] = [*config.categories.items(), ("overall", config.overall)]
     for category, s in rows:
+        cost = ["-" if s.cost_usd is None else f"{s.cost_usd:.6f}"] if priced else []
         table.add_row(
             category,
             str(s.cases),
@@ -203,7 +206,7 @@ def _summary_table(config: ConfigReport) -> Table:
             f"{s.latency_p50_s:.2f}",
             f"{s.latency_p99_s:.2f}",
             f"{s.prompt_tokens}/{s.completion_tokens}",
-            "-" if s.cost_usd is None else f"{s.cost_usd:.6f}",
+            *cost,
         )
     return table
 
